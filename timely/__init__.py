@@ -1,0 +1,55 @@
+"""timely: Naiad's timely dataflow for Python.
+
+Write vertices (`Vertex`: ``on_recv``, ``on_notify``; call ``send_by``, ``notify_at``),
+wire them into stages and loops (`LoopContext`), and run the dataflow with `execute`
+(from ordinary code) or `execute_async` (from async code).
+"""
+
+from ._runtime.computation import AsyncComputation, Computation, execute, execute_async
+from ._runtime.statistics import ComputationStatistics, WorkerStatistics
+from .dataflow import Input, Probe, Scope, Stream, Subscription
+from .errors import (
+    ComputationFailed,
+    CycleError,
+    GraphError,
+    InputError,
+    ScopeError,
+    StalledError,
+    TimelyError,
+    TimestampError,
+    VertexError,
+)
+from .loop_context import Feedback, LoopContext
+from .progress import Antichain
+from .timestamp import Timestamp
+from .vertex import Output, Vertex, VertexStatistics
+
+__all__ = [
+    "Antichain",
+    "AsyncComputation",
+    "Computation",
+    "ComputationFailed",
+    "ComputationStatistics",
+    "CycleError",
+    "Feedback",
+    "GraphError",
+    "Input",
+    "InputError",
+    "LoopContext",
+    "Output",
+    "Probe",
+    "Scope",
+    "ScopeError",
+    "StalledError",
+    "Stream",
+    "Subscription",
+    "Timestamp",
+    "TimelyError",
+    "TimestampError",
+    "Vertex",
+    "VertexError",
+    "VertexStatistics",
+    "WorkerStatistics",
+    "execute",
+    "execute_async",
+]

@@ -1,0 +1,1 @@
+"""The asyncio actor runtime (layer 4, private): workers, scheduling, routing, progress, lifecycle."""

@@ -1,0 +1,273 @@
+"""Running a dataflow: from ordinary code (`execute`) or from async code (`execute_async`).
+
+Both build the graph by calling ``build(scope)`` once in this process (SPMD: every process
+runs the same build), freeze it, start a `ProcessRuntime` and hand back a computation
+handle with whatever ``build`` returned (typically its inputs and probes).
+
+From synchronous code the event loop runs in the calling thread, but only while timely
+is called: a wait, an input that is sent more than it can queue, or leaving the ``with``
+block (which closes the inputs and runs the computation to its end). There is no
+background thread and no locking; parallelism comes from processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time as _time
+from typing import Any, Callable, Generic, TypeVar
+
+from ..dataflow import Probe, Scope, _as_time
+from ..errors import ComputationFailed, StalledError, TimelyError
+from ..graph import FrozenGraph
+from ..timestamp import Timestamp
+from ..vertex import Vertex
+from .process import ProcessRuntime
+from .statistics import ComputationStatistics
+
+__all__ = ["execute", "execute_async", "Computation", "AsyncComputation"]
+
+T = TypeVar("T")
+
+
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency, but stay usable without it
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()  # type: ignore[no-any-return]
+
+
+def _build(build: Callable[[Scope], T]) -> tuple[Scope, T, FrozenGraph]:
+    scope = Scope._root()
+    result = build(scope)
+    return scope, result, scope._builder.freeze()
+
+
+class _Handle:
+    """What the sync and async computation handles share."""
+
+    runtime: ProcessRuntime
+    _deadline: float | None
+
+    @property
+    def graph(self) -> FrozenGraph:
+        """The frozen logical graph; ``graph.to_dot()`` and ``graph.to_mermaid()`` draw it."""
+        return self.runtime.graph
+
+    @property
+    def complete(self) -> bool:
+        return self.runtime.complete
+
+    def explain(self) -> str:
+        """Which pointstamps hold back each pending notification and probe wait."""
+        return self.runtime.explain()
+
+    def statistics(self) -> ComputationStatistics:
+        return self.runtime.statistics()
+
+    def vertices(self, stage: str) -> list[Vertex]:
+        """This process's vertex instances of the stage with that full name."""
+        return self.runtime.vertices(stage)
+
+    def _remaining(self, timeout: float | None) -> float | None:
+        limits = [x for x in (timeout, None if self._deadline is None else self._deadline - _time.monotonic()) if x is not None]
+        return max(0.0, min(limits)) if limits else None
+
+    def _check_failed(self) -> None:
+        if self.runtime.failure is not None:
+            raise ComputationFailed("the computation has failed") from self.runtime.failure
+
+
+class Computation(_Handle):
+    """A running computation driven from synchronous code."""
+
+    def __init__(self, runtime: ProcessRuntime, loop: asyncio.AbstractEventLoop, deadline: float | None) -> None:
+        self.runtime = runtime
+        self._loop = loop
+        self._deadline = deadline
+        self._task: asyncio.Task[None] = loop.create_task(runtime.run())
+        runtime.driver = self._drive
+
+    def wait_passed(self, probe: Probe, time: Timestamp | int, timeout: float | None = None) -> None:
+        """Run the computation until nothing at or before ``time`` can reach ``probe``."""
+        t = _as_time(time, probe._scope.depth)
+        loc = probe._bound().location
+
+        async def wait() -> None:
+            await self.runtime.wait_passed(loc, t)
+
+        self._run(wait(), timeout, f"probe {probe.name!r} did not pass {t}")
+
+    def run(self, timeout: float | None = None) -> None:
+        """Run until the computation is complete (close the inputs first)."""
+        self._run(None, timeout, "the computation did not complete")
+
+    def _drive(self, predicate: Callable[[], bool], timeout: float | None) -> None:
+        async def wait() -> None:
+            await self.runtime.when(predicate)
+
+        self._run(wait(), timeout, "the computation did not drain its inputs")
+
+    def _run(self, coro: Any, timeout: float | None, what: str) -> None:
+        self._check_failed()
+        if self._loop.is_running():
+            raise TimelyError("a synchronous timely call was made inside a running event loop; use execute_async")
+        waits: set[asyncio.Future[Any]] = {self._task}
+        target = None
+        if coro is not None:
+            target = self._loop.create_task(coro)
+            waits.add(target)
+        remaining = self._remaining(timeout)
+        done, _ = self._loop.run_until_complete(asyncio.wait(waits, timeout=remaining, return_when="FIRST_COMPLETED"))
+        if self._task in done:
+            if target is not None:
+                target.cancel()
+            exc = self._task.exception()
+            if exc is not None:
+                raise exc
+            return
+        if target is None or target not in done:
+            if target is not None:
+                target.cancel()
+            raise StalledError(f"{what} within {remaining:.1f} s", self.explain())
+
+    def _close(self, failed: bool) -> None:
+        loop = self._loop
+        try:
+            if not failed and not self._task.done():
+                for binding in self.runtime.inputs:
+                    binding.close()
+                self._run(None, None, "the computation did not complete")
+        finally:
+            if not self._task.done():
+                self._task.cancel()
+                try:
+                    loop.run_until_complete(self._task)
+                except BaseException:  # noqa: BLE001 - we are cleaning up after an error
+                    pass
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+
+class execute(Generic[T]):
+    """Run ``build`` as a computation in this process, from synchronous code::
+
+        with timely.execute(build, workers=2) as (comp, handles):
+            ...
+
+    Leaving the block closes every input and runs the computation to completion; if the
+    block raises, the computation is cancelled. ``timeout`` bounds the whole run: past it a
+    wait raises `StalledError` saying what holds progress back. After ``stall_log_after``
+    seconds without progress the same explanation is logged as a warning.
+    """
+
+    def __init__(
+        self,
+        build: Callable[[Scope], T],
+        *,
+        workers: int = 1,
+        timeout: float | None = None,
+        stall_log_after: float | None = 10.0,
+    ) -> None:
+        self._build = build
+        self._workers = workers
+        self._timeout = timeout
+        self._stall = stall_log_after
+        self._comp: Computation | None = None
+
+    def __enter__(self) -> tuple[Computation, T]:
+        deadline = None if self._timeout is None else _time.monotonic() + self._timeout
+        scope, result, graph = _build(self._build)
+        loop = _new_event_loop()
+        try:
+            asyncio.set_event_loop(loop)
+            runtime = ProcessRuntime(graph, scope, workers=self._workers, stall_log_after=self._stall)
+            self._comp = Computation(runtime, loop, deadline)
+        except BaseException:
+            loop.close()
+            raise
+        return self._comp, result
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        assert self._comp is not None
+        self._comp._close(failed=exc_type is not None)
+
+
+class AsyncComputation(_Handle):
+    """A running computation driven from async code."""
+
+    def __init__(self, runtime: ProcessRuntime, deadline: float | None) -> None:
+        self.runtime = runtime
+        self._deadline = deadline
+        self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(runtime.run())
+
+    async def wait_passed(self, probe: Probe, time: Timestamp | int, timeout: float | None = None) -> None:
+        """Wait until nothing at or before ``time`` can reach ``probe``."""
+        t = _as_time(time, probe._scope.depth)
+        future = self.runtime.wait_passed(probe._bound().location, t)
+        await self._wait(future, timeout, f"probe {probe.name!r} did not pass {t}")
+
+    async def run(self, timeout: float | None = None) -> None:
+        """Wait until the computation is complete (close the inputs first)."""
+        await self._wait(None, timeout, "the computation did not complete")
+
+    async def _wait(self, future: asyncio.Future[Any] | None, timeout: float | None, what: str) -> None:
+        self._check_failed()
+        waits: set[asyncio.Future[Any]] = {self._task} if future is None else {self._task, future}
+        remaining = self._remaining(timeout)
+        done, _ = await asyncio.wait(waits, timeout=remaining, return_when="FIRST_COMPLETED")
+        if self._task in done:
+            exc = self._task.exception()
+            if exc is not None:
+                raise exc
+            return
+        if future is None or future not in done:
+            raise StalledError(f"{what} within {remaining:.1f} s", self.explain())
+
+    async def _close(self, failed: bool) -> None:
+        try:
+            if not failed and not self._task.done():
+                for binding in self.runtime.inputs:
+                    binding.close()
+                await self._wait(None, None, "the computation did not complete")
+        finally:
+            if not self._task.done():
+                self._task.cancel()
+                try:
+                    await self._task
+                except BaseException:  # noqa: BLE001 - we are cleaning up after an error
+                    pass
+
+
+class execute_async(Generic[T]):
+    """Run ``build`` as a computation on the running event loop::
+
+        async with timely.execute_async(build) as (comp, handles):
+            ...
+            await comp.wait_passed(probe, 3)
+    """
+
+    def __init__(
+        self,
+        build: Callable[[Scope], T],
+        *,
+        workers: int = 1,
+        timeout: float | None = None,
+        stall_log_after: float | None = 10.0,
+    ) -> None:
+        self._build = build
+        self._workers = workers
+        self._timeout = timeout
+        self._stall = stall_log_after
+        self._comp: AsyncComputation | None = None
+
+    async def __aenter__(self) -> tuple[AsyncComputation, T]:
+        deadline = None if self._timeout is None else _time.monotonic() + self._timeout
+        scope, result, graph = _build(self._build)
+        runtime = ProcessRuntime(graph, scope, workers=self._workers, stall_log_after=self._stall)
+        self._comp = AsyncComputation(runtime, deadline)
+        return self._comp, result
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        assert self._comp is not None
+        await self._comp._close(failed=exc_type is not None)

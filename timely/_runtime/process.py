@@ -1,0 +1,695 @@
+"""One process of a computation: its workers, its progress tracker, and the scheduler.
+
+The logical graph expands to one vertex instance per stage per worker. All workers of a
+process run on one asyncio event loop, in one thread; the scheduler (`ProcessRuntime.step`)
+is plain synchronous code that delivers messages and notifications in tight loops and
+returns to the event loop every few milliseconds, so that I/O and inputs keep flowing.
+
+Progress: every callback's sends, notification requests and consumed message form one
+atomic batch of ``(pointstamp, delta)`` changes. Batches accumulate in ``pending`` (one
+`ChangeBatch` for the whole process: Naiad's per-process accumulation) and are applied to
+the tracker between callbacks, never in the middle of one, so merged batches stay atomic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import anyio
+import logging
+import time as _time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from sortedcontainers import SortedList
+
+from ..dataflow import Input, Probe, Scope, Subscription
+from ..errors import InputError, TimelyError, VertexError
+from ..graph import FrozenGraph, StageKind, StageSpec
+from ..operators import Collect
+from ..progress import Antichain, ChangeBatch, Pointstamp, ProgressTracker
+from ..timestamp import Timestamp, _from_flat
+from ..vertex import TOP, Output, Vertex, VertexContext
+from .statistics import ComputationStatistics, WorkerStatistics
+
+__all__ = ["ProcessRuntime"]
+
+log = logging.getLogger("timely")
+
+MESSAGE_BATCH = 1024
+"""Inputs split what they are sent into messages of at most this many records."""
+SLICE_SECONDS = 0.002
+"""How long the scheduler runs callbacks before it yields to the event loop."""
+DRAIN_LIMIT = 512
+"""Messages one worker delivers before the scheduler looks at the others."""
+
+
+class VertexRuntime(VertexContext):
+    """A vertex instance with what the runtime needs to drive it."""
+
+    __slots__ = (
+        "vertex",
+        "stage",
+        "location",
+        "routes",
+        "input_locations",
+        "worker_state",
+        "busy",
+        "backlog",
+        "async_recv",
+        "async_notify",
+        "pending_notifications",
+        "recv",
+        "notify",
+    )
+
+    def __init__(self, spec: StageSpec, vertex: Vertex, worker: Worker, peers: int) -> None:
+        super().__init__(spec.name, worker.index, peers, spec.depth, len(spec.output_summaries))
+        self.vertex = vertex
+        self.stage = spec.index
+        self.location = spec.index
+        self.routes: list[list[Route]] = [[] for _ in spec.output_summaries]
+        self.input_locations: list[int] = [0] * spec.inputs
+        self.worker_state = worker
+        self.busy = False
+        self.backlog: list[tuple[Any, ...]] = []
+        cls = type(vertex)
+        self.async_recv = inspect.iscoroutinefunction(cls.on_recv)
+        self.async_notify = inspect.iscoroutinefunction(cls.on_notify)
+        self.pending_notifications: set[tuple[Any, Any]] = set()
+        self.recv = vertex.on_recv
+        self.notify = vertex.on_notify
+        vertex._timely = self
+        vertex.outputs = [Output(i) for i in range(len(spec.output_summaries))]
+
+
+class Route:
+    """One connector as seen from one vertex instance: where its records go and how counted."""
+
+    __slots__ = ("location", "port", "partition", "targets", "local", "peers", "target_name")
+
+    def __init__(self, location: int, port: int, partition: Callable[[Any], int] | None, peers: int) -> None:
+        self.location = location
+        self.port = port
+        self.partition = partition
+        self.targets: list[VertexRuntime] = []  # by worker index
+        self.local: VertexRuntime | None = None  # the target on the sender's own worker
+        self.peers = peers
+        self.target_name = ""
+
+    def send(self, records: list[Any], time: Timestamp, pending: dict[Pointstamp, int]) -> int:
+        """Enqueue ``records`` for the target(s); count them in ``pending``; return messages made."""
+        key = (time, self.location)
+        if self.partition is None or self.peers == 1:
+            target = self.local
+            assert target is not None
+            target.worker_state.queue.append((target, self.port, time, records))
+            pending[key] = pending.get(key, 0) + 1
+            return 1
+        n = self.peers
+        parts: list[list[Any]] = [[] for _ in range(n)]
+        appends = [p.append for p in parts]
+        fn = self.partition
+        for r in records:
+            appends[fn(r) % n](r)
+        made = 0
+        port = self.port
+        for w, part in enumerate(parts):
+            if part:
+                target = self.targets[w]
+                target.worker_state.queue.append((target, port, time, part))
+                made += 1
+        pending[key] = pending.get(key, 0) + made
+        return made
+
+
+class Worker:
+    """A worker: one instance of every stage, a message queue, pending notifications."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.vertices: list[VertexRuntime] = []
+        self.queue: deque[tuple[VertexRuntime, int, Timestamp, list[Any]]] = deque()
+        # (guarantee, stage, capability or TOP); sorted so the earliest are delivered first
+        self.notifications: SortedList = SortedList()
+        self.messages_delivered = 0
+        self.records_delivered = 0
+        self.notifications_delivered = 0
+        self.callback_seconds = 0.0
+
+
+@dataclass
+class _Waiter:
+    location: int
+    time: Timestamp
+    future: asyncio.Future[None]
+
+
+class ProcessRuntime:
+    """Everything one process runs: built from the frozen graph and the builder's scope."""
+
+    def __init__(
+        self,
+        graph: FrozenGraph,
+        scope: Scope,
+        workers: int = 1,
+        process_index: int = 0,
+        processes: int = 1,
+        stall_log_after: float | None = 10.0,
+    ) -> None:
+        if workers < 1:
+            raise ValueError("a process needs at least one worker")
+        self.graph = graph
+        self.process_index = process_index
+        self.processes = processes
+        self.peers = workers * processes
+        self.first_worker = process_index * workers
+        self.tracker = ProgressTracker(graph.reachability)
+        self.pending: ChangeBatch = ChangeBatch()
+        self.failure: BaseException | None = None
+        self.stall_log_after = stall_log_after
+        self.driver: Callable[[Callable[[], bool], float | None], None] | None = None
+        self.started_at = _time.perf_counter()
+        self._seen_version = -1
+        self._notes_dirty = False
+        self._in_flight = 0  # async callbacks running
+        self._wake = asyncio.Event()
+        self._waiters: list[_Waiter] = []
+        self._conditions: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        self._task_group: Any = None
+
+        self.workers = [Worker(self.first_worker + i) for i in range(workers)]
+        for w in self.workers:
+            for spec in graph.stages:
+                w.vertices.append(VertexRuntime(spec, self._make_vertex(spec), w, self.peers))
+        self._wire()
+        self.inputs = [InputBinding(self, i) for i in scope._inputs]
+        self.probes = [ProbeBinding(self, p) for p in scope._probes]
+        self.subscriptions = [SubscriptionBinding(self, s) for s in scope._subscriptions]
+        # Every process starts from the same view: each input of each worker holds epoch 0.
+        initial = {(_from_flat((0,)), s.index): self.peers for s in graph.stages if s.kind == StageKind.INPUT}
+        if initial:
+            self.tracker.update(initial)
+
+    # Construction ------------------------------------------------------------------------------
+    def _make_vertex(self, spec: StageSpec) -> Vertex:
+        if spec.factory is None:
+            return Vertex()
+        vertex = spec.factory()
+        if not isinstance(vertex, Vertex):
+            raise TimelyError(f"stage {spec.name!r}: the factory made {vertex!r}, which is not a timely.Vertex")
+        return vertex
+
+    def _wire(self) -> None:
+        g = self.graph
+        for w in self.workers:
+            for vr in w.vertices:
+                for port, connectors in enumerate(g.outgoing[vr.stage]):
+                    for c in connectors:
+                        route = Route(g.connector_location(c.index), c.target_port, c.partition, self.peers)
+                        route.targets = [wk.vertices[c.target] for wk in self.workers]
+                        route.local = w.vertices[c.target]
+                        route.target_name = g.stages[c.target].name
+                        vr.routes[port].append(route)
+                for port, conn in enumerate(g.incoming[vr.stage]):
+                    assert conn is not None
+                    vr.input_locations[port] = g.connector_location(conn.index)
+
+    # The scheduler -------------------------------------------------------------------------------
+    def step(self) -> bool:
+        """Deliver messages and notifications for one time slice. True if work remains."""
+        deadline = _time.perf_counter() + SLICE_SECONDS
+        tracker = self.tracker
+        while True:
+            did = False
+            for w in self.workers:
+                if w.queue:
+                    self._drain(w)
+                    did = True
+            if self.pending:
+                tracker.update(self.pending)
+                self.pending.clear()
+                did = True
+            if tracker.version != self._seen_version:
+                self._seen_version = tracker.version
+                tracker.newly_minimal.clear()
+                self._notes_dirty = True
+                self._frontier_changed()
+            if self._notes_dirty:
+                self._notes_dirty = False
+                if self._deliver_notifications():
+                    did = True
+            if not did:
+                return False
+            if _time.perf_counter() > deadline:
+                return True
+
+    def _drain(self, w: Worker) -> None:
+        queue = w.queue
+        pending = self.pending
+        limit = DRAIN_LIMIT
+        clock = _time.perf_counter
+        started = clock()
+        while queue and limit:
+            limit -= 1
+            item = queue.popleft()
+            ctx, port, time, records = item
+            if ctx.busy:
+                ctx.backlog.append(item)
+                continue
+            ctx.held = time
+            ctx.messages_received += 1
+            ctx.records_received += len(records)
+            if ctx.async_recv:
+                self._start_async(ctx, ctx.recv(port, records, time), "on_recv", time, (time, ctx.input_locations[port]))
+                continue
+            try:
+                ctx.recv(port, records, time)
+                self._flush(ctx)
+            except BaseException as exc:
+                raise self._callback_failed(ctx, "on_recv", time, exc) from None
+            ctx.held = None
+            key = (time, ctx.input_locations[port])
+            pending[key] = pending.get(key, 0) - 1
+            w.messages_delivered += 1
+            w.records_delivered += len(records)
+        w.callback_seconds += clock() - started
+
+    def _flush(self, ctx: VertexRuntime) -> None:
+        """Route what the callback sent and register what it asked for."""
+        pending = self.pending
+        for port, buffer in enumerate(ctx.buffers):
+            if buffer:
+                routes = ctx.routes[port]
+                for time, records in buffer.items():
+                    if not records:
+                        continue
+                    ctx.records_sent += len(records)
+                    first = True
+                    for route in routes:
+                        ctx.messages_sent += route.send(records if first else list(records), time, pending)
+                        first = False
+                buffer.clear()
+        if ctx.requests:
+            self._register_notifications(ctx)
+
+    def _register_notifications(self, ctx: VertexRuntime) -> None:
+        notes = ctx.worker_state.notifications
+        for guarantee, capability in ctx.requests:
+            cap = TOP if capability is None else capability
+            if (guarantee, cap) in ctx.pending_notifications:
+                continue
+            ctx.pending_notifications.add((guarantee, cap))
+            ctx.notifications_requested += 1
+            notes.add((guarantee, ctx.stage, cap))
+            if cap is not TOP:
+                key = (cap, ctx.location)
+                self.pending[key] = self.pending.get(key, 0) + 1
+        ctx.requests.clear()
+        self._notes_dirty = True
+
+    def _deliverable(self, guarantee: Timestamp, location: int) -> bool:
+        p = (guarantee, location)
+        minimal = self.tracker.precursors.get(p)
+        if minimal is not None:
+            return minimal == 0
+        return not self.tracker.blocked(p)
+
+    def _deliver_notifications(self) -> bool:
+        delivered = False
+        for w in self.workers:
+            notes = w.notifications
+            if not notes:
+                continue
+            ready = [
+                n for n in notes if not w.vertices[n[1]].busy and self._deliverable(n[0], n[1])
+            ]
+            for note in ready:
+                notes.remove(note)
+                guarantee, stage, cap = note
+                ctx = w.vertices[stage]
+                ctx.pending_notifications.discard((guarantee, cap))
+                self._notify(w, ctx, guarantee, cap)
+                delivered = True
+        return delivered
+
+    def _notify(self, w: Worker, ctx: VertexRuntime, guarantee: Timestamp, cap: Any) -> None:
+        ctx.held = cap
+        ctx.notifications_delivered += 1
+        release = None if cap is TOP else (cap, ctx.location)
+        if ctx.async_notify:
+            self._start_async(ctx, ctx.notify(guarantee), "on_notify", guarantee, release)
+            return
+        started = _time.perf_counter()
+        try:
+            ctx.notify(guarantee)
+            self._flush(ctx)
+        except BaseException as exc:
+            raise self._callback_failed(ctx, "on_notify", guarantee, exc) from None
+        ctx.held = None
+        if release is not None:
+            self.pending[release] = self.pending.get(release, 0) - 1
+        w.notifications_delivered += 1
+        w.callback_seconds += _time.perf_counter() - started
+
+    # Async callbacks ------------------------------------------------------------------------------
+    def _start_async(
+        self, ctx: VertexRuntime, coro: Any, callback: str, time: Timestamp, release: Pointstamp | None
+    ) -> None:
+        """Run an ``async def`` callback as a task; the vertex is busy (its inputs wait) and
+        what it consumed stays pending until the callback returns."""
+        ctx.busy = True
+        self._in_flight += 1
+        self._task_group.start_soon(self._finish_async, ctx, coro, callback, time, release)
+
+    async def _finish_async(
+        self, ctx: VertexRuntime, coro: Any, callback: str, time: Timestamp, release: Pointstamp | None
+    ) -> None:
+        try:
+            await coro
+            self._flush(ctx)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self.fail(self._callback_failed(ctx, callback, time, exc))
+            return
+        finally:
+            self._in_flight -= 1
+        ctx.held = None
+        ctx.busy = False
+        if release is not None:
+            self.pending[release] = self.pending.get(release, 0) - 1
+        w = ctx.worker_state
+        if callback == "on_recv":
+            w.messages_delivered += 1
+        else:
+            w.notifications_delivered += 1
+        if ctx.backlog:
+            w.queue.extendleft(reversed(ctx.backlog))
+            ctx.backlog.clear()
+        self._notes_dirty = True
+        self.wake()
+
+    # Failure --------------------------------------------------------------------------------------
+    def _callback_failed(self, ctx: VertexRuntime, callback: str, time: Any, exc: BaseException) -> BaseException:
+        ctx.held = None
+        if isinstance(exc, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
+            return exc
+        if isinstance(exc, TimelyError):
+            err: BaseException = exc
+        else:
+            shown = "TOP" if time is TOP else str(time)
+            err = VertexError(
+                f"stage {ctx.stage_name!r} (worker {ctx.worker}) raised {type(exc).__name__} in {callback} "
+                f"at time {shown}: {exc}",
+                ctx.stage_name,
+                ctx.worker,
+                time,
+                callback,
+            )
+            err.__cause__ = exc
+        self.failure = err
+        return err
+
+    def fail(self, err: BaseException) -> None:
+        if self.failure is None:
+            self.failure = err
+        self.wake()
+
+    # Frontier watchers -----------------------------------------------------------------------------
+    def _frontier_changed(self) -> None:
+        for sub in self.subscriptions:
+            sub.deliver()
+        if self._waiters:
+            still = []
+            for waiter in self._waiters:
+                if waiter.future.done():
+                    continue
+                if not self.tracker.frontier_at(waiter.location).less_equal(waiter.time):
+                    waiter.future.set_result(None)
+                else:
+                    still.append(waiter)
+            self._waiters = still
+
+    def wait_passed(self, location: int, time: Timestamp) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not self.tracker.frontier_at(location).less_equal(time):
+            future.set_result(None)
+        else:
+            self._waiters.append(_Waiter(location, time, future))
+        return future
+
+    # Running ----------------------------------------------------------------------------------------
+    @property
+    def complete(self) -> bool:
+        """Nothing is active anywhere: every input is closed and all work is done."""
+        return self.tracker.is_empty() and not self.pending and not self._in_flight
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def backlog(self) -> int:
+        return sum(len(w.queue) for w in self.workers)
+
+    def when(self, predicate: Callable[[], bool]) -> asyncio.Future[None]:
+        """A future that resolves after the first scheduler step at which ``predicate()`` holds."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if predicate():
+            future.set_result(None)
+        else:
+            self._conditions.append((predicate, future))
+        return future
+
+    def _check_conditions(self) -> None:
+        still = []
+        for predicate, future in self._conditions:
+            if future.done():
+                continue
+            if predicate():
+                future.set_result(None)
+            else:
+                still.append((predicate, future))
+        self._conditions = still
+
+    async def run(self) -> None:
+        """Run until the computation completes; raise its failure if it fails.
+
+        Async callbacks run in an anyio task group, so that a failure anywhere cancels them
+        all and nothing is left running when this returns.
+        """
+        async with anyio.create_task_group() as tg:
+            self._task_group = tg
+            try:
+                await self._schedule()
+            except BaseException as exc:  # noqa: BLE001 - recorded, re-raised below
+                if self.failure is None:
+                    self.failure = exc
+            finally:
+                tg.cancel_scope.cancel()
+        if self.failure is not None:
+            raise self.failure
+
+    async def _schedule(self) -> None:
+        last_progress = _time.perf_counter()
+        while True:
+            if self.failure is not None:
+                return
+            more = self.step()
+            if self._conditions:
+                self._check_conditions()
+            if self.complete:
+                return
+            if more:
+                await asyncio.sleep(0)
+                continue
+            self._wake.clear()
+            if self.failure is None and not any(w.queue for w in self.workers) and not self.pending:
+                timeout = self.stall_log_after
+                try:
+                    if timeout is None:
+                        await self._wake.wait()
+                    else:
+                        await asyncio.wait_for(self._wake.wait(), timeout)
+                    last_progress = _time.perf_counter()
+                except asyncio.TimeoutError:
+                    waited = _time.perf_counter() - last_progress
+                    log.warning("no progress for %.0f s; what holds it back:\n%s", waited, self.explain())
+
+    # Seeing inside --------------------------------------------------------------------------------
+    def describe(self, p: Pointstamp) -> str:
+        time, loc = p
+        t = _from_flat(time) if time is not TOP else "TOP"
+        count = self.tracker.counts.get(p, 0)
+        g = self.graph
+        if loc < len(g.stages):
+            spec = g.stages[loc]
+            if spec.kind == StageKind.INPUT:
+                return f"input {spec.name!r} is still open at epoch {time[0]} (advance_to or close it)"
+            return f"stage {spec.name!r} holds {count} capability/notification(s) at {t}"
+        return f"{count} message batch(es) at {t} not yet consumed on {g.describe_location(loc)}"
+
+    def explain(self) -> str:
+        """Which pointstamps hold back each pending notification and probe wait."""
+        lines: list[str] = []
+        for w in self.workers:
+            for guarantee, stage, cap in w.notifications:
+                ctx = w.vertices[stage]
+                p = (guarantee, ctx.location)
+                holders = self.tracker.holds(p, exclude_self=True)
+                busy = " (vertex busy in an async callback)" if ctx.busy else ""
+                lines.append(f"notification at {guarantee} for stage {ctx.stage_name!r} (worker {w.index}){busy} waits on:")
+                lines.extend(f"  - {self.describe(h)}" for h in sorted(holders, key=_order)) if holders else lines.append(
+                    "  - nothing: it is deliverable"
+                )
+        for waiter in self._waiters:
+            name = self.graph.stages[waiter.location].name
+            lines.append(f"probe {name!r} waiting for {waiter.time} waits on:")
+            holders = self.tracker.holds((waiter.time, waiter.location))
+            lines.extend(f"  - {self.describe(h)}" for h in sorted(holders, key=_order))
+        for w in self.workers:
+            for ctx in w.vertices:
+                if ctx.busy:
+                    lines.append(f"stage {ctx.stage_name!r} (worker {w.index}) is running an async callback at {ctx.held}")
+        if not lines:
+            if self.tracker.is_empty():
+                return "nothing is active: the computation is complete"
+            lines.append("active pointstamps on the frontier:")
+            lines.extend(f"  - {self.describe(p)}" for p in sorted(self.tracker.frontier, key=_order))
+        return "\n".join(lines)
+
+    def statistics(self) -> ComputationStatistics:
+        workers = [
+            WorkerStatistics(
+                w.index,
+                w.messages_delivered,
+                w.records_delivered,
+                w.notifications_delivered,
+                len(w.queue),
+                len(w.notifications),
+                w.callback_seconds,
+            )
+            for w in self.workers
+        ]
+        return ComputationStatistics(
+            process=self.process_index,
+            workers=workers,
+            progress_batches=self.tracker.updates_applied,
+            active_pointstamps=len(self.tracker.precursors),
+            frontier_size=len(self.tracker.frontier),
+            elapsed_seconds=_time.perf_counter() - self.started_at,
+        )
+
+    def vertices(self, stage_name: str) -> list[Vertex]:
+        """This process's instances of a stage, by its full name."""
+        spec = self.graph.by_name.get(stage_name)
+        if spec is None:
+            raise KeyError(f"no stage named {stage_name!r}; stages: {sorted(self.graph.by_name)}")
+        return [w.vertices[spec.index].vertex for w in self.workers]
+
+
+def _order(p: Pointstamp) -> tuple[Any, ...]:
+    return (p[1], tuple(p[0]))
+
+
+class InputBinding:
+    """The running side of an `Input`: feeds this process's instances of the input stage."""
+
+    def __init__(self, runtime: ProcessRuntime, handle: Input) -> None:
+        self.runtime = runtime
+        self.stage = handle._stage
+        self.name = handle.name
+        self.epoch = 0
+        self.closed = False
+        self._time = _from_flat((0,))
+        self._next = 0  # round-robin over local workers
+        self.contexts = [w.vertices[self.stage] for w in runtime.workers]
+        handle._binding = self
+
+    def send(self, records: Iterable[Any]) -> None:
+        if self.closed:
+            raise InputError(f"input {self.name!r} is closed; it takes no more records")
+        batch = records if isinstance(records, list) else list(records)
+        if not batch:
+            return
+        rt = self.runtime
+        contexts = self.contexts
+        time = self._time
+        pending = rt.pending
+        for start in range(0, len(batch), MESSAGE_BATCH):
+            chunk = batch[start : start + MESSAGE_BATCH] if len(batch) > MESSAGE_BATCH else batch
+            ctx = contexts[self._next]
+            self._next = (self._next + 1) % len(contexts)
+            ctx.records_sent += len(chunk)
+            for i, route in enumerate(ctx.routes[0]):
+                ctx.messages_sent += route.send(chunk if i == 0 else list(chunk), time, pending)
+        rt.wake()
+        if rt.driver is not None and rt.backlog() > 4 * DRAIN_LIMIT:
+            rt.driver(lambda: rt.backlog() <= DRAIN_LIMIT, None)
+
+    def advance_to(self, epoch: int) -> None:
+        if self.closed:
+            raise InputError(f"input {self.name!r} is closed; it cannot advance")
+        if not isinstance(epoch, int) or epoch < self.epoch:
+            raise InputError(f"input {self.name!r} is at epoch {self.epoch}; it cannot go to {epoch!r}")
+        if epoch == self.epoch:
+            return
+        n = len(self.contexts)
+        pending = self.runtime.pending
+        old, new = (self._time, self.stage), (_from_flat((epoch,)), self.stage)
+        pending[new] = pending.get(new, 0) + n
+        pending[old] = pending.get(old, 0) - n
+        self.epoch = epoch
+        self._time = new[0]
+        self.runtime.wake()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        key = (self._time, self.stage)
+        pending = self.runtime.pending
+        pending[key] = pending.get(key, 0) - len(self.contexts)
+        self.closed = True
+        self.runtime.wake()
+
+
+class ProbeBinding:
+    def __init__(self, runtime: ProcessRuntime, probe: Probe) -> None:
+        self.runtime = runtime
+        self.location = runtime.graph.stage_location(probe._stage)
+        probe._binding = self
+
+    def frontier(self) -> Antichain:
+        return self.runtime.tracker.frontier_at(self.location)
+
+
+class SubscriptionBinding(ProbeBinding):
+    """Hands each completed time's records, gathered from this process's workers, to the callback."""
+
+    def __init__(self, runtime: ProcessRuntime, sub: Subscription) -> None:
+        super().__init__(runtime, sub)
+        self.fn = sub.fn
+        self.name = sub.name
+        self.collectors: list[Collect] = [w.vertices[sub._stage].vertex for w in runtime.workers]  # type: ignore[misc]
+
+    def deliver(self) -> None:
+        if not any(c.pending for c in self.collectors):
+            return
+        frontier = self.frontier()
+        done = sorted({t for c in self.collectors for t in c.pending if not frontier.less_equal(t)})
+        for t in done:
+            records: list[Any] = []
+            for c in self.collectors:
+                part = c.pending.pop(t, None)
+                if part:
+                    records.extend(part)
+            try:
+                self.fn(t, records)
+            except BaseException as exc:
+                err = VertexError(
+                    f"subscriber {self.name!r} raised {type(exc).__name__} at time {t}: {exc}", self.name, -1, t, "subscribe"
+                )
+                err.__cause__ = exc
+                self.runtime.failure = err
+                raise err from exc

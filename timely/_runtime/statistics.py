@@ -1,0 +1,40 @@
+"""Frozen snapshots of what the runtime has done, returned by ``statistics()``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["WorkerStatistics", "ComputationStatistics"]
+
+
+@dataclass(frozen=True)
+class WorkerStatistics:
+    worker: int
+    messages_delivered: int
+    records_delivered: int
+    notifications_delivered: int
+    queued_messages: int
+    pending_notifications: int
+    callback_seconds: float
+
+
+@dataclass(frozen=True)
+class ComputationStatistics:
+    process: int
+    workers: list[WorkerStatistics]
+    progress_batches: int
+    active_pointstamps: int
+    frontier_size: int
+    elapsed_seconds: float
+
+    @property
+    def messages_delivered(self) -> int:
+        return sum(w.messages_delivered for w in self.workers)
+
+    @property
+    def records_delivered(self) -> int:
+        return sum(w.records_delivered for w in self.workers)
+
+    @property
+    def notifications_delivered(self) -> int:
+        return sum(w.notifications_delivered for w in self.workers)

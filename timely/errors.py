@@ -1,0 +1,88 @@
+"""The error tree. Every error ``timely`` raises on purpose is a `TimelyError`.
+
+::
+
+    TimelyError
+    ├── GraphError              the dataflow graph is malformed (found while it is built)
+    │   ├── CycleError          a cycle that does not pass through a feedback
+    │   └── ScopeError          a stream used in a loop context it does not belong to
+    ├── TimestampError          a send or notification earlier than the time held
+    ├── InputError              misuse of an input (send after close, epochs going back)
+    ├── VertexError             a user callback raised; the user's exception is chained
+    ├── StalledError            a wait gave up; the message says what holds progress back
+    └── ComputationFailed       the computation already failed; raised on further use
+
+Messages name the stage (with its loop path, e.g. ``cc.loop.min``), the worker and the
+time, so that a failure can be found in a large graph.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "TimelyError",
+    "GraphError",
+    "CycleError",
+    "ScopeError",
+    "TimestampError",
+    "InputError",
+    "VertexError",
+    "StalledError",
+    "ComputationFailed",
+]
+
+
+class TimelyError(Exception):
+    """Base of every error raised by timely."""
+
+
+class GraphError(TimelyError):
+    """The dataflow graph is malformed."""
+
+
+class CycleError(GraphError):
+    """A cycle in the graph does not pass through a feedback; ``stages`` lists it."""
+
+    def __init__(self, message: str, stages: list[str]) -> None:
+        super().__init__(message)
+        self.stages = stages
+
+
+class ScopeError(GraphError):
+    """A stream was used in a loop context it does not belong to."""
+
+
+class TimestampError(TimelyError):
+    """A vertex sent or asked for a notification at a time it may not use."""
+
+    def __init__(self, message: str, stage: str, time: object, held: object) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.time = time
+        self.held = held
+
+
+class InputError(TimelyError):
+    """An input was misused."""
+
+
+class VertexError(TimelyError):
+    """A user callback raised. The original exception is ``__cause__``."""
+
+    def __init__(self, message: str, stage: str, worker: int, time: object, callback: str) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.worker = worker
+        self.time = time
+        self.callback = callback
+
+
+class StalledError(TimelyError):
+    """A wait gave up. ``explanation`` lists the pointstamps that hold progress back."""
+
+    def __init__(self, message: str, explanation: str) -> None:
+        super().__init__(f"{message}\n{explanation}")
+        self.explanation = explanation
+
+
+class ComputationFailed(TimelyError):
+    """The computation has already failed; the first failure is ``__cause__``."""

@@ -1,0 +1,136 @@
+"""The sealed logical graph: locations, could-result-in, a fingerprint and pictures.
+
+Locations (Naiad §2.3): every stage is a location (where its notifications and
+capabilities live) and every connector is one (where its messages in flight live).
+Stage ``i`` is location ``i``; connector ``j`` is location ``len(stages) + j``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Sequence
+
+from ..progress import PathSummary, Reachability, Step
+from .builder import ConnectorSpec, ContextSpec, StageKind, StageSpec
+
+__all__ = ["FrozenGraph"]
+
+
+class FrozenGraph:
+    def __init__(
+        self, contexts: Sequence[ContextSpec], stages: Sequence[StageSpec], connectors: Sequence[ConnectorSpec]
+    ) -> None:
+        self.contexts = list(contexts)
+        self.stages = list(stages)
+        self.connectors = list(connectors)
+        self.by_name = {s.name: s for s in self.stages}
+        n = len(self.stages)
+        depths = [s.depth for s in self.stages] + [c.depth for c in self.connectors]
+        steps: list[Step] = []
+        for c in self.connectors:
+            loc = n + c.index
+            summary = self.stages[c.source].output_summaries[c.source_port]
+            steps.append(Step(c.source, loc, summary))
+            steps.append(Step(loc, c.target, PathSummary.identity(c.depth)))
+        self.reachability = Reachability(depths, steps)
+        self.outgoing: list[list[list[ConnectorSpec]]] = [
+            [[] for _ in s.output_summaries] for s in self.stages
+        ]
+        self.incoming: list[list[ConnectorSpec | None]] = [[None] * s.inputs for s in self.stages]
+        for c in self.connectors:
+            self.outgoing[c.source][c.source_port].append(c)
+            self.incoming[c.target][c.target_port] = c
+
+    def stage_location(self, stage: int) -> int:
+        return stage
+
+    def connector_location(self, connector: int) -> int:
+        return len(self.stages) + connector
+
+    def describe_location(self, location: int) -> str:
+        """A human name for a location, for explanations and errors."""
+        n = len(self.stages)
+        if location < n:
+            s = self.stages[location]
+            return f"{s.kind} {s.name!r}" if s.kind != StageKind.VERTEX else f"stage {s.name!r}"
+        c = self.connectors[location - n]
+        return f"edge {self.stages[c.source].name}[{c.source_port}] -> {self.stages[c.target].name}[{c.target_port}]"
+
+    def fingerprint(self) -> str:
+        """A digest of the graph's shape, equal in every process running the same program."""
+        h = hashlib.sha256()
+        for s in self.stages:
+            h.update(f"s|{s.name}|{s.kind}|{s.context}|{s.inputs}|{s.output_summaries}|".encode())
+            h.update(",".join("x" if p is not None else "-" for p in s.partitions).encode())
+        for c in self.connectors:
+            h.update(f"c|{c.source}|{c.source_port}|{c.target}|{c.target_port}".encode())
+        return h.hexdigest()[:16]
+
+    # Pictures ----------------------------------------------------------------------------
+    def to_dot(self) -> str:
+        """The graph in Graphviz dot; loop contexts are clusters, exchanges are dashed."""
+        lines = ["digraph timely {", "  rankdir=LR;", "  node [shape=box, fontname=Helvetica];"]
+        children: dict[int | None, list[ContextSpec]] = {}
+        for ctx in self.contexts:
+            children.setdefault(ctx.parent, []).append(ctx)
+
+        def emit(ctx: ContextSpec, indent: str) -> None:
+            for s in self.stages:
+                if s.context == ctx.index:
+                    lines.append(f'{indent}s{s.index} [label="{s.name}", {_dot_style(s.kind)}];')
+            for child in children.get(ctx.index, []):
+                lines.append(f"{indent}subgraph cluster_{child.index} {{")
+                lines.append(f'{indent}  label="loop {child.name}"; style=rounded;')
+                emit(child, indent + "  ")
+                lines.append(f"{indent}}}")
+
+        emit(self.contexts[0], "  ")
+        for c in self.connectors:
+            style = ', style=dashed, label="exchange"' if c.partition is not None else ""
+            lines.append(f"  s{c.source} -> s{c.target} [taillabel={c.source_port}{style}];")
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    def to_mermaid(self) -> str:
+        """The graph as a Mermaid flowchart; loop contexts are subgraphs."""
+        lines = ["flowchart LR"]
+        children: dict[int | None, list[ContextSpec]] = {}
+        for ctx in self.contexts:
+            children.setdefault(ctx.parent, []).append(ctx)
+
+        def emit(ctx: ContextSpec, indent: str) -> None:
+            for s in self.stages:
+                if s.context == ctx.index:
+                    lines.append(f'{indent}s{s.index}{_mermaid_shape(s.kind, s.name)}')
+            for child in children.get(ctx.index, []):
+                lines.append(f'{indent}subgraph c{child.index}["loop {child.name}"]')
+                emit(child, indent + "  ")
+                lines.append(f"{indent}end")
+
+        emit(self.contexts[0], "  ")
+        for c in self.connectors:
+            arrow = "-. exchange .->" if c.partition is not None else "-->"
+            lines.append(f"  s{c.source} {arrow} s{c.target}")
+        return "\n".join(lines) + "\n"
+
+
+def _dot_style(kind: str) -> str:
+    return {
+        StageKind.INPUT: "shape=invhouse",
+        StageKind.INGRESS: "shape=cds",
+        StageKind.EGRESS: "shape=cds",
+        StageKind.FEEDBACK: "shape=circle",
+        StageKind.PROBE: "shape=house",
+    }.get(kind, "shape=box")
+
+
+def _mermaid_shape(kind: str, name: str) -> str:
+    if kind == StageKind.INPUT:
+        return f'[/"{name}"/]'
+    if kind == StageKind.FEEDBACK:
+        return f'(("{name}"))'
+    if kind in (StageKind.INGRESS, StageKind.EGRESS):
+        return f'>"{name}"]'
+    if kind == StageKind.PROBE:
+        return f'[["{name}"]]'
+    return f'["{name}"]'

@@ -1,0 +1,17 @@
+"""Pure, synchronous progress tracking (layer 1). No asyncio here: this is the part that must be
+right, so it is plain code that tests can drive step by step."""
+
+from .antichain import Antichain
+from .reachability import Pointstamp, Reachability, Step
+from .summary import PathSummary
+from .tracker import ChangeBatch, ProgressTracker
+
+__all__ = [
+    "Antichain",
+    "ChangeBatch",
+    "PathSummary",
+    "Pointstamp",
+    "ProgressTracker",
+    "Reachability",
+    "Step",
+]

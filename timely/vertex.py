@@ -1,0 +1,236 @@
+"""The user contract: subclass `Vertex`, override `on_recv` and `on_notify`, call `send_by`
+and `notify_at` (Naiad §2.2).
+
+A vertex is an actor: the runtime hands it one callback at a time. ``on_recv`` gets a
+*batch* of records that all carry one time, from one input. While a callback runs, the
+vertex *holds* that time and may send or ask to be notified only at times at or after it;
+a record it received stays pending (and holds back notifications downstream) until the
+callback returns, even if the callback is ``async def`` and awaits I/O.
+
+What a vertex sends is buffered and leaves when the callback returns, so a callback's
+messages and its progress update form one atomic batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Awaitable, Iterable
+
+from .errors import TimelyError, TimestampError
+from .timestamp import Timestamp, _from_flat, product_le
+
+__all__ = ["Vertex", "Output", "VertexStatistics", "SAME"]
+
+
+class _Same:
+    """Marker: the capability time of a notification is its guarantee time."""
+
+    def __repr__(self) -> str:
+        return "SAME"
+
+
+SAME: Any = _Same()
+"""Default ``capability`` of `Vertex.notify_at`: hold the capability at the guarantee time."""
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """A handle for one output of a vertex; pass it to `Vertex.send_by`."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class VertexStatistics:
+    stage: str
+    worker: int
+    messages_received: int
+    records_received: int
+    messages_sent: int
+    records_sent: int
+    notifications_requested: int
+    notifications_delivered: int
+    callback_seconds: float
+
+
+class VertexContext:
+    """What the runtime keeps for one vertex instance: the time held, the output buffers,
+    the notification requests of the running callback, and counters. The runtime fills it
+    in; vertices use it only through `Vertex`'s methods."""
+
+    __slots__ = (
+        "held",
+        "buffers",
+        "requests",
+        "stage_name",
+        "worker",
+        "peers",
+        "depth",
+        "messages_received",
+        "records_received",
+        "messages_sent",
+        "records_sent",
+        "notifications_requested",
+        "notifications_delivered",
+        "callback_seconds",
+        "__weakref__",
+    )
+
+    def __init__(self, stage_name: str, worker: int, peers: int, depth: int, outputs: int) -> None:
+        self.held: tuple[int, ...] | None = None
+        """The time the running callback holds; None outside callbacks; TOP for a capability-free notification."""
+        self.buffers: list[dict[Timestamp, list[Any]]] = [{} for _ in range(outputs)]
+        self.requests: list[tuple[Timestamp, Timestamp | None]] = []
+        self.stage_name = stage_name
+        self.worker = worker
+        self.peers = peers
+        self.depth = depth
+        self.messages_received = 0
+        self.records_received = 0
+        self.messages_sent = 0
+        self.records_sent = 0
+        self.notifications_requested = 0
+        self.notifications_delivered = 0
+        self.callback_seconds = 0.0
+
+    def check_time(self, time: Any, what: str) -> Timestamp:
+        """Normalise ``time`` and refuse it if it is before the held time (or has the wrong depth)."""
+        held = self.held
+        if held is None:
+            raise TimelyError(f"stage {self.stage_name!r}: {what} called outside a callback")
+        if held is TOP:
+            raise TimestampError(
+                f"stage {self.stage_name!r} (worker {self.worker}): {what} at {time} inside a notification "
+                "that holds no capability (it was requested with capability=None)",
+                self.stage_name,
+                time,
+                None,
+            )
+        if type(time) is not Timestamp:
+            if not isinstance(time, tuple) or not all(type(c) is int for c in time):
+                raise TimestampError(
+                    f"stage {self.stage_name!r}: {what} needs a Timestamp, got {time!r}", self.stage_name, time, held
+                )
+            time = _from_flat(tuple(time))
+        if len(time) != self.depth + 1:
+            raise TimestampError(
+                f"stage {self.stage_name!r} (worker {self.worker}): {what} at {time} with {len(time) - 1} loop "
+                f"counters, but the stage is inside {self.depth} loop(s)",
+                self.stage_name,
+                time,
+                held,
+            )
+        if not product_le(held, time):
+            raise TimestampError(
+                f"stage {self.stage_name!r} (worker {self.worker}): {what} at {time}, earlier than the time "
+                f"{_show(held)} it holds; a vertex may only {what} at or after the time of its callback",
+                self.stage_name,
+                time,
+                held,
+            )
+        return time
+
+
+TOP: Any = (float("inf"),)
+"""The held time of a notification with no capability (nothing may be sent)."""
+
+
+def _show(t: tuple[int, ...]) -> str:
+    return str(_from_flat(t)) if t is not TOP else "TOP"
+
+
+class Vertex:
+    """Base class for user vertices. Override the callbacks you need.
+
+    Attributes set by the runtime before the first callback:
+        outputs: one `Output` per output of the stage, in order.
+    """
+
+    outputs: list[Output]
+    _timely: VertexContext
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None | Awaitable[None]:
+        """A batch of ``records`` at ``time`` arrived on input number ``edge``.
+
+        Treat ``records`` as read-only: it may be shared with no one else, but it is not
+        yours to keep changing after the callback returns.
+        """
+
+    def on_notify(self, time: Timestamp) -> None | Awaitable[None]:
+        """No more records at or before ``time`` will arrive: finish the work for ``time``."""
+
+    def send_by(self, output: Output, records: Iterable[Any], time: Timestamp) -> None:
+        """Send ``records`` at ``time`` on ``output``; they leave when the callback returns."""
+        ctx = self._timely
+        if time is not ctx.held:
+            time = ctx.check_time(time, "send")
+        buffer = ctx.buffers[output.index]
+        pending = buffer.get(time)
+        if pending is None:
+            buffer[time] = list(records)
+        else:
+            pending.extend(records)
+
+    def notify_at(self, time: Timestamp, capability: Timestamp | None = SAME) -> None:
+        """Ask for `on_notify` once nothing at or before ``time`` can arrive any more.
+
+        ``capability`` (Naiad §2.4) is the time the notification lets the vertex send at;
+        by default ``time`` itself. A later capability lets other notifications go first;
+        ``None`` holds no capability at all, for pure state purging, and never delays
+        anyone. Requests for the same (time, capability) coalesce.
+        """
+        ctx = self._timely
+        if time is not ctx.held:
+            time = ctx.check_time(time, "notify_at")
+        if capability is SAME:
+            capability = time
+        elif capability is not None:
+            capability = ctx.check_time(capability, "hold a capability")
+            if not product_le(time, capability):
+                raise TimestampError(
+                    f"stage {ctx.stage_name!r}: notify_at capability {capability} is earlier than its time {time}",
+                    ctx.stage_name,
+                    capability,
+                    ctx.held,
+                )
+        ctx.requests.append((time, capability))
+
+    # What the vertex knows about where it runs ---------------------------------------------
+    @property
+    def worker_index(self) -> int:
+        """The index of the worker this instance runs on, from 0 to ``peers - 1``."""
+        return self._timely.worker
+
+    @property
+    def peers(self) -> int:
+        """How many workers the computation has (instances of every stage)."""
+        return self._timely.peers
+
+    @property
+    def stage_name(self) -> str:
+        return self._timely.stage_name
+
+    def statistics(self) -> VertexStatistics:
+        c = self._timely
+        return VertexStatistics(
+            c.stage_name,
+            c.worker,
+            c.messages_received,
+            c.records_received,
+            c.messages_sent,
+            c.records_sent,
+            c.notifications_requested,
+            c.notifications_delivered,
+            c.callback_seconds,
+        )
+
+
+def _emit(vertex: Vertex, port: int, records: list[Any], time: Timestamp) -> None:
+    """Buffer ``records`` on output ``port`` without checking the time: for the loop vertices,
+    whose outputs change a time's depth (their path summaries say what is legal)."""
+    buffer = vertex._timely.buffers[port]
+    pending = buffer.get(time)
+    if pending is None:
+        buffer[time] = list(records)
+    else:
+        pending.extend(records)
