@@ -73,6 +73,7 @@ class LoopContext(Scope):
         index = self._builder.add_stage(
             self._auto_name("egress", name), StageKind.EGRESS, self._context, _Egress, 1, [PathSummary.egress(self.depth)]
         )
+        self._builder.connect(stream._stage, stream._port, index, 0)
         return Stream(self.parent, index)
 
     def feedback(self, name: str, max_iterations: int | None = None) -> Feedback:

@@ -269,7 +269,7 @@ class ProcessRuntime:
                 ctx.recv(port, records, time)
                 self._flush(ctx)
             except BaseException as exc:
-                raise self._callback_failed(ctx, "on_recv", time, exc) from None
+                raise self._callback_failed(ctx, "on_recv", time, exc)  # noqa: B904 - the cause is set inside
             ctx.held = None
             key = (time, ctx.input_locations[port])
             pending[key] = pending.get(key, 0) - 1
@@ -347,7 +347,7 @@ class ProcessRuntime:
             ctx.notify(guarantee)
             self._flush(ctx)
         except BaseException as exc:
-            raise self._callback_failed(ctx, "on_notify", guarantee, exc) from None
+            raise self._callback_failed(ctx, "on_notify", guarantee, exc)  # noqa: B904 - the cause is set inside
         ctx.held = None
         if release is not None:
             self.pending[release] = self.pending.get(release, 0) - 1
