@@ -10,8 +10,16 @@ import pytest
 import timely
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PURE = ["timely/timestamp.py", "timely/errors.py", "timely/progress", "timely/graph", "timely/vertex.py",
-        "timely/loop_context.py", "timely/dataflow.py", "timely/operators.py"]
+PURE = [
+    "timely/timestamp.py",
+    "timely/errors.py",
+    "timely/progress",
+    "timely/graph",
+    "timely/vertex.py",
+    "timely/loop_context.py",
+    "timely/dataflow.py",
+    "timely/operators.py",
+]
 
 
 def test_everything_in_all_is_exported_and_documented() -> None:

@@ -12,6 +12,7 @@ import networkx as nx
 import pytest
 
 import timely
+from examples.connected_components import components, reference_components
 from tests.conftest import TIMEOUT
 
 
@@ -134,67 +135,13 @@ def test_notifications_never_precede_messages_at_or_before_their_time(workers: i
             assert last_recv[entry[1:]] < i
 
 
-def components_dataflow(scope: timely.Scope) -> tuple[timely.Input, dict[int, int]]:
-    """Connected components by min-label propagation: a loop to a data-dependent fixed point."""
-    edges = scope.new_input("edges")
-    loop = timely.LoopContext(scope, "cc")
-    both = edges.flat_map("symmetric", lambda e: [e, (e[1], e[0])])
-    inner_edges = loop.ingress(both, name="edges_in")
-    proposals = loop.feedback("proposals")
-    labels = loop.stage(
-        "propagate", MinLabel, [inner_edges, proposals.stream], exchange=[lambda e: e[0], lambda p: p[0]]
-    )
-    proposals.connect(labels.filter("to_neighbours", lambda p: True))
-    best: dict[int, int] = {}
-
-    def keep(t: timely.Timestamp, batch: list[tuple[int, int]]) -> None:
-        for node, label in batch:
-            best[node] = min(label, best.get(node, label))
-
-    loop.egress(labels, name="labels_out").subscribe(keep)
-    return edges, best
-
-
-class MinLabel(timely.Vertex):
-    """Keeps each node's smallest label; at each iteration's notification, tells neighbours of improvements."""
-
-    def __init__(self) -> None:
-        self.adjacency: defaultdict[int, list[int]] = defaultdict(list)
-        self.label: dict[int, int] = {}
-        self.improved: dict[timely.Timestamp, dict[int, int]] = {}
-
-    def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
-        todo = self.improved.get(time)
-        if todo is None:
-            todo = self.improved[time] = {}
-            self.notify_at(time)
-        if edge == 0:  # edges (only at iteration 0): a node starts labelled with itself
-            for u, v in records:
-                self.adjacency[u].append(v)
-                if u not in self.label:
-                    self.label[u] = u
-                    todo[u] = u
-        else:
-            for node, label in records:
-                if label < self.label.get(node, node):
-                    self.label[node] = label
-                    todo[node] = label
-
-    def on_notify(self, time: timely.Timestamp) -> None:
-        out = []
-        for node, label in self.improved.pop(time).items():
-            if self.label[node] == label:
-                out.append((node, label))
-                out.extend((n, label) for n in self.adjacency[node])
-        self.send_by(self.outputs[0], out, time)
-
-
 def test_loop_iterates_to_a_data_dependent_fixed_point(workers: int) -> None:
     g = nx.gnm_random_graph(120, 110, seed=5)
-    with timely.execute(components_dataflow, workers=workers, timeout=TIMEOUT) as (comp, (edges, best)):
+    with timely.execute(components, workers=workers, timeout=TIMEOUT) as (comp, (edges, best)):
         edges.send(list(g.edges()))
     expected = {n: min(c) for c in nx.connected_components(g) for n in c if g.degree(n) > 0}
     assert best == expected
+    assert reference_components(list(g.edges())) == expected  # the example's own check agrees
 
 
 class Countdown(timely.Vertex):
@@ -243,7 +190,9 @@ def test_doubly_nested_loop_timestamps_follow_the_papers_table(workers: int) -> 
             for j in range(n + 1):
                 expected.add(((n, n - j), timely.Timestamp(epoch, (i, j))))
     assert set(seen) == expected
-    assert sorted(finished) == sorted([(n, timely.Timestamp(0)) for n in range(4)] + [(n, timely.Timestamp(1)) for n in range(3)])
+    assert sorted(finished) == sorted(
+        [(n, timely.Timestamp(0)) for n in range(4)] + [(n, timely.Timestamp(1)) for n in range(3)]
+    )
 
 
 class IterationBarrier(timely.Vertex):
@@ -317,7 +266,7 @@ def test_results_are_equal_with_one_and_several_workers() -> None:
     g = nx.gnm_random_graph(60, 50, seed=11)
     results = []
     for w in (1, 2, 4):
-        with timely.execute(components_dataflow, workers=w, timeout=TIMEOUT) as (comp, (edges, best)):
+        with timely.execute(components, workers=w, timeout=TIMEOUT) as (comp, (edges, best)):
             edges.send(list(g.edges()))
         results.append(best)
     assert results[0] == results[1] == results[2]

@@ -48,7 +48,7 @@ def test_the_graph_exports_as_dot_and_mermaid() -> None:
         mermaid = comp.graph.to_mermaid()
     for name in ("numbers", "halve.merge", "halve.half", "halve.again", "halve.enter", "halve.leave", "done"):
         assert f'"{name}"' in dot and f'"{name}"' in mermaid
-    assert 'subgraph cluster_1 {' in dot and 'label="loop halve"' in dot
+    assert "subgraph cluster_1 {" in dot and 'label="loop halve"' in dot
     assert 'subgraph c1["loop halve"]' in mermaid
     assert dot.count("->") == len(comp.graph.connectors)
     assert mermaid.count("-. exchange .->") == 1 and dot.count('label="exchange"') == 1

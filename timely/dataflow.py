@@ -8,7 +8,8 @@ starts, so handles created here work afterwards.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from .errors import ComputationFailed, ScopeError, TimelyError
 from .graph import GraphBuilder, StageKind
@@ -16,9 +17,6 @@ from .operators import Collect, Filter, FlatMap, Forward, Inspect, InspectBatch,
 from .progress import Antichain, PathSummary
 from .timestamp import Timestamp
 from .vertex import Vertex
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["Scope", "Stream", "Input", "Probe", "Subscription"]
 
@@ -103,7 +101,9 @@ class Scope:
         if not callable(factory):
             raise TypeError(f"stage {name!r}: factory must be a Vertex class or a callable making one")
         summaries = [PathSummary.identity(self.depth)] * outputs
-        index = self._builder.add_stage(name, StageKind.VERTEX, self._context, factory, len(inputs), summaries, partitions)
+        index = self._builder.add_stage(
+            name, StageKind.VERTEX, self._context, factory, len(inputs), summaries, partitions
+        )
         for port, s in enumerate(inputs):
             self._builder.connect(s._stage, s._port, index, port)
         streams = tuple(Stream(self, index, p) for p in range(outputs))
@@ -117,7 +117,7 @@ class Scope:
 class Stream:
     """The records leaving one output of one stage, over time."""
 
-    __slots__ = ("_scope", "_stage", "_port")
+    __slots__ = ("_port", "_scope", "_stage")
 
     def __init__(self, scope: Scope, stage: int, port: int = 0) -> None:
         self._scope = scope
@@ -291,7 +291,7 @@ class Subscription(Probe):
 
 def _as_time(time: Timestamp | int | tuple[int, ...], depth: int) -> Timestamp:
     if isinstance(time, int):
-        return Timestamp(time, (0,) * depth) if depth == 0 else Timestamp(time, (0,) * depth)
+        return Timestamp(time, (0,) * depth)
     if isinstance(time, Timestamp):
         return time
     return Timestamp(time[0], tuple(time[1:]))

@@ -29,7 +29,7 @@ __all__ = ["LoopContext", "Feedback"]
 class LoopContext(Scope):
     """A loop nested in ``parent`` (the root scope or another loop)."""
 
-    def __init__(self, parent: Scope, name: str) -> None:  # noqa: D107 (Scope.__init__ refuses)
+    def __init__(self, parent: Scope, name: str) -> None:
         if not isinstance(parent, Scope):
             raise TypeError(f"LoopContext needs a scope to live in, got {parent!r}")
         self.parent = parent
@@ -57,7 +57,12 @@ class LoopContext(Scope):
             )
         outer = self.depth - 1
         index = self._builder.add_stage(
-            self._auto_name("ingress", name), StageKind.INGRESS, self._context, _Ingress, 1, [PathSummary.ingress(outer)]
+            self._auto_name("ingress", name),
+            StageKind.INGRESS,
+            self._context,
+            _Ingress,
+            1,
+            [PathSummary.ingress(outer)],
         )
         self._builder.stages[index].depth = outer
         self._builder.connect(stream._stage, stream._port, index, 0)
@@ -71,7 +76,12 @@ class LoopContext(Scope):
                 f"is in {stream._scope_name or '<root>'!r}"
             )
         index = self._builder.add_stage(
-            self._auto_name("egress", name), StageKind.EGRESS, self._context, _Egress, 1, [PathSummary.egress(self.depth)]
+            self._auto_name("egress", name),
+            StageKind.EGRESS,
+            self._context,
+            _Egress,
+            1,
+            [PathSummary.egress(self.depth)],
         )
         self._builder.connect(stream._stage, stream._port, index, 0)
         return Stream(self.parent, index)

@@ -7,7 +7,8 @@ code of each is short and visible.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from .timestamp import Timestamp
 from .vertex import Vertex

@@ -16,7 +16,7 @@ handy for "earliest first" scheduling, never used to decide safety. See
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 __all__ = ["Timestamp"]
 

@@ -13,8 +13,9 @@ messages and its progress update form one atomic batch.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Iterable
+from typing import Any
 
 from .errors import TimelyError, TimestampError
 from .timestamp import Timestamp, _from_flat, product_le
@@ -59,21 +60,21 @@ class VertexContext:
     in; vertices use it only through `Vertex`'s methods."""
 
     __slots__ = (
-        "held",
+        "__weakref__",
         "buffers",
+        "callback_seconds",
+        "depth",
+        "held",
+        "messages_received",
+        "messages_sent",
+        "notifications_delivered",
+        "notifications_requested",
+        "peers",
+        "records_received",
+        "records_sent",
         "requests",
         "stage_name",
         "worker",
-        "peers",
-        "depth",
-        "messages_received",
-        "records_received",
-        "messages_sent",
-        "records_sent",
-        "notifications_requested",
-        "notifications_delivered",
-        "callback_seconds",
-        "__weakref__",
     )
 
     def __init__(self, stage_name: str, worker: int, peers: int, depth: int, outputs: int) -> None:
@@ -149,14 +150,14 @@ class Vertex:
     outputs: list[Output]
     _timely: VertexContext
 
-    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None | Awaitable[None]:
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> Awaitable[None] | None:
         """A batch of ``records`` at ``time`` arrived on input number ``edge``.
 
         Treat ``records`` as read-only: it may be shared with no one else, but it is not
         yours to keep changing after the callback returns.
         """
 
-    def on_notify(self, time: Timestamp) -> None | Awaitable[None]:
+    def on_notify(self, time: Timestamp) -> Awaitable[None] | None:
         """No more records at or before ``time`` will arrive: finish the work for ``time``."""
 
     def send_by(self, output: Output, records: Iterable[Any], time: Timestamp) -> None:

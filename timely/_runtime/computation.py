@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import time as _time
-from typing import Any, Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from ..dataflow import Probe, Scope, _as_time
 from ..errors import ComputationFailed, StalledError, TimelyError
@@ -70,7 +71,11 @@ class _Handle:
         return self.runtime.vertices(stage)
 
     def _remaining(self, timeout: float | None) -> float | None:
-        limits = [x for x in (timeout, None if self._deadline is None else self._deadline - _time.monotonic()) if x is not None]
+        limits = [
+            x
+            for x in (timeout, None if self._deadline is None else self._deadline - _time.monotonic())
+            if x is not None
+        ]
         return max(0.0, min(limits)) if limits else None
 
     def _check_failed(self) -> None:
@@ -143,7 +148,7 @@ class Computation(_Handle):
                 self._task.cancel()
                 try:
                     loop.run_until_complete(self._task)
-                except BaseException:  # noqa: BLE001 - we are cleaning up after an error
+                except BaseException:
                     pass
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
@@ -235,16 +240,16 @@ class AsyncComputation(_Handle):
                 self._task.cancel()
                 try:
                     await self._task
-                except BaseException:  # noqa: BLE001 - we are cleaning up after an error
+                except BaseException:
                     pass
 
 
 class execute_async(Generic[T]):
     """Run ``build`` as a computation on the running event loop::
 
-        async with timely.execute_async(build) as (comp, handles):
-            ...
-            await comp.wait_passed(probe, 3)
+    async with timely.execute_async(build) as (comp, handles):
+        ...
+        await comp.wait_passed(probe, 3)
     """
 
     def __init__(

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-
-import anyio
 import logging
 import time as _time
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
+import anyio
 from sortedcontainers import SortedList
 
 from ..dataflow import Input, Probe, Scope, Subscription
@@ -50,19 +50,19 @@ class VertexRuntime(VertexContext):
     """A vertex instance with what the runtime needs to drive it."""
 
     __slots__ = (
-        "vertex",
-        "stage",
-        "location",
-        "routes",
-        "input_locations",
-        "worker_state",
-        "busy",
-        "backlog",
-        "async_recv",
         "async_notify",
+        "async_recv",
+        "backlog",
+        "busy",
+        "input_locations",
+        "location",
+        "notify",
         "pending_notifications",
         "recv",
-        "notify",
+        "routes",
+        "stage",
+        "vertex",
+        "worker_state",
     )
 
     def __init__(self, spec: StageSpec, vertex: Vertex, worker: Worker, peers: int) -> None:
@@ -88,7 +88,7 @@ class VertexRuntime(VertexContext):
 class Route:
     """One connector as seen from one vertex instance: where its records go and how counted."""
 
-    __slots__ = ("location", "port", "partition", "targets", "local", "peers", "target_name")
+    __slots__ = ("local", "location", "partition", "peers", "port", "target_name", "targets")
 
     def __init__(self, location: int, port: int, partition: Callable[[Any], int] | None, peers: int) -> None:
         self.location = location
@@ -263,7 +263,9 @@ class ProcessRuntime:
             ctx.messages_received += 1
             ctx.records_received += len(records)
             if ctx.async_recv:
-                self._start_async(ctx, ctx.recv(port, records, time), "on_recv", time, (time, ctx.input_locations[port]))
+                self._start_async(
+                    ctx, ctx.recv(port, records, time), "on_recv", time, (time, ctx.input_locations[port])
+                )
                 continue
             try:
                 ctx.recv(port, records, time)
@@ -323,9 +325,7 @@ class ProcessRuntime:
             notes = w.notifications
             if not notes:
                 continue
-            ready = [
-                n for n in notes if not w.vertices[n[1]].busy and self._deliverable(n[0], n[1])
-            ]
+            ready = [n for n in notes if not w.vertices[n[1]].busy and self._deliverable(n[0], n[1])]
             for note in ready:
                 notes.remove(note)
                 guarantee, stage, cap = note
@@ -483,7 +483,7 @@ class ProcessRuntime:
             self._task_group = tg
             try:
                 await self._schedule()
-            except BaseException as exc:  # noqa: BLE001 - recorded, re-raised below
+            except BaseException as exc:
                 if self.failure is None:
                     self.failure = exc
             finally:
@@ -513,7 +513,7 @@ class ProcessRuntime:
                     else:
                         await asyncio.wait_for(self._wake.wait(), timeout)
                     last_progress = _time.perf_counter()
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     waited = _time.perf_counter() - last_progress
                     log.warning("no progress for %.0f s; what holds it back:\n%s", waited, self.explain())
 
@@ -534,15 +534,17 @@ class ProcessRuntime:
         """Which pointstamps hold back each pending notification and probe wait."""
         lines: list[str] = []
         for w in self.workers:
-            for guarantee, stage, cap in w.notifications:
+            for guarantee, stage, _cap in w.notifications:
                 ctx = w.vertices[stage]
-                p = (guarantee, ctx.location)
-                holders = self.tracker.holds(p, exclude_self=True)
+                holders = self.tracker.holds((guarantee, ctx.location), exclude_self=True)
                 busy = " (vertex busy in an async callback)" if ctx.busy else ""
-                lines.append(f"notification at {guarantee} for stage {ctx.stage_name!r} (worker {w.index}){busy} waits on:")
-                lines.extend(f"  - {self.describe(h)}" for h in sorted(holders, key=_order)) if holders else lines.append(
-                    "  - nothing: it is deliverable"
+                lines.append(
+                    f"notification at {guarantee} for stage {ctx.stage_name!r} (worker {w.index}){busy} waits on:"
                 )
+                if holders:
+                    lines.extend(f"  - {self.describe(h)}" for h in sorted(holders, key=_order))
+                else:
+                    lines.append("  - nothing: it is deliverable")
         for waiter in self._waiters:
             name = self.graph.stages[waiter.location].name
             lines.append(f"probe {name!r} waiting for {waiter.time} waits on:")
@@ -551,7 +553,9 @@ class ProcessRuntime:
         for w in self.workers:
             for ctx in w.vertices:
                 if ctx.busy:
-                    lines.append(f"stage {ctx.stage_name!r} (worker {w.index}) is running an async callback at {ctx.held}")
+                    lines.append(
+                        f"stage {ctx.stage_name!r} (worker {w.index}) is running an async callback at {ctx.held}"
+                    )
         if not lines:
             if self.tracker.is_empty():
                 return "nothing is active: the computation is complete"
@@ -688,7 +692,11 @@ class SubscriptionBinding(ProbeBinding):
                 self.fn(t, records)
             except BaseException as exc:
                 err = VertexError(
-                    f"subscriber {self.name!r} raised {type(exc).__name__} at time {t}: {exc}", self.name, -1, t, "subscribe"
+                    f"subscriber {self.name!r} raised {type(exc).__name__} at time {t}: {exc}",
+                    self.name,
+                    -1,
+                    t,
+                    "subscribe",
                 )
                 err.__cause__ = exc
                 self.runtime.failure = err

@@ -8,11 +8,15 @@ turns it into a `FrozenGraph` with locations and could-result-in.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CycleError, GraphError
 from ..progress import PathSummary
+
+if TYPE_CHECKING:
+    from .frozen import FrozenGraph
 
 __all__ = ["GraphBuilder", "StageSpec", "ConnectorSpec", "ContextSpec", "StageKind"]
 
@@ -173,7 +177,8 @@ class GraphBuilder:
                     cycle = stack[stack.index(nxt) :]
                     names = [self.stages[i].name for i in cycle]
                     raise CycleError(
-                        "cycle without a feedback: " + " -> ".join([*names, names[0]])
+                        "cycle without a feedback: "
+                        + " -> ".join([*names, names[0]])
                         + " (loops must go through LoopContext.feedback)",
                         names,
                     )

@@ -8,7 +8,7 @@ Stage ``i`` is location ``i``; connector ``j`` is location ``len(stages) + j``.
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..progress import PathSummary, Reachability, Step
 from .builder import ConnectorSpec, ContextSpec, StageKind, StageSpec
@@ -33,9 +33,7 @@ class FrozenGraph:
             steps.append(Step(c.source, loc, summary))
             steps.append(Step(loc, c.target, PathSummary.identity(c.depth)))
         self.reachability = Reachability(depths, steps)
-        self.outgoing: list[list[list[ConnectorSpec]]] = [
-            [[] for _ in s.output_summaries] for s in self.stages
-        ]
+        self.outgoing: list[list[list[ConnectorSpec]]] = [[[] for _ in s.output_summaries] for s in self.stages]
         self.incoming: list[list[ConnectorSpec | None]] = [[None] * s.inputs for s in self.stages]
         for c in self.connectors:
             self.outgoing[c.source][c.source_port].append(c)
@@ -101,7 +99,7 @@ class FrozenGraph:
         def emit(ctx: ContextSpec, indent: str) -> None:
             for s in self.stages:
                 if s.context == ctx.index:
-                    lines.append(f'{indent}s{s.index}{_mermaid_shape(s.kind, s.name)}')
+                    lines.append(f"{indent}s{s.index}{_mermaid_shape(s.kind, s.name)}")
             for child in children.get(ctx.index, []):
                 lines.append(f'{indent}subgraph c{child.index}["loop {child.name}"]')
                 emit(child, indent + "  ")

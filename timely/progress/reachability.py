@@ -10,8 +10,8 @@ pointstamp ``p`` could lead to one at ``q``.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ..timestamp import product_le
 from .summary import PathSummary

@@ -20,7 +20,7 @@ time t?) is a scan of the frontier, which is small.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from .antichain import Antichain
 from .reachability import Pointstamp, Reachability
