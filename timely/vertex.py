@@ -181,7 +181,10 @@ class Vertex:
         anyone. Requests for the same (time, capability) coalesce.
         """
         ctx = self._timely
-        if time is not ctx.held:
+        held = ctx.held
+        if time is not held and not (
+            type(time) is Timestamp and held is not None and len(time) == len(held) and product_le(held, time)
+        ):
             time = ctx.check_time(time, "notify_at")
         if capability is SAME:
             capability = time

@@ -40,6 +40,9 @@ log = logging.getLogger("timely")
 
 MESSAGE_BATCH = 1024
 """Inputs split what they are sent into messages of at most this many records."""
+INPUT_BACKLOG = 128
+"""Queued messages (about this many thousand records) above which a synchronous `Input.send`
+runs the computation until the queues are a quarter as long: memory stays bounded."""
 SLICE_SECONDS = 0.002
 """How long the scheduler runs callbacks before it yields to the event loop."""
 DRAIN_LIMIT = 512
@@ -629,8 +632,8 @@ class InputBinding:
             for i, route in enumerate(ctx.routes[0]):
                 ctx.messages_sent += route.send(chunk if i == 0 else list(chunk), time, pending)
         rt.wake()
-        if rt.driver is not None and rt.backlog() > 4 * DRAIN_LIMIT:
-            rt.driver(lambda: rt.backlog() <= DRAIN_LIMIT, None)
+        if rt.driver is not None and rt.backlog() > INPUT_BACKLOG:
+            rt.driver(lambda: rt.backlog() <= INPUT_BACKLOG // 4, None)
 
     def advance_to(self, epoch: int) -> None:
         if self.closed:

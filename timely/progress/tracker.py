@@ -59,7 +59,9 @@ class ProgressTracker:
     # Applying updates -----------------------------------------------------------------
     def update(self, changes: Mapping[Pointstamp, int] | Iterable[tuple[Pointstamp, int]]) -> None:
         """Apply one atomic batch of changes."""
-        items = changes.items() if isinstance(changes, Mapping) else _consolidate(changes)
+        items = (
+            changes.items() if type(changes) is ChangeBatch or isinstance(changes, Mapping) else _consolidate(changes)
+        )
         counts = self.counts
         rising: list[Pointstamp] = []
         falling: list[Pointstamp] = []
