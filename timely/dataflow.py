@@ -36,9 +36,14 @@ class Scope:
     def __init__(self) -> None:
         raise TypeError("scopes are made by timely: use the scope passed to build(scope)")
 
+    _process_index: int
+    _processes: int
+    _workers: int
+
     @classmethod
-    def _root(cls) -> Scope:
+    def _root(cls, process_index: int = 0, processes: int = 1, workers: int = 1) -> Scope:
         self = object.__new__(cls)
+        self._process_index, self._processes, self._workers = process_index, processes, workers
         self._builder = GraphBuilder()
         self._context = 0
         self._inputs = []
@@ -58,6 +63,21 @@ class Scope:
     @property
     def _root_scope(self) -> Scope:
         return self
+
+    @property
+    def process_index(self) -> int:
+        """Which process is building (every process runs the same build: SPMD)."""
+        return self._root_scope._process_index
+
+    @property
+    def processes(self) -> int:
+        return self._root_scope._processes
+
+    @property
+    def peers(self) -> int:
+        """Workers in the whole computation: processes times workers per process."""
+        root = self._root_scope
+        return root._processes * root._workers
 
     def new_input(self, name: str) -> Input:
         """An input fed from outside, epoch by epoch (only in the root scope)."""

@@ -10,7 +10,11 @@
     ├── InputError              misuse of an input (send after close, epochs going back)
     ├── VertexError             a user callback raised; the user's exception is chained
     ├── StalledError            a wait gave up; the message says what holds progress back
-    └── ComputationFailed       the computation already failed; raised on further use
+    ├── ComputationFailed       the computation already failed; raised on further use
+    ├── CodecError              a record cannot be encoded, or received bytes cannot be decoded
+    ├── FrameError              a network frame is malformed or larger than the frame limit
+    ├── HandshakeError          a process could not join the cluster (unreachable, refused)
+    └── PeerError               another process failed or was lost; says which and why
 
 Messages name the stage (with its loop path, e.g. ``cc.loop.min``), the worker and the
 time, so that a failure can be found in a large graph.
@@ -28,6 +32,10 @@ __all__ = [
     "VertexError",
     "StalledError",
     "ComputationFailed",
+    "CodecError",
+    "FrameError",
+    "HandshakeError",
+    "PeerError",
 ]
 
 
@@ -86,3 +94,33 @@ class StalledError(TimelyError):
 
 class ComputationFailed(TimelyError):
     """The computation has already failed; the first failure is ``__cause__``."""
+
+
+class CodecError(TimelyError):
+    """A record cannot be encoded for the wire, or received bytes cannot be decoded.
+
+    The message names the offending type (or what was wrong with the bytes) and what to do.
+    """
+
+
+class FrameError(TimelyError):
+    """A network frame is malformed: its declared length exceeds the limit, or the stream
+    ended in the middle of a frame."""
+
+
+class HandshakeError(TimelyError):
+    """This process could not join the cluster: a peer was unreachable or refused it."""
+
+
+class PeerError(TimelyError):
+    """Another process of the computation failed, or its connection was lost.
+
+    ``info`` holds what the failing process reported: ``process``, ``stage``, ``worker``,
+    ``time``, ``kind`` (the exception's type) and ``message``.
+    """
+
+    def __init__(self, message: str, info: dict[str, object]) -> None:
+        super().__init__(message)
+        self.info = info
+        self.process = info.get("process")
+        self.stage = info.get("stage")

@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 from ..dataflow import Probe, Scope, _as_time
 from ..errors import ComputationFailed, StalledError, TimelyError
 from ..graph import FrozenGraph
+from ..net.transport import Transport
 from ..timestamp import Timestamp
 from ..vertex import Vertex
 from .process import ProcessRuntime
@@ -38,8 +39,11 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()  # type: ignore[no-any-return]
 
 
-def _build(build: Callable[[Scope], T]) -> tuple[Scope, T, FrozenGraph]:
-    scope = Scope._root()
+def _build(build: Callable[[Scope], T], workers: int, transport: Transport | None) -> tuple[Scope, T, FrozenGraph]:
+    if transport is None:
+        scope = Scope._root(0, 1, workers)
+    else:
+        scope = Scope._root(transport.process_index, transport.processes, workers)
     result = build(scope)
     return scope, result, scope._builder.freeze()
 
@@ -173,20 +177,24 @@ class execute(Generic[T]):
         workers: int = 1,
         timeout: float | None = None,
         stall_log_after: float | None = 10.0,
+        transport: Transport | None = None,
     ) -> None:
         self._build = build
         self._workers = workers
         self._timeout = timeout
         self._stall = stall_log_after
+        self._transport = transport
         self._comp: Computation | None = None
 
     def __enter__(self) -> tuple[Computation, T]:
         deadline = None if self._timeout is None else _time.monotonic() + self._timeout
-        scope, result, graph = _build(self._build)
+        scope, result, graph = _build(self._build, self._workers, self._transport)
         loop = _new_event_loop()
         try:
             asyncio.set_event_loop(loop)
-            runtime = ProcessRuntime(graph, scope, workers=self._workers, stall_log_after=self._stall)
+            runtime = ProcessRuntime(
+                graph, scope, workers=self._workers, stall_log_after=self._stall, transport=self._transport
+            )
             self._comp = Computation(runtime, loop, deadline)
         except BaseException:
             loop.close()
@@ -229,11 +237,15 @@ class AsyncComputation(_Handle):
         if future is None or future not in done:
             raise StalledError(f"{what} within {remaining:.1f} s", self.explain())
 
+    def close_inputs(self) -> None:
+        """Close every input of this process (leaving ``async with`` does this too)."""
+        for binding in self.runtime.inputs:
+            binding.close()
+
     async def _close(self, failed: bool) -> None:
         try:
             if not failed and not self._task.done():
-                for binding in self.runtime.inputs:
-                    binding.close()
+                self.close_inputs()
                 await self._wait(None, None, "the computation did not complete")
         finally:
             if not self._task.done():
@@ -259,17 +271,21 @@ class execute_async(Generic[T]):
         workers: int = 1,
         timeout: float | None = None,
         stall_log_after: float | None = 10.0,
+        transport: Transport | None = None,
     ) -> None:
         self._build = build
         self._workers = workers
         self._timeout = timeout
         self._stall = stall_log_after
+        self._transport = transport
         self._comp: AsyncComputation | None = None
 
     async def __aenter__(self) -> tuple[AsyncComputation, T]:
         deadline = None if self._timeout is None else _time.monotonic() + self._timeout
-        scope, result, graph = _build(self._build)
-        runtime = ProcessRuntime(graph, scope, workers=self._workers, stall_log_after=self._stall)
+        scope, result, graph = _build(self._build, self._workers, self._transport)
+        runtime = ProcessRuntime(
+            graph, scope, workers=self._workers, stall_log_after=self._stall, transport=self._transport
+        )
         self._comp = AsyncComputation(runtime, deadline)
         return self._comp, result
 

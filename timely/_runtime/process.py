@@ -20,7 +20,7 @@ import time as _time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from sortedcontainers import SortedList
@@ -34,6 +34,11 @@ from ..timestamp import Timestamp, _from_flat
 from ..vertex import TOP, Output, Vertex, VertexContext
 from .statistics import ComputationStatistics, WorkerStatistics
 
+if TYPE_CHECKING:
+    from ..net.codec import Codec
+    from ..net.transport import Transport
+    from .cluster import ClusterLink
+
 __all__ = ["ProcessRuntime"]
 
 log = logging.getLogger("timely")
@@ -45,6 +50,8 @@ INPUT_BACKLOG = 128
 runs the computation until the queues are a quarter as long: memory stays bounded."""
 SLICE_SECONDS = 0.002
 """How long the scheduler runs callbacks before it yields to the event loop."""
+SHUTDOWN_SECONDS = 10.0
+"""How long a finished process waits for its peers' goodbyes (or a failed one flushes its error)."""
 DRAIN_LIMIT = 512
 """Messages one worker delivers before the scheduler looks at the others."""
 
@@ -91,16 +98,30 @@ class VertexRuntime(VertexContext):
 class Route:
     """One connector as seen from one vertex instance: where its records go and how counted."""
 
-    __slots__ = ("local", "location", "partition", "peers", "port", "target_name", "targets")
+    __slots__ = (
+        "connector",
+        "link",
+        "local",
+        "location",
+        "partition",
+        "peers",
+        "per_process",
+        "port",
+        "target_name",
+        "targets",
+    )
 
     def __init__(self, location: int, port: int, partition: Callable[[Any], int] | None, peers: int) -> None:
         self.location = location
         self.port = port
         self.partition = partition
-        self.targets: list[VertexRuntime] = []  # by worker index
+        self.targets: list[VertexRuntime | None] = []  # by global worker index; None: in another process
         self.local: VertexRuntime | None = None  # the target on the sender's own worker
         self.peers = peers
         self.target_name = ""
+        self.connector = 0
+        self.link: ClusterLink | None = None
+        self.per_process = 1  # workers per process
 
     def send(self, records: list[Any], time: Timestamp, pending: dict[Pointstamp, int]) -> int:
         """Enqueue ``records`` for the target(s); count them in ``pending``; return messages made."""
@@ -119,10 +140,14 @@ class Route:
             appends[fn(r) % n](r)
         made = 0
         port = self.port
+        targets = self.targets
         for w, part in enumerate(parts):
             if part:
-                target = self.targets[w]
-                target.worker_state.queue.append((target, port, time, part))
+                target = targets[w]
+                if target is None:
+                    self.link.send_records(w // self.per_process, self.connector, w, time, part)  # type: ignore[union-attr]
+                else:
+                    target.worker_state.queue.append((target, port, time, part))
                 made += 1
         pending[key] = pending.get(key, 0) + made
         return made
@@ -161,10 +186,15 @@ class ProcessRuntime:
         process_index: int = 0,
         processes: int = 1,
         stall_log_after: float | None = 10.0,
+        transport: Transport | None = None,
+        codec: Codec | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("a process needs at least one worker")
+        if transport is not None:
+            process_index, processes = transport.process_index, transport.processes
         self.graph = graph
+        self.workers_per_process = workers
         self.process_index = process_index
         self.processes = processes
         self.peers = workers * processes
@@ -183,6 +213,13 @@ class ProcessRuntime:
         self._conditions: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self._task_group: Any = None
 
+        self.transport = transport
+        self.link: ClusterLink | None = None
+        if transport is not None and processes > 1:
+            from ..net.codec import Codec
+            from .cluster import ClusterLink
+
+            self.link = ClusterLink(self, transport, codec or Codec())
         self.workers = [Worker(self.first_worker + i) for i in range(workers)]
         for w in self.workers:
             for spec in graph.stages:
@@ -212,8 +249,12 @@ class ProcessRuntime:
                 for port, connectors in enumerate(g.outgoing[vr.stage]):
                     for c in connectors:
                         route = Route(g.connector_location(c.index), c.target_port, c.partition, self.peers)
-                        route.targets = [wk.vertices[c.target] for wk in self.workers]
+                        local = {wk.index: wk.vertices[c.target] for wk in self.workers}
+                        route.targets = [local.get(i) for i in range(self.peers)]
                         route.local = w.vertices[c.target]
+                        route.connector = c.index
+                        route.link = self.link
+                        route.per_process = self.workers_per_process
                         route.target_name = g.stages[c.target].name
                         vr.routes[port].append(route)
                 for port, conn in enumerate(g.incoming[vr.stage]):
@@ -232,6 +273,10 @@ class ProcessRuntime:
                     self._drain(w)
                     did = True
             if self.pending:
+                if self.link is not None:
+                    out = self.link.progress_out
+                    for key, delta in self.pending.items():
+                        out[key] = out.get(key, 0) + delta
                 tracker.update(self.pending)
                 self.pending.clear()
                 did = True
@@ -421,6 +466,12 @@ class ProcessRuntime:
             self.failure = err
         self.wake()
 
+    def deliver_remote(self, connector: int, worker: int, time: Timestamp, records: list[Any]) -> None:
+        """Queue a batch that arrived from another process for one of this process's workers."""
+        conn = self.graph.connectors[connector]
+        ctx = self.workers[worker - self.first_worker].vertices[conn.target]
+        ctx.worker_state.queue.append((ctx, conn.target_port, time, records))
+
     # Frontier watchers -----------------------------------------------------------------------------
     def _frontier_changed(self) -> None:
         for sub in self.subscriptions:
@@ -448,10 +499,19 @@ class ProcessRuntime:
     @property
     def complete(self) -> bool:
         """Nothing is active anywhere: every input is closed and all work is done."""
-        return self.tracker.is_empty() and not self.pending and not self._in_flight
+        return (
+            self.tracker.is_empty()
+            and not self.pending
+            and not self._in_flight
+            and (self.link is None or not self.link.pending_output())
+        )
 
     def wake(self) -> None:
         self._wake.set()
+
+    def congested(self) -> bool:
+        """Some peer is not taking what this process sends as fast as it is sent."""
+        return self.transport is not None and self.transport.congested()
 
     def backlog(self) -> int:
         return sum(len(w.queue) for w in self.workers)
@@ -491,8 +551,27 @@ class ProcessRuntime:
                     self.failure = exc
             finally:
                 tg.cancel_scope.cancel()
+        await self._shutdown_network()
         if self.failure is not None:
             raise self.failure
+
+    async def _shutdown_network(self) -> None:
+        """Complete: say goodbye and wait for every peer's. Failed: tell every peer, then go."""
+        if self.transport is None:
+            return
+        link = self.link
+        with anyio.CancelScope(shield=True):
+            if link is not None:
+                if self.failure is None:
+                    link.send_bye()
+                    if not await link.wait_byes(SHUTDOWN_SECONDS):
+                        log.warning(
+                            "process %d: not every peer said goodbye within %s s", self.process_index, SHUTDOWN_SECONDS
+                        )
+                else:
+                    link.send_error(self.failure)
+            with anyio.move_on_after(SHUTDOWN_SECONDS):
+                await self.transport.close()
 
     async def _schedule(self) -> None:
         last_progress = _time.perf_counter()
@@ -500,6 +579,9 @@ class ProcessRuntime:
             if self.failure is not None:
                 return
             more = self.step()
+            if self.link is not None:
+                self.link.flush()
+                self.link.maybe_resume_reading()
             if self._conditions:
                 self._check_conditions()
             if self.complete:
@@ -586,6 +668,7 @@ class ProcessRuntime:
             active_pointstamps=len(self.tracker.precursors),
             frontier_size=len(self.tracker.frontier),
             elapsed_seconds=_time.perf_counter() - self.started_at,
+            network=self.link.statistics() if self.link is not None else {},
         )
 
     def vertices(self, stage_name: str) -> list[Vertex]:
@@ -632,8 +715,8 @@ class InputBinding:
             for i, route in enumerate(ctx.routes[0]):
                 ctx.messages_sent += route.send(chunk if i == 0 else list(chunk), time, pending)
         rt.wake()
-        if rt.driver is not None and rt.backlog() > INPUT_BACKLOG:
-            rt.driver(lambda: rt.backlog() <= INPUT_BACKLOG // 4, None)
+        if rt.driver is not None and (rt.backlog() > INPUT_BACKLOG or rt.congested()):
+            rt.driver(lambda: rt.backlog() <= INPUT_BACKLOG // 4 and not rt.congested(), None)
 
     def advance_to(self, epoch: int) -> None:
         if self.closed:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["WorkerStatistics", "ComputationStatistics"]
 
@@ -26,6 +26,8 @@ class ComputationStatistics:
     active_pointstamps: int
     frontier_size: int
     elapsed_seconds: float
+    network: dict[str, int] = field(default_factory=dict)
+    """Bytes and frames of data and of progress this process sent and received."""
 
     @property
     def messages_delivered(self) -> int:

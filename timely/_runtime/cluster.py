@@ -1,0 +1,204 @@
+"""The runtime's side of the network: what goes into frames, and what frames do.
+
+Frames (msgpack arrays; record batches are encoded by the `Codec` when they are sent, so
+an unencodable record fails in the sending stage's callback):
+
+    [DATA, [[connector, worker, time, records_bytes], ...]]   messages for this process's workers
+    [PROGRESS, [[time, location, delta], ...]]                 one atomic batch, positives first
+    [ERROR, {process, stage, worker, time, kind, message}]     the sender failed: stop
+    [BYE]                                                      the sender is complete
+
+Progress: every batch this process applies to its own tracker is also merged into
+``progress_out``; at each flush the merged batch goes to every peer as one frame, so peers
+see an atomic union of this process's batches in order (Naiad's per-process accumulation).
+Data and progress from one process travel on one FIFO connection per peer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+from ..errors import FrameError, PeerError, TimelyError
+from ..net.codec import Codec
+from ..net.transport import Transport
+from ..progress import ChangeBatch
+from ..timestamp import _from_flat
+
+if TYPE_CHECKING:
+    from .process import ProcessRuntime
+
+__all__ = ["ClusterLink", "DATA", "PROGRESS", "ERROR", "BYE"]
+
+log = logging.getLogger("timely")
+
+DATA, PROGRESS, ERROR, BYE = 1, 2, 3, 4
+RECEIVE_HIGH = 256
+"""Queued messages above which this process stops reading from peers (they slow down)."""
+RECEIVE_LOW = 64
+
+
+class ClusterLink:
+    def __init__(self, runtime: ProcessRuntime, transport: Transport, codec: Codec) -> None:
+        self.runtime = runtime
+        self.transport = transport
+        self.codec = codec
+        self.peers = [p for p in range(transport.processes) if p != transport.process_index]
+        self.outboxes: dict[int, list[list[Any]]] = {p: [] for p in self.peers}
+        self.progress_out = ChangeBatch()
+        self.byes: set[int] = set()
+        self.bye_sent = False
+        self.error_sent = False
+        self.reading_paused = False
+        self._all_byes = asyncio.Event()
+        if not self.peers:
+            self._all_byes.set()
+        # traffic, by kind
+        self.data_bytes_sent = self.data_frames_sent = 0
+        self.progress_bytes_sent = self.progress_frames_sent = 0
+        self.data_bytes_received = self.progress_bytes_received = 0
+        transport.set_handlers(self._on_frame, self._on_lost)
+
+    # Sending ------------------------------------------------------------------------------------
+    def send_records(
+        self, process: int, connector: int, worker: int, time: tuple[int, ...], records: list[Any]
+    ) -> None:
+        """Encode now (so a bad record fails in its sender's callback) and queue for the next flush."""
+        self.outboxes[process].append([connector, worker, time, self.codec.encode_records(records)])
+
+    def flush(self) -> None:
+        """Send the accumulated progress batch to every peer, then each peer's data."""
+        if self.progress_out:
+            changes = [[t, loc, d] for (t, loc), d in self.progress_out.items() if d]
+            self.progress_out.clear()
+            if changes:
+                changes.sort(key=lambda c: c[2] < 0)  # positive deltas first
+                payload = msgpack.packb([PROGRESS, changes])
+                for p in self.peers:
+                    self.transport.send(p, payload)
+                self.progress_bytes_sent += len(payload) * len(self.peers)
+                self.progress_frames_sent += len(self.peers)
+        for p, box in self.outboxes.items():
+            if box:
+                payload = msgpack.packb([DATA, box])
+                self.outboxes[p] = []
+                self.transport.send(p, payload)
+                self.data_bytes_sent += len(payload)
+                self.data_frames_sent += 1
+
+    def pending_output(self) -> bool:
+        return bool(self.progress_out) or any(self.outboxes.values())
+
+    def send_bye(self) -> None:
+        if not self.bye_sent:
+            self.flush()
+            payload = msgpack.packb([BYE])
+            for p in self.peers:
+                self.transport.send(p, payload)
+            self.bye_sent = True
+
+    def send_error(self, err: BaseException) -> None:
+        """Tell every peer that this process failed, so they stop within moments."""
+        if self.error_sent or isinstance(err, PeerError):
+            return  # a peer's failure is not ours to repeat
+        self.error_sent = True
+        info = {
+            "process": self.transport.process_index,
+            "stage": getattr(err, "stage", None),
+            "worker": getattr(err, "worker", None),
+            "time": str(getattr(err, "time", "")) or None,
+            "kind": type(err.__cause__ or err).__name__,
+            "message": str(err),
+        }
+        payload = msgpack.packb([ERROR, info])
+        for p in self.peers:
+            try:
+                self.transport.send(p, payload)
+            except Exception:
+                pass
+
+    async def wait_byes(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self._all_byes.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    # Receiving ----------------------------------------------------------------------------------
+    def _on_frame(self, peer: int, payload: bytes) -> None:
+        rt = self.runtime
+        try:
+            frame = msgpack.unpackb(payload, use_list=False, strict_map_key=False)
+            kind = frame[0]
+            if kind == PROGRESS:
+                self.progress_bytes_received += len(payload)
+                rt.tracker.update({(_from_flat(tuple(t)), loc): d for t, loc, d in frame[1]})
+            elif kind == DATA:
+                self.data_bytes_received += len(payload)
+                for connector, worker, time, blob in frame[1]:
+                    rt.deliver_remote(connector, worker, _from_flat(tuple(time)), self.codec.decode_records(blob))
+                if not self.reading_paused and rt.backlog() > RECEIVE_HIGH:
+                    self.reading_paused = True
+                    self.transport.pause_reading()
+            elif kind == ERROR:
+                info = frame[1]
+                rt.fail(PeerError(f"process {info['process']} failed: {info['message']}", info))
+            elif kind == BYE:
+                self.byes.add(peer)
+                if len(self.byes) == len(self.peers):
+                    self._all_byes.set()
+            else:
+                raise FrameError(f"unknown frame kind {kind!r}")
+        except TimelyError as exc:
+            rt.fail(_from_peer(peer, exc))
+        except Exception as exc:
+            rt.fail(_from_peer(peer, FrameError(f"malformed frame: {type(exc).__name__}: {exc}")))
+        rt.wake()
+
+    def _on_lost(self, peer: int, reason: BaseException) -> None:
+        if peer in self.byes:
+            return
+        rt = self.runtime
+        info = {
+            "process": peer,
+            "stage": None,
+            "worker": None,
+            "time": None,
+            "kind": type(reason).__name__,
+            "message": f"lost the connection to process {peer}: {reason}",
+        }
+        rt.fail(PeerError(f"process {rt.process_index}: lost the connection to process {peer}: {reason}", info))
+
+    def maybe_resume_reading(self) -> None:
+        if self.reading_paused and self.runtime.backlog() <= RECEIVE_LOW:
+            self.reading_paused = False
+            self.transport.resume_reading()
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            "data_bytes_sent": self.data_bytes_sent,
+            "data_frames_sent": self.data_frames_sent,
+            "progress_bytes_sent": self.progress_bytes_sent,
+            "progress_frames_sent": self.progress_frames_sent,
+            "data_bytes_received": self.data_bytes_received,
+            "progress_bytes_received": self.progress_bytes_received,
+        }
+
+
+def _from_peer(peer: int, exc: TimelyError) -> TimelyError:
+    if isinstance(exc, PeerError):
+        return exc
+    info = {
+        "process": peer,
+        "stage": None,
+        "worker": None,
+        "time": None,
+        "kind": type(exc).__name__,
+        "message": f"bad frame from process {peer}: {exc}",
+    }
+    err = PeerError(f"bad frame from process {peer}: {exc}", info)
+    err.__cause__ = exc
+    return err

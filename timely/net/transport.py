@@ -1,0 +1,59 @@
+"""The transport interface: whole frames between this process and each peer, FIFO per peer.
+
+A transport moves opaque payloads (bytes). It knows nothing of progress or graphs; the
+runtime decides what a payload means. Two implementations share this interface:
+`MemoryTransport` (several simulated processes in one event loop, with seeded
+interleavings) and `TcpTransport` (real processes, one authenticated connection per pair).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
+__all__ = ["Transport", "FrameHandler", "LossHandler"]
+
+FrameHandler = Callable[[int, bytes], None]
+"""Called with (peer index, payload) for every frame, in the order the peer sent them."""
+LossHandler = Callable[[int, BaseException], None]
+"""Called with (peer index, reason) when a peer's connection ends without a goodbye."""
+
+
+class Transport(ABC):
+    process_index: int
+    processes: int
+
+    def __init__(self) -> None:
+        self.on_frame: FrameHandler | None = None
+        self.on_lost: LossHandler | None = None
+        self.bytes_sent = 0
+        self.frames_sent = 0
+        self.bytes_received = 0
+        self.frames_received = 0
+
+    def set_handlers(self, on_frame: FrameHandler, on_lost: LossHandler) -> None:
+        self.on_frame = on_frame
+        self.on_lost = on_lost
+
+    @abstractmethod
+    def send(self, peer: int, payload: bytes) -> None:
+        """Queue one frame for ``peer`` (never to oneself); returns at once."""
+
+    @abstractmethod
+    def congested(self) -> bool:
+        """True while some peer's outgoing queue is above its high-water mark."""
+
+    @abstractmethod
+    async def wait_uncongested(self) -> None:
+        """Return once every outgoing queue is below its low-water mark."""
+
+    @abstractmethod
+    def pause_reading(self) -> None:
+        """Stop taking frames from peers (the runtime's queues are full): TCP slows the senders."""
+
+    @abstractmethod
+    def resume_reading(self) -> None: ...
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Flush what was sent and close every connection."""
