@@ -9,10 +9,14 @@ from ._runtime.computation import AsyncComputation, Computation, execute, execut
 from ._runtime.statistics import ComputationStatistics, WorkerStatistics
 from .dataflow import Input, Probe, Scope, Stream, Subscription
 from .errors import (
+    CodecError,
     ComputationFailed,
     CycleError,
+    FrameError,
     GraphError,
+    HandshakeError,
     InputError,
+    PeerError,
     ScopeError,
     StalledError,
     TimelyError,
@@ -20,12 +24,18 @@ from .errors import (
     VertexError,
 )
 from .loop_context import Feedback, LoopContext
+from .net.codec import register_codec
 from .progress import Antichain
 from .timestamp import Timestamp
 from .vertex import Output, Vertex, VertexStatistics
 
 __all__ = [
     "Antichain",
+    "CodecError",
+    "FrameError",
+    "HandshakeError",
+    "PeerError",
+    "register_codec",
     "AsyncComputation",
     "Computation",
     "ComputationFailed",

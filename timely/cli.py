@@ -1,0 +1,939 @@
+"""The ``timely`` command, and the cluster description every process reads from its environment.
+
+A timely program is an ordinary Python script that every process runs (SPMD). A process learns
+its place in the cluster from environment variables, which the launcher sets::
+
+    TIMELY_PROCESSES      number of processes N
+    TIMELY_PROCESS_INDEX  this process's index, 0..N-1
+    TIMELY_ADDRESSES      host:port of every process, comma-separated, in index order
+                          (process i listens on entry i; IPv6 hosts in brackets: [::1]:7000)
+    TIMELY_WORKERS        workers per process (default 1)
+    TIMELY_SECRET         the shared secret, hex (HMAC authentication between processes)
+    PYTHONHASHSEED        "0" unless the user set it, so that hash(str) agrees across processes
+
+`cluster_from_env` parses them (the runtime calls it); ``timely run`` sets them::
+
+    timely run -n 4 prog.py [args...]                       # four local processes
+    timely run -n 2 --workers 3 -m package.module [args...] # like python -m
+    timely run --hosts hosts.txt --process 2 prog.py        # process 2 of a multi-machine cluster
+
+The launcher streams every child's output line by line with a ``[p{i}] `` prefix (stderr to
+stderr), and exits 0 only if every process did. When one fails, the others get a grace period
+to stop by themselves (the runtime makes peers fail quickly), then SIGTERM, then SIGKILL; the
+launcher exits with the first failure's status (128+signal for a signal) and prints a one-line
+summary. Ctrl-C or SIGTERM to the launcher is forwarded to every process.
+
+This module imports nothing from the runtime, so the runtime may import it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import stat
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from timely.errors import TimelyError
+
+__all__ = [
+    "ENV_ADDRESSES",
+    "ENV_PROCESSES",
+    "ENV_PROCESS_INDEX",
+    "ENV_SECRET",
+    "ENV_WORKERS",
+    "ClusterConfig",
+    "ClusterConfigError",
+    "cluster_from_env",
+    "format_address",
+    "main",
+    "parse_address",
+    "read_hosts_file",
+    "read_secret_file",
+]
+
+ENV_PROCESSES = "TIMELY_PROCESSES"
+ENV_PROCESS_INDEX = "TIMELY_PROCESS_INDEX"
+ENV_ADDRESSES = "TIMELY_ADDRESSES"
+ENV_WORKERS = "TIMELY_WORKERS"
+ENV_SECRET = "TIMELY_SECRET"
+
+DEFAULT_HASH_SEED = "0"
+DEFAULT_GRACE = 10.0
+"""Seconds the other processes get to exit by themselves after one fails."""
+DEFAULT_KILL_AFTER = 3.0
+"""Seconds between SIGTERM and SIGKILL."""
+SECRET_BYTES = 32
+MAX_LINE = 1 << 20
+"""A child's line longer than this (bytes) is passed on in pieces rather than buffered whole."""
+DRAIN_TIMEOUT = 5.0
+"""Seconds to wait, after every child has exited, for output still in the pipes."""
+
+_SECRET_HINT = "create one with: python -c 'import secrets; print(secrets.token_hex(32))' > secret.hex"
+
+
+class ClusterConfigError(TimelyError, ValueError):
+    """The cluster description (environment variables, hosts file or secret file) is malformed."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The cluster description
+
+
+def format_address(host: str, port: int) -> str:
+    """``host:port``, with an IPv6 host in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def parse_address(text: str, where: str = "address") -> tuple[str, int]:
+    """Parse ``host:port`` (``[v6]:port`` for IPv6); `where` names the source in errors."""
+    entry = text.strip()
+    if entry.startswith("["):
+        end = entry.find("]")
+        if end < 0 or entry[end + 1 : end + 2] != ":":
+            raise ClusterConfigError(f"{where}: expected [ipv6]:port, got {text!r}")
+        host, port_text = entry[1:end], entry[end + 2 :]
+    else:
+        host, colon, port_text = entry.rpartition(":")
+        if not colon:
+            raise ClusterConfigError(f"{where}: expected host:port, got {text!r}")
+        if ":" in host:
+            raise ClusterConfigError(f"{where}: an IPv6 host needs brackets, as in [::1]:7000; got {text!r}")
+    if not host:
+        raise ClusterConfigError(f"{where}: the host is missing in {text!r}")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ClusterConfigError(f"{where}: the port in {text!r} is not a number") from None
+    if not 1 <= port <= 65535:
+        raise ClusterConfigError(f"{where}: the port in {text!r} is not in 1..65535")
+    return host, port
+
+
+def _check_distinct(addresses: Sequence[tuple[str, int]], where: str) -> None:
+    seen: dict[tuple[str, int], int] = {}
+    for i, address in enumerate(addresses):
+        if address in seen:
+            raise ClusterConfigError(
+                f"{where}: processes {seen[address]} and {i} both have the address {format_address(*address)}"
+            )
+        seen[address] = i
+
+
+def _parse_secret(text: str, where: str) -> bytes:
+    value = text.strip()
+    if not value:
+        raise ClusterConfigError(f"{where} is empty; the shared secret must be hex ({_SECRET_HINT})")
+    try:
+        return bytes.fromhex(value)
+    except ValueError:
+        raise ClusterConfigError(f"{where} is not hex; the shared secret must be hex ({_SECRET_HINT})") from None
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Where this process stands in a cluster of `processes` processes of `workers` workers each.
+
+    ``addresses[i]`` is where process ``i`` listens; ``secret`` authenticates processes to each
+    other (it is left out of ``repr``).
+    """
+
+    processes: int
+    process_index: int
+    addresses: list[tuple[str, int]]
+    workers: int
+    secret: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.processes, int) or self.processes < 1:
+            raise ClusterConfigError(f"processes must be an int >= 1, not {self.processes!r}")
+        if not isinstance(self.process_index, int) or not 0 <= self.process_index < self.processes:
+            raise ClusterConfigError(f"process_index {self.process_index!r} is not in 0..{self.processes - 1}")
+        if len(self.addresses) != self.processes:
+            raise ClusterConfigError(f"{len(self.addresses)} addresses for {self.processes} processes")
+        if not isinstance(self.workers, int) or self.workers < 1:
+            raise ClusterConfigError(f"workers must be an int >= 1, not {self.workers!r}")
+        if not isinstance(self.secret, bytes):
+            raise ClusterConfigError("secret must be bytes")
+        if self.processes > 1 and not self.secret:
+            raise ClusterConfigError("a cluster of more than one process needs a non-empty secret")
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """Where this process listens."""
+        return self.addresses[self.process_index]
+
+    @property
+    def total_workers(self) -> int:
+        return self.processes * self.workers
+
+    def to_env(self) -> dict[str, str]:
+        """The environment variables that `cluster_from_env` reads back as this configuration."""
+        return {
+            ENV_PROCESSES: str(self.processes),
+            ENV_PROCESS_INDEX: str(self.process_index),
+            ENV_ADDRESSES: ",".join(format_address(h, p) for h, p in self.addresses),
+            ENV_WORKERS: str(self.workers),
+            ENV_SECRET: self.secret.hex(),
+        }
+
+
+def _env_int(env: Mapping[str, str], name: str, minimum: int) -> int:
+    text = env[name]
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ClusterConfigError(f"{name}={text!r} is not an integer") from None
+    if value < minimum:
+        raise ClusterConfigError(f"{name}={text!r} must be at least {minimum}")
+    return value
+
+
+def cluster_from_env(environ: Mapping[str, str] | None = None) -> ClusterConfig | None:
+    """This process's cluster, read from the ``TIMELY_*`` variables of `environ` (default
+    ``os.environ``); None when ``TIMELY_PROCESSES`` is unset (a stand-alone process).
+
+    ``TIMELY_PROCESS_INDEX`` and ``TIMELY_ADDRESSES`` are required with ``TIMELY_PROCESSES``;
+    ``TIMELY_WORKERS`` defaults to 1; ``TIMELY_SECRET`` is required when there is more than one
+    process (a single process gets a random one). Raises `ClusterConfigError` naming the variable.
+    """
+    env = os.environ if environ is None else environ
+    if ENV_PROCESSES not in env:
+        return None
+    processes = _env_int(env, ENV_PROCESSES, 1)
+
+    if ENV_PROCESS_INDEX not in env:
+        raise ClusterConfigError(f"{ENV_PROCESS_INDEX} is not set (it is required with {ENV_PROCESSES})")
+    index = _env_int(env, ENV_PROCESS_INDEX, 0)
+    if index >= processes:
+        raise ClusterConfigError(
+            f"{ENV_PROCESS_INDEX} is {index} but {ENV_PROCESSES} is {processes} (valid indices: 0..{processes - 1})"
+        )
+
+    if ENV_ADDRESSES not in env:
+        raise ClusterConfigError(f"{ENV_ADDRESSES} is not set (it is required with {ENV_PROCESSES})")
+    entries = env[ENV_ADDRESSES].split(",")
+    if len(entries) != processes:
+        raise ClusterConfigError(
+            f"{ENV_ADDRESSES} has {len(entries)} entries but {ENV_PROCESSES} is {processes}: {env[ENV_ADDRESSES]!r}"
+        )
+    addresses = [parse_address(e, f"{ENV_ADDRESSES} entry {i}") for i, e in enumerate(entries)]
+    _check_distinct(addresses, ENV_ADDRESSES)
+
+    workers = _env_int(env, ENV_WORKERS, 1) if ENV_WORKERS in env else 1
+
+    if ENV_SECRET in env:
+        secret = _parse_secret(env[ENV_SECRET], ENV_SECRET)
+    elif processes > 1:
+        raise ClusterConfigError(
+            f"{ENV_SECRET} is not set; it is required when {ENV_PROCESSES} > 1 (the launcher `timely run` sets it)"
+        )
+    else:
+        secret = secrets.token_bytes(SECRET_BYTES)
+    return ClusterConfig(processes, index, addresses, workers, secret)
+
+
+def read_hosts_file(path: str) -> list[tuple[str, int]]:
+    """One ``host:port`` per line, in process order; blank lines and ``#`` comments are ignored."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise ClusterConfigError(f"cannot read the hosts file: {e}") from None
+    addresses = []
+    for number, line in enumerate(lines, 1):
+        entry = line.split("#", 1)[0].strip()
+        if entry:
+            addresses.append(parse_address(entry, f"{path}:{number}"))
+    if not addresses:
+        raise ClusterConfigError(f"{path}: no host:port lines")
+    _check_distinct(addresses, path)
+    return addresses
+
+
+def read_secret_file(path: str) -> bytes:
+    """The shared secret: a file holding it in hex (whitespace around it is ignored)."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            text = f.read()
+    except OSError as e:
+        raise ClusterConfigError(f"cannot read the secret file: {e}") from None
+    return _parse_secret(text, f"the secret file {path}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Supervising the processes
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _exit_code(returncode: int) -> int:
+    """A shell's view of a child's status: the exit status, or 128 + the signal that killed it."""
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+def _describe(returncode: int) -> str:
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    return f"killed by {_signal_name(-returncode)}"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}s"
+
+
+def _death_signal_preexec() -> Callable[[], None] | None:
+    """On Linux, a preexec_fn that makes the kernel SIGKILL the child if the launcher dies
+    (even by SIGKILL), so that no process is left behind."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+    pr_set_pdeathsig = 1
+    kill = int(signal.SIGKILL)
+
+    def preexec() -> None:
+        prctl(pr_set_pdeathsig, kill, 0, 0, 0)
+        if os.getppid() != parent:  # the launcher died before prctl: nobody is left to watch us
+            os._exit(1)
+
+    return preexec
+
+
+class _Sink:
+    """Writes whole lines to the launcher's stdout or stderr (one thread, one write per chunk,
+    so lines never interleave). A closed stdout asks the supervisor to stop."""
+
+    def __init__(self, stream: IO[str] | None, on_broken: Callable[[], None] | None = None) -> None:
+        self.buffer: IO[bytes] | None = getattr(stream, "buffer", None)
+        self.fileno: int | None = None
+        if self.buffer is not None:
+            with contextlib.suppress(AttributeError, OSError, ValueError):
+                self.fileno = self.buffer.fileno()
+        self.on_broken = on_broken
+
+    def write(self, data: bytes) -> None:
+        if self.buffer is None:
+            return
+        try:
+            self.buffer.write(data)
+            self.buffer.flush()
+        except (BrokenPipeError, ValueError):
+            self._broken()
+
+    def _broken(self) -> None:
+        buffer, self.buffer = self.buffer, None
+        # Point the descriptor at /dev/null so that interpreter shutdown does not fail to flush.
+        if self.fileno is not None:
+            with contextlib.suppress(OSError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, self.fileno)
+                os.close(devnull)
+        with contextlib.suppress(Exception):
+            buffer.close()  # type: ignore[union-attr]
+        if self.on_broken is not None:
+            self.on_broken()
+
+
+async def _pump(reader: asyncio.StreamReader, prefix: bytes, sink: _Sink) -> None:
+    """Copy a child's output to `sink`, every line prefixed, only whole lines at a time."""
+    pending = bytearray()
+    glue = b"\n" + prefix
+    while True:
+        chunk = await reader.read(1 << 16)
+        if not chunk:
+            break
+        pending += chunk
+        cut = pending.rfind(b"\n", len(pending) - len(chunk))
+        if cut >= 0:
+            lines = bytes(pending[:cut])  # whole lines, without the last newline
+            del pending[: cut + 1]
+            sink.write(prefix + lines.replace(b"\n", glue) + b"\n")
+        elif len(pending) >= MAX_LINE:
+            sink.write(prefix + bytes(pending) + b"\n")
+            pending.clear()
+    if pending:  # a last line without its newline
+        sink.write(prefix + bytes(pending) + b"\n")
+
+
+@dataclass
+class _Child:
+    index: int
+    env: dict[str, str]
+    proc: asyncio.subprocess.Process | None = None
+    returncode: int | None = None
+    stopped_with: int | None = None
+    """The first signal the launcher sent (then it is not counted as a failure)."""
+    escalated: str | None = None
+    """How the launcher came to SIGKILL it after `stopped_with`, for the summary."""
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.returncode is None
+
+
+@dataclass
+class _Stop:
+    signal: int
+    code: int
+    reason: str
+
+
+class _Supervisor:
+    """Runs the children, watches them, and stops them all when one fails or on a signal."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        children: list[_Child],
+        *,
+        grace: float,
+        kill_after: float,
+        stdin_index: int | None,
+        out: _Sink | None = None,
+        err: _Sink | None = None,
+    ) -> None:
+        self.argv = argv
+        self.children = children
+        self.grace = grace
+        self.kill_after = kill_after
+        self.stdin_index = stdin_index
+        self.out = out if out is not None else _Sink(sys.stdout, self._on_stdout_closed)
+        self.err = err if err is not None else _Sink(sys.stderr)
+        self.failures: list[_Child] = []
+        self.stop: _Stop | None = None
+        self.stop_requests = 0
+        self.grace_expired = False
+        self.spawn_error: str | None = None
+        self._wake: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._pumps: list[asyncio.Task[None]] = []
+
+    # Events ------------------------------------------------------------------------------------
+    def _poke(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def _on_signal(self, number: int) -> None:
+        self.stop_requests += 1
+        if self.stop is None:
+            self.stop = _Stop(number, 128 + number, f"interrupted by {_signal_name(number)}")
+        self._poke()
+
+    def _on_stdout_closed(self) -> None:
+        self.stop_requests += 1
+        if self.stop is None:
+            self.stop = _Stop(int(signal.SIGTERM), 128 + int(signal.SIGPIPE), "stdout was closed")
+        self._poke()
+
+    async def _watch(self, child: _Child) -> None:
+        assert child.proc is not None
+        returncode = await child.proc.wait()
+        child.returncode = returncode
+        if returncode != 0 and child.stopped_with is None:
+            self.failures.append(child)
+        self._poke()
+
+    # Signals to children -----------------------------------------------------------------------
+    def _send(self, child: _Child, number: int) -> None:
+        if not child.running:
+            return
+        assert child.proc is not None
+        if child.stopped_with is None:
+            child.stopped_with = number
+        try:
+            if hasattr(os, "killpg"):
+                os.killpg(child.proc.pid, number)  # its process group: the program and what it started
+            else:  # pragma: no cover - not POSIX
+                child.proc.send_signal(number)
+        except ProcessLookupError:
+            pass
+        except PermissionError:  # pragma: no cover
+            with contextlib.suppress(ProcessLookupError):
+                child.proc.send_signal(number)
+
+    def kill_all_now(self) -> None:
+        """SIGKILL every child that may still run, and anything left in their process groups."""
+        for child in self.children:
+            if child.proc is None:
+                continue
+            if child.returncode is None:
+                child.escalated = child.escalated or "then SIGKILL"
+                if child.stopped_with is None:
+                    child.stopped_with = int(signal.SIGKILL)
+            if hasattr(os, "killpg"):
+                with contextlib.suppress(OSError):
+                    os.killpg(child.proc.pid, signal.SIGKILL)
+            elif child.returncode is None:  # pragma: no cover
+                with contextlib.suppress(OSError):
+                    child.proc.kill()
+
+    # The run -----------------------------------------------------------------------------------
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        handled = []
+        for number in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if number is None:
+                continue
+            try:
+                loop.add_signal_handler(number, self._on_signal, int(number))
+                handled.append(number)
+            except (NotImplementedError, RuntimeError, ValueError):  # pragma: no cover
+                pass
+        try:
+            try:
+                await self._spawn_all()
+                await self._supervise()
+            finally:
+                self.kill_all_now()
+                if self._tasks:
+                    await asyncio.wait(self._tasks)
+            if self._pumps:
+                _, late = await asyncio.wait(self._pumps, timeout=DRAIN_TIMEOUT)
+                for task in late:
+                    task.cancel()
+        finally:
+            for task in self._tasks + self._pumps:
+                task.cancel()
+            for number in handled:
+                loop.remove_signal_handler(number)
+        return self._report()
+
+    async def _spawn_all(self) -> None:
+        preexec = _death_signal_preexec()
+        for child in self.children:
+            if self.stop is not None:
+                return
+            stdin: Any = None if child.index == self.stdin_index else asyncio.subprocess.DEVNULL
+            posix: dict[str, Any] = {"process_group": 0} if os.name == "posix" else {}
+            try:
+                child.proc = await asyncio.create_subprocess_exec(
+                    *self.argv,
+                    env=child.env,
+                    stdin=stdin,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    preexec_fn=preexec,
+                    **posix,
+                )
+            except OSError as e:
+                self.spawn_error = f"cannot start p{child.index} ({self.argv[0]}): {e}"
+                return
+            assert child.proc.stdout is not None and child.proc.stderr is not None
+            prefix = f"[p{child.index}] ".encode()
+            self._pumps.append(asyncio.create_task(_pump(child.proc.stdout, prefix, self.out)))
+            self._pumps.append(asyncio.create_task(_pump(child.proc.stderr, prefix, self.err)))
+            self._tasks.append(asyncio.create_task(self._watch(child)))
+
+    def _running(self) -> list[_Child]:
+        return [c for c in self.children if c.running]
+
+    async def _wait(self, timeout: float | None) -> None:
+        assert self._wake is not None
+        if timeout is None:
+            await self._wake.wait()
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(timeout, 0.0))
+
+    async def _supervise(self) -> None:
+        assert self._wake is not None
+        loop = asyncio.get_running_loop()
+        grace_deadline: float | None = None
+        while True:
+            self._wake.clear()
+            if not self._running():
+                return
+            if self.stop is not None or self.spawn_error is not None:
+                await self._terminate(self.stop.signal if self.stop is not None else int(signal.SIGTERM))
+                return
+            timeout = None
+            if self.failures:
+                if grace_deadline is None:
+                    grace_deadline = loop.time() + self.grace
+                timeout = grace_deadline - loop.time()
+                if timeout <= 0:
+                    self.grace_expired = True
+                    await self._terminate(int(signal.SIGTERM))
+                    return
+            await self._wait(timeout)
+
+    async def _terminate(self, number: int) -> None:
+        """Send `number` to every running child; SIGKILL what still runs `kill_after` seconds
+        later, or at once on another stop request (a second Ctrl-C)."""
+        assert self._wake is not None
+        loop = asyncio.get_running_loop()
+        requests = self.stop_requests
+        for child in self._running():
+            self._send(child, number)
+        deadline = loop.time() + self.kill_after
+        while True:
+            self._wake.clear()
+            if not self._running():
+                return
+            if self.stop_requests > requests:
+                how = "then SIGKILL on a second interrupt"
+                break
+            if loop.time() >= deadline:
+                how = f"then SIGKILL after {_seconds(self.kill_after)}"
+                break
+            await self._wait(deadline - loop.time())
+        for child in self._running():
+            child.escalated = how
+            self._send(child, int(signal.SIGKILL))
+        while self._running():
+            self._wake.clear()
+            await self._wait(None)
+
+    # The verdict -------------------------------------------------------------------------------
+    def _report(self) -> int:
+        parts = []
+        code = 0
+        if self.spawn_error is not None:
+            parts.append(self.spawn_error)
+            code = 127
+        if self.stop is not None and not self.failures:
+            parts.append(self.stop.reason)
+            code = code or self.stop.code
+        for k, child in enumerate(self.failures):
+            assert child.returncode is not None
+            first = " (first)" if k == 0 and len(self.failures) > 1 else ""
+            parts.append(f"p{child.index} {_describe(child.returncode)}{first}")
+        if self.failures:
+            code = code or _exit_code(self.failures[0].returncode or 0)
+        failed = {id(c) for c in self.failures}
+        stopped = [c for c in self.children if c.stopped_with is not None and id(c) not in failed]
+        if stopped:
+            groups: dict[str, list[str]] = {}
+            for child in stopped:
+                assert child.stopped_with is not None
+                how = _signal_name(child.stopped_with)
+                if child.escalated and child.stopped_with != signal.SIGKILL:
+                    how += f" {child.escalated}"
+                groups.setdefault(how, []).append(f"p{child.index}")
+            lead = tail = ""
+            if self.grace_expired:
+                lead = f"still running after the {_seconds(self.grace)} grace period: "
+            elif self.stop is not None and self.failures:
+                tail = f" (the launcher was {self.stop.reason})"
+            stops = ", ".join(f"{', '.join(names)} stopped with {how}" for how, names in groups.items())
+            parts.append(f"{lead}{stops}{tail}")
+        if code == 0 and not parts:
+            return 0
+        code = code or 1
+        self.err.write(f"timely: {'; '.join(parts)}; exit status {code}\n".encode())
+        return code
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _index(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 0")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1..65535)")
+    return value
+
+
+def _seconds_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 0")
+    return value
+
+
+_RUN_DESCRIPTION = """\
+Run a timely program: N processes on this machine (-n), or one process of a
+multi-machine cluster (--hosts, --process). Every process runs the same program
+with `python prog.py args...` (or `python -m module args...`), learning its place
+from TIMELY_PROCESSES, TIMELY_PROCESS_INDEX, TIMELY_ADDRESSES, TIMELY_WORKERS and
+TIMELY_SECRET; PYTHONHASHSEED is set to 0 (and PYTHONUNBUFFERED to 1) unless
+already set.
+
+Each line a process prints is shown prefixed with [p<index>] (stderr on stderr).
+The exit status is 0 only if every process exited 0. When one fails, the others
+get --grace seconds to stop by themselves, then SIGTERM, then SIGKILL
+--kill-after seconds later; the status is then the first failure's (128+signal
+for a signal). Ctrl-C or SIGTERM is forwarded to every process. Process 0 (or
+the one process with --hosts) reads the launcher's stdin unless it is a terminal;
+the others read an empty stdin.
+"""
+
+_RUN_EPILOG = """\
+examples:
+  timely run -n 4 prog.py --input data.csv
+  timely run -n 2 --workers 3 -m examples.connected_components
+  # on machine k of a cluster (hosts.txt: one host:port per line, the same file everywhere)
+  TIMELY_SECRET=$(cat secret.hex) timely run --hosts hosts.txt --process k prog.py
+
+Everything after the program (or -m module) is passed to it unchanged.
+"""
+
+
+def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    parser = argparse.ArgumentParser(
+        prog="timely",
+        description="Naiad's timely dataflow for Python: run timely programs on one or many processes.",
+        epilog="Run `timely run --help` for the options of a run.",
+        allow_abbrev=False,
+    )
+    try:
+        from importlib.metadata import version
+
+        parser.add_argument("--version", action="version", version=f"timely {version('timely-dataflow')}")
+    except Exception:  # pragma: no cover - not installed
+        pass
+    commands = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
+    run = commands.add_parser(
+        "run",
+        help="run a timely program on N local processes, or as one process of a cluster",
+        description=_RUN_DESCRIPTION,
+        epilog=_RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    run.prog = "timely run"
+    run.usage = (
+        "timely run [-n N] [--base-port P] [--hosts FILE --process I] [--workers W] [--secret-file F]\n"
+        "                  [--grace S] [--kill-after S] (prog.py | -m module) [args...]"
+    )
+    local = run.add_argument_group("on this machine")
+    local.add_argument(
+        "-n", "--processes", type=_positive_int, metavar="N", help="number of processes to start (default 1)"
+    )
+    local.add_argument(
+        "--base-port",
+        type=_port,
+        metavar="P",
+        help="give process i the port P+i on 127.0.0.1 (default: free ports chosen by the system)",
+    )
+    cluster = run.add_argument_group("one process of a multi-machine cluster")
+    cluster.add_argument(
+        "--hosts",
+        metavar="FILE",
+        help="the cluster: one host:port per line, process 0 first (blank lines and # comments ignored)",
+    )
+    cluster.add_argument("--process", type=_index, metavar="I", help="the index of the process to run here")
+    both = run.add_argument_group("either way")
+    both.add_argument("--workers", type=_positive_int, metavar="W", help="workers per process (default 1)")
+    both.add_argument(
+        "--secret-file",
+        metavar="F",
+        help="file holding the shared secret in hex (default: $TIMELY_SECRET; on one machine, a fresh random one)",
+    )
+    both.add_argument(
+        "--grace",
+        type=_seconds_arg,
+        default=DEFAULT_GRACE,
+        metavar="S",
+        help=f"after a process fails, seconds the others get to exit by themselves (default {DEFAULT_GRACE:g})",
+    )
+    both.add_argument(
+        "--kill-after",
+        type=_seconds_arg,
+        default=DEFAULT_KILL_AFTER,
+        metavar="S",
+        help=f"seconds between SIGTERM and SIGKILL (default {DEFAULT_KILL_AFTER:g})",
+    )
+    program = run.add_argument_group("the program")
+    program.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m does")
+    program.add_argument("prog", nargs="?", help="the program's script")
+    program.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the program")
+    return parser, run
+
+
+def _split_run_args(argv: list[str], parser: argparse.ArgumentParser) -> tuple[list[str], str | None, list[str]]:
+    """Split ``timely run`` arguments into the launcher's options, ``-m``'s module, and the
+    program with its arguments (which may look like options: they are the program's)."""
+    takes_value = {
+        option
+        for action in parser._actions
+        if action.option_strings and action.nargs != 0 and action.dest != "module"
+        for option in action.option_strings
+    }
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            return argv[:i], None, argv[i + 1 :]
+        if token == "-m":
+            if i + 1 == len(argv):
+                parser.error("argument -m: expected a module name")
+            return argv[:i], argv[i + 1], argv[i + 2 :]
+        if token.startswith("-m") and not token.startswith("--"):
+            return argv[:i], token[2:], argv[i + 1 :]
+        if token.startswith("-") and token != "-":
+            i += 2 if token in takes_value else 1
+            continue
+        return argv[:i], None, argv[i:]
+    return argv, None, []
+
+
+def _free_ports(host: str, count: int) -> list[int]:
+    """`count` distinct ports that are free now (bound together, then released)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(s)
+            s.bind((host, 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _resolve_secret(args: argparse.Namespace, env: Mapping[str, str], required: bool) -> bytes:
+    if args.secret_file is not None:
+        secret = read_secret_file(args.secret_file)
+        with contextlib.suppress(OSError):
+            if os.stat(args.secret_file).st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+                print(
+                    f"timely: warning: the secret file {args.secret_file} is readable by others (chmod 600 it)",
+                    file=sys.stderr,
+                )
+        return secret
+    if ENV_SECRET in env:
+        return _parse_secret(env[ENV_SECRET], ENV_SECRET)
+    if required:
+        raise ClusterConfigError(
+            "a multi-machine cluster needs a shared secret, the same on every machine: "
+            f"set {ENV_SECRET} (hex) or pass --secret-file FILE ({_SECRET_HINT})"
+        )
+    return secrets.token_bytes(SECRET_BYTES)
+
+
+def _child_env(base: Mapping[str, str], config: ClusterConfig) -> dict[str, str]:
+    env = dict(base)
+    env.update(config.to_env())
+    env.setdefault("PYTHONHASHSEED", DEFAULT_HASH_SEED)
+    env.setdefault("PYTHONUNBUFFERED", "1")  # so that output streams live
+    return env
+
+
+def _run(argv: list[str], parser: argparse.ArgumentParser) -> int:
+    options, module, rest = _split_run_args(argv, parser)
+    args = parser.parse_args(options)
+    if module is None and not rest:
+        parser.error("give the program to run: prog.py [args...] or -m module [args...]")
+    if module is not None:
+        if not module:
+            parser.error("argument -m: expected a module name")
+        command = [sys.executable, "-m", module, *rest]
+    else:
+        prog = rest[0]
+        if not os.path.exists(prog):
+            parser.error(f"cannot find the program {prog!r}")
+        command = [sys.executable, *rest]
+
+    env = os.environ
+    workers = args.workers if args.workers is not None else 1
+    try:
+        if args.hosts is not None:
+            if args.base_port is not None:
+                parser.error("--base-port is for processes on this machine; the hosts file gives the ports")
+            if args.process is None:
+                parser.error("--hosts needs --process I: the index of the process to run on this machine")
+            addresses = read_hosts_file(args.hosts)
+            if args.processes is not None and args.processes != len(addresses):
+                parser.error(f"-n {args.processes} but {args.hosts} lists {len(addresses)} processes")
+            if args.process >= len(addresses):
+                parser.error(
+                    f"--process {args.process}, but {args.hosts} lists {len(addresses)} processes "
+                    f"(valid: 0..{len(addresses) - 1})"
+                )
+            secret = _resolve_secret(args, env, required=True)
+            indices = [args.process]
+        else:
+            if args.process is not None:
+                parser.error("--process is for a multi-machine cluster; give --hosts too")
+            processes = args.processes if args.processes is not None else 1
+            if args.base_port is not None:
+                if args.base_port + processes - 1 > 65535:
+                    parser.error(f"--base-port {args.base_port} leaves no room for {processes} ports")
+                ports = list(range(args.base_port, args.base_port + processes))
+            else:
+                ports = _free_ports("127.0.0.1", processes)
+            addresses = [("127.0.0.1", port) for port in ports]
+            secret = _resolve_secret(args, env, required=False)
+            indices = list(range(processes))
+        children = [
+            _Child(i, _child_env(env, ClusterConfig(len(addresses), i, addresses, workers, secret))) for i in indices
+        ]
+    except ClusterConfigError as e:
+        print(f"timely run: error: {e}", file=sys.stderr)
+        return 2
+    if env.get("PYTHONHASHSEED") == "random":
+        print(
+            "timely: warning: PYTHONHASHSEED=random makes hash(str) differ between processes; "
+            "exchange functions that use hash() will send records to the wrong workers",
+            file=sys.stderr,
+        )
+    stdin_index = None
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        if not os.isatty(sys.stdin.fileno()):
+            stdin_index = indices[0]
+    supervisor = _Supervisor(command, children, grace=args.grace, kill_after=args.kill_after, stdin_index=stdin_index)
+    try:
+        return asyncio.run(supervisor.run())
+    finally:
+        supervisor.kill_all_now()  # whatever happened above, no process is left behind
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``timely`` command; returns the exit status."""
+    parser, run = _build_parsers()
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments and arguments[0] == "run":
+        return _run(arguments[1:], run)
+    args = parser.parse_args(arguments)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    return 0  # pragma: no cover - every command is handled above
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""The network layer's pure parts: the wire codec and length-prefixed framing.
+
+Layer rule: this package imports only `timely.errors` and `timely.timestamp` (and the
+standard library and msgpack); the codec and the framing do no I/O and never touch asyncio.
+"""
+
+from __future__ import annotations
+
+from timely.errors import CodecError, FrameError
+
+from .codec import (
+    DEFAULT_REGISTRY,
+    EXT_FROZENSET,
+    EXT_PICKLE,
+    EXT_SET,
+    FIRST_USER_CODE,
+    LAST_USER_CODE,
+    Codec,
+    CodecRegistry,
+    register_codec,
+)
+from .framing import HEADER_SIZE, MAX_FRAME, FrameReader, frame, frame_header
+
+__all__ = [
+    "DEFAULT_REGISTRY",
+    "EXT_FROZENSET",
+    "EXT_PICKLE",
+    "EXT_SET",
+    "FIRST_USER_CODE",
+    "HEADER_SIZE",
+    "LAST_USER_CODE",
+    "MAX_FRAME",
+    "Codec",
+    "CodecError",
+    "CodecRegistry",
+    "FrameError",
+    "FrameReader",
+    "frame",
+    "frame_header",
+    "register_codec",
+]
