@@ -22,6 +22,8 @@ time, so that a failure can be found in a large graph.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "TimelyError",
     "GraphError",
@@ -119,7 +121,7 @@ class PeerError(TimelyError):
     ``time``, ``kind`` (the exception's type) and ``message``.
     """
 
-    def __init__(self, message: str, info: dict[str, object]) -> None:
+    def __init__(self, message: str, info: dict[str, Any]) -> None:
         super().__init__(message)
         self.info = info
         self.process = info.get("process")

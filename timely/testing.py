@@ -62,7 +62,7 @@ async def simulated(
         raise
     finally:
         for ctx in contexts:
-            await ctx.__aexit__(type(failed) if failed else None, failed, None)
+            await ctx.__aexit__(type(failed) if failed else None, failed, None)  # type: ignore[arg-type]
         await network.close()
     if failed is not None:
         raise failed

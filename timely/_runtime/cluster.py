@@ -101,18 +101,23 @@ class ClusterLink:
             self.bye_sent = True
 
     def send_error(self, err: BaseException) -> None:
-        """Tell every peer that this process failed, so they stop within moments."""
-        if self.error_sent or isinstance(err, PeerError):
-            return  # a peer's failure is not ours to repeat
+        """Tell every peer that the computation failed, so they stop within moments. A peer's
+        failure is passed on as it came, so every process names the same origin even if it
+        sees this process's connection close first."""
+        if self.error_sent:
+            return
         self.error_sent = True
-        info = {
-            "process": self.transport.process_index,
-            "stage": getattr(err, "stage", None),
-            "worker": getattr(err, "worker", None),
-            "time": str(getattr(err, "time", "")) or None,
-            "kind": type(err.__cause__ or err).__name__,
-            "message": str(err),
-        }
+        if isinstance(err, PeerError):
+            info = err.info
+        else:
+            info = {
+                "process": self.transport.process_index,
+                "stage": getattr(err, "stage", None),
+                "worker": getattr(err, "worker", None),
+                "time": str(getattr(err, "time", "")) or None,
+                "kind": type(err.__cause__ or err).__name__,
+                "message": str(err),
+            }
         payload = msgpack.packb([ERROR, info])
         for p in self.peers:
             try:

@@ -23,7 +23,8 @@ from ..graph import FrozenGraph
 from ..net.transport import Transport
 from ..timestamp import Timestamp
 from ..vertex import Vertex
-from .process import ProcessRuntime
+from .config import ClusterConfig, cluster_from_env
+from .process import SHUTDOWN_SECONDS, ProcessRuntime
 from .statistics import ComputationStatistics
 
 __all__ = ["execute", "execute_async", "Computation", "AsyncComputation"]
@@ -39,13 +40,50 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()  # type: ignore[no-any-return]
 
 
-def _build(build: Callable[[Scope], T], workers: int, transport: Transport | None) -> tuple[Scope, T, FrozenGraph]:
-    if transport is None:
-        scope = Scope._root(0, 1, workers)
-    else:
-        scope = Scope._root(transport.process_index, transport.processes, workers)
+def _build(
+    build: Callable[[Scope], T], workers: int, process_index: int, processes: int
+) -> tuple[Scope, T, FrozenGraph]:
+    scope = Scope._root(process_index, processes, workers)
     result = build(scope)
     return scope, result, scope._builder.freeze()
+
+
+class _Setup(Generic[T]):
+    """Where this process runs: alone, on a given transport, or in the cluster the environment
+    describes (set by ``timely run`` or the Spark integration); builds the graph accordingly."""
+
+    def __init__(
+        self,
+        build: Callable[[Scope], T],
+        workers: int | None,
+        transport: Transport | None,
+        cluster: ClusterConfig | None,
+    ) -> None:
+        if transport is None and cluster is None:
+            cluster = cluster_from_env()
+        if cluster is not None and cluster.processes == 1:
+            cluster = None
+        self.cluster = cluster
+        self.transport = transport
+        if workers is None:
+            workers = cluster.workers if cluster is not None else 1
+        self.workers = workers
+        if transport is not None:
+            index, processes = transport.process_index, transport.processes
+        elif cluster is not None:
+            index, processes = cluster.process_index, cluster.processes
+        else:
+            index, processes = 0, 1
+        self.scope, self.result, self.graph = _build(build, workers, index, processes)
+
+    async def join(self) -> Transport | None:
+        """Connect to every peer (authenticated, with this graph's fingerprint)."""
+        if self.transport is None and self.cluster is not None:
+            from ..net.tcp import TcpTransport
+
+            c = self.cluster
+            self.transport = await TcpTransport.join(c.process_index, c.addresses, c.secret, self.graph.fingerprint())
+        return self.transport
 
 
 class _Handle:
@@ -140,13 +178,17 @@ class Computation(_Handle):
                 target.cancel()
             raise StalledError(f"{what} within {remaining:.1f} s", self.explain())
 
-    def _close(self, failed: bool) -> None:
+    def _close(self, error: BaseException | None) -> None:
         loop = self._loop
         try:
-            if not failed and not self._task.done():
+            if error is None and not self._task.done():
                 for binding in self.runtime.inputs:
                     binding.close()
                 self._run(None, None, "the computation did not complete")
+            elif error is not None and not self._task.done():
+                # Stop, and let the runtime tell the other processes why before it goes.
+                self.runtime.fail(_body_failed(self.runtime, error))
+                loop.run_until_complete(asyncio.wait({self._task}, timeout=SHUTDOWN_SECONDS))
         finally:
             if not self._task.done():
                 self._task.cancel()
@@ -154,8 +196,20 @@ class Computation(_Handle):
                     loop.run_until_complete(self._task)
                 except BaseException:
                     pass
+            elif not self._task.cancelled():
+                self._task.exception()  # retrieved: the caller has its own error to see
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
+
+
+def _body_failed(runtime: ProcessRuntime, error: BaseException) -> TimelyError:
+    if isinstance(error, TimelyError):
+        return error
+    err = TimelyError(
+        f"process {runtime.process_index}: the program raised {type(error).__name__} while the computation ran: {error}"
+    )
+    err.__cause__ = error
+    return err
 
 
 class execute(Generic[T]):
@@ -174,26 +228,30 @@ class execute(Generic[T]):
         self,
         build: Callable[[Scope], T],
         *,
-        workers: int = 1,
+        workers: int | None = None,
         timeout: float | None = None,
         stall_log_after: float | None = 10.0,
         transport: Transport | None = None,
+        cluster: ClusterConfig | None = None,
     ) -> None:
         self._build = build
         self._workers = workers
         self._timeout = timeout
         self._stall = stall_log_after
         self._transport = transport
+        self._cluster = cluster
         self._comp: Computation | None = None
 
     def __enter__(self) -> tuple[Computation, T]:
         deadline = None if self._timeout is None else _time.monotonic() + self._timeout
-        scope, result, graph = _build(self._build, self._workers, self._transport)
+        setup = _Setup(self._build, self._workers, self._transport, self._cluster)
+        result = setup.result
         loop = _new_event_loop()
         try:
             asyncio.set_event_loop(loop)
+            transport = loop.run_until_complete(setup.join())
             runtime = ProcessRuntime(
-                graph, scope, workers=self._workers, stall_log_after=self._stall, transport=self._transport
+                setup.graph, setup.scope, workers=setup.workers, stall_log_after=self._stall, transport=transport
             )
             self._comp = Computation(runtime, loop, deadline)
         except BaseException:
@@ -203,7 +261,7 @@ class execute(Generic[T]):
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         assert self._comp is not None
-        self._comp._close(failed=exc_type is not None)
+        self._comp._close(exc if exc_type is not None else None)
 
 
 class AsyncComputation(_Handle):
@@ -242,11 +300,14 @@ class AsyncComputation(_Handle):
         for binding in self.runtime.inputs:
             binding.close()
 
-    async def _close(self, failed: bool) -> None:
+    async def _close(self, error: BaseException | None) -> None:
         try:
-            if not failed and not self._task.done():
+            if error is None and not self._task.done():
                 self.close_inputs()
                 await self._wait(None, None, "the computation did not complete")
+            elif error is not None and not self._task.done():
+                self.runtime.fail(_body_failed(self.runtime, error))
+                await asyncio.wait({self._task}, timeout=SHUTDOWN_SECONDS)
         finally:
             if not self._task.done():
                 self._task.cancel()
@@ -254,6 +315,8 @@ class AsyncComputation(_Handle):
                     await self._task
                 except BaseException:
                     pass
+            elif not self._task.cancelled():
+                self._task.exception()
 
 
 class execute_async(Generic[T]):
@@ -268,27 +331,31 @@ class execute_async(Generic[T]):
         self,
         build: Callable[[Scope], T],
         *,
-        workers: int = 1,
+        workers: int | None = None,
         timeout: float | None = None,
         stall_log_after: float | None = 10.0,
         transport: Transport | None = None,
+        cluster: ClusterConfig | None = None,
     ) -> None:
         self._build = build
         self._workers = workers
         self._timeout = timeout
         self._stall = stall_log_after
         self._transport = transport
+        self._cluster = cluster
         self._comp: AsyncComputation | None = None
 
     async def __aenter__(self) -> tuple[AsyncComputation, T]:
         deadline = None if self._timeout is None else _time.monotonic() + self._timeout
-        scope, result, graph = _build(self._build, self._workers, self._transport)
+        setup = _Setup(self._build, self._workers, self._transport, self._cluster)
+        result = setup.result
+        transport = await setup.join()
         runtime = ProcessRuntime(
-            graph, scope, workers=self._workers, stall_log_after=self._stall, transport=self._transport
+            setup.graph, setup.scope, workers=setup.workers, stall_log_after=self._stall, transport=transport
         )
         self._comp = AsyncComputation(runtime, deadline)
         return self._comp, result
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         assert self._comp is not None
-        await self._comp._close(failed=exc_type is not None)
+        await self._comp._close(exc if exc_type is not None else None)
