@@ -1,0 +1,124 @@
+"""Test dataflows that run in every mode: one process, simulated processes, real processes.
+
+A case is a function ``case(scope) -> Case``: it builds the dataflow (the same in every
+process), and returns how this process feeds its share of the input and what it observed.
+``expected()`` is the plain-Python answer for the whole input. Results are JSON-able, so
+real processes can print them (tests/cluster_driver.py) for the test to merge.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import timely
+from examples.connected_components import components, reference_components
+from tests.test_runtime_dataflows import Countdown, DistinctCount, IterationBarrier
+
+
+@dataclass
+class Case:
+    feed: Callable[[], None]
+    result: Callable[[], Any]
+
+
+def _share(items: list[Any], scope: timely.Scope) -> list[Any]:
+    return items[scope.process_index :: scope.processes]
+
+
+WORDS = [[random.Random(e).choice("abcdefghijklmnop") for _ in range(300)] for e in range(5)]
+
+
+def distinct_count(scope: timely.Scope) -> Case:
+    words = scope.new_input("words")
+    distinct, counts = words.stage("distinct_count", DistinctCount, outputs=2, exchange=lambda w: ord(w))
+    out: dict[str, list[Any]] = {"distinct": [], "counts": []}
+    distinct.subscribe(lambda t, b: out["distinct"].extend([t.epoch, r] for r in b))
+    counts.subscribe(lambda t, b: out["counts"].extend([t.epoch, list(r)] for r in b))
+
+    def feed() -> None:
+        for e, batch in enumerate(WORDS):
+            words.send(_share(batch, scope))
+            words.advance_to(e + 1)
+
+    return Case(feed, lambda: out)
+
+
+def distinct_count_expected() -> Any:
+    return {
+        "distinct": [[e, w] for e, batch in enumerate(WORDS) for w in set(batch)],
+        "counts": [[e, [w, n]] for e, batch in enumerate(WORDS) for w, n in Counter(batch).items()],
+    }
+
+
+def _edges() -> list[tuple[int, int]]:
+    rng = random.Random(5)
+    return [(rng.randrange(300), rng.randrange(300)) for _ in range(260)]
+
+
+def connected_components(scope: timely.Scope) -> Case:
+    edges, best = components(scope)
+    return Case(lambda: edges.send(_share(_edges(), scope)), lambda: {"labels": sorted(best.items())})
+
+
+def connected_components_expected() -> Any:
+    return {"labels": sorted(reference_components(_edges()).items())}
+
+
+def nested_loops(scope: timely.Scope) -> Case:
+    seen: list[Any] = []
+    inp = scope.new_input("n")
+    outer = timely.LoopContext(scope, "outer")
+    again = outer.feedback("again")
+    start = outer.ingress(inp).concat("outer_in", again.stream)
+    inner = timely.LoopContext(outer, "inner")
+    back = inner.feedback("back")
+    body_in = inner.ingress(start.map("pair", lambda n: (n, n))).concat("inner_in", back.stream)
+    more, done = body_in.stage("countdown", lambda: Countdown(seen), outputs=2, exchange=lambda r: r[0])
+    back.connect(more)
+    after = inner.egress(done)
+    again.connect(after.filter("positive", lambda n: n > 0).map("decrement", lambda n: n - 1))
+    barrier_log: list[Any] = []
+    x = inner.ingress(outer.ingress(inp.map("unit", lambda n: n)), name="bar_in")
+    back2 = inner.feedback("back2")
+    y = x.concat("bar_merge", back2.stream).stage(
+        "barrier", lambda: IterationBarrier(barrier_log), exchange=lambda r: r
+    )
+    back2.connect(y)
+
+    def feed() -> None:
+        inp.send(_share([3, 5, 2], scope))
+        inp.advance_to(1)
+        inp.send(_share([4], scope))
+
+    def result() -> Any:
+        return {
+            "seen": [[list(r), list(t)] for r, t in seen],
+            "barrier": [list(t) for t, n in barrier_log for _ in range(n)],  # per-worker counts, as a multiset
+        }
+
+    return Case(feed, result)
+
+
+def nested_loops_expected() -> Any:
+    seen = []
+    barrier: Counter[tuple[int, ...]] = Counter()
+    for epoch, values in ((0, [3, 5, 2]), (1, [4])):
+        for big_n in values:
+            for i in range(big_n + 1):
+                n = big_n - i
+                for j in range(n + 1):
+                    seen.append([[n, n - j], [epoch, i, j]])
+            for j in range(big_n):  # the barrier loop: value v lives while v > j, at (epoch, 0, j)
+                barrier[(epoch, 0, j)] += 1
+    return {"seen": seen, "barrier": [list(t) for t, n in barrier.items() for _ in range(n)]}
+
+
+CASES = {
+    "distinct_count": (distinct_count, distinct_count_expected),
+    "connected_components": (connected_components, connected_components_expected),
+    "nested_loops": (nested_loops, nested_loops_expected),
+}

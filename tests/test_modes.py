@@ -1,0 +1,71 @@
+"""Every test dataflow in every mode, with equal results: one process (one and several
+workers), several simulated processes in one event loop (seeded interleavings), and real
+processes over loopback TCP started by `timely run`."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+import timely
+import timely.testing
+from tests.dataflows import CASES
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def canonical(result: Any) -> Any:
+    """JSON round trip, then every list of results sorted: order across workers is free."""
+    data = json.loads(json.dumps(result))
+    return {k: sorted(v, key=json.dumps) for k, v in data.items()}
+
+
+def merge(results: list[Any]) -> Any:
+    merged: dict[str, list[Any]] = {}
+    for r in results:
+        for k, v in json.loads(json.dumps(r)).items():
+            merged.setdefault(k, []).extend(v)
+    return canonical(merged)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("workers", [1, 3])
+def test_one_process_matches_the_reference(name: str, workers: int) -> None:
+    build, expected = CASES[name]
+    with timely.execute(build, workers=workers, timeout=30) as (comp, case):
+        case.feed()
+    assert canonical(case.result()) == canonical(expected())
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize(("processes", "workers", "seed"), [(2, 1, 1), (3, 2, 7), (4, 1, 42)])
+async def test_simulated_processes_match_the_reference(name: str, processes: int, workers: int, seed: int) -> None:
+    build, expected = CASES[name]
+    async with timely.testing.simulated(build, processes=processes, workers=workers, seed=seed, timeout=30) as runs:
+        for _, case in runs:
+            case.feed()
+    assert merge([case.result() for _, case in runs]) == canonical(expected())
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_real_processes_over_tcp_match_the_reference(name: str) -> None:
+    _, expected = CASES[name]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-m", "timely.cli", "run", "-n", "3", "--workers", "2", "tests/cluster_driver.py", name],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = [json.loads(line.split("RESULT ", 1)[1]) for line in done.stdout.splitlines() if "RESULT " in line]
+    assert len(results) == 3, done.stdout
+    assert merge(results) == canonical(expected())
