@@ -246,11 +246,21 @@ class Input(Stream, _Bound):
     In a computation with several processes each process feeds its own part.
     """
 
-    __slots__ = ("_binding",)
-
     def __init__(self, scope: Scope, stage: int) -> None:
         super().__init__(scope, stage, 0)
         self._binding = None
+        self._throttle: tuple[Probe, int] | None = None
+
+    def throttle(self, probe: Probe, epochs_ahead: int) -> None:
+        """Hold this input to at most ``epochs_ahead`` epochs ahead of ``probe``.
+
+        From synchronous code, `advance_to(e)` then runs the computation until the probe
+        has passed epoch ``e - epochs_ahead - 1``, so a fast producer cannot run away from a
+        slow dataflow. From async code, await ``comp.wait_passed(probe, e - epochs_ahead - 1)``.
+        """
+        if epochs_ahead < 0:
+            raise ValueError("epochs_ahead must be >= 0")
+        self._throttle = (probe, epochs_ahead)
 
     @property
     def name(self) -> str:

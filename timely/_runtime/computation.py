@@ -295,6 +295,12 @@ class AsyncComputation(_Handle):
         if future is None or future not in done:
             raise StalledError(f"{what} within {remaining:.1f} s", self.explain())
 
+    async def drain(self, timeout: float | None = None) -> None:
+        """Wait until this process's queues and outgoing buffers are below their limits: the
+        backpressure point for async producers (synchronous `Input.send` waits by itself)."""
+        future = self.runtime.when(self.runtime.ready)
+        await self._wait(future, timeout, "the computation did not drain its queues")
+
     def close_inputs(self) -> None:
         """Close every input of this process (leaving ``async with`` does this too)."""
         for binding in self.runtime.inputs:

@@ -208,6 +208,8 @@ class ProcessRuntime:
         self._seen_version = -1
         self._notes_dirty = False
         self._in_flight = 0  # async callbacks running
+        self._held_back = 0  # messages waiting behind busy vertices
+        self.max_backlog = 0
         self._wake = asyncio.Event()
         self._waiters: list[_Waiter] = []
         self._conditions: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
@@ -306,6 +308,7 @@ class ProcessRuntime:
             ctx, port, time, records = item
             if ctx.busy:
                 ctx.backlog.append(item)
+                self._held_back += 1
                 continue
             ctx.held = time
             ctx.messages_received += 1
@@ -436,6 +439,7 @@ class ProcessRuntime:
             w.notifications_delivered += 1
         if ctx.backlog:
             w.queue.extendleft(reversed(ctx.backlog))
+            self._held_back -= len(ctx.backlog)
             ctx.backlog.clear()
         self._notes_dirty = True
         self.wake()
@@ -514,7 +518,15 @@ class ProcessRuntime:
         return self.transport is not None and self.transport.congested()
 
     def backlog(self) -> int:
-        return sum(len(w.queue) for w in self.workers)
+        """Messages waiting in this process: in worker queues and behind busy (async) vertices."""
+        n = sum(len(w.queue) for w in self.workers) + self._held_back
+        if n > self.max_backlog:
+            self.max_backlog = n
+        return n
+
+    def ready(self) -> bool:
+        """Below the limits at which producers should wait: few queued messages, no congestion."""
+        return self.backlog() <= INPUT_BACKLOG // 4 and not self.congested()
 
     def when(self, predicate: Callable[[], bool]) -> asyncio.Future[None]:
         """A future that resolves after the first scheduler step at which ``predicate()`` holds."""
@@ -668,6 +680,7 @@ class ProcessRuntime:
             active_pointstamps=len(self.tracker.precursors),
             frontier_size=len(self.tracker.frontier),
             elapsed_seconds=_time.perf_counter() - self.started_at,
+            max_queued_messages=self.max_backlog,
             network=self.link.statistics() if self.link is not None else {},
         )
 
@@ -695,6 +708,7 @@ class InputBinding:
         self._time = _from_flat((0,))
         self._next = 0  # round-robin over local workers
         self.contexts = [w.vertices[self.stage] for w in runtime.workers]
+        self.throttle: tuple[Probe, int] | None = handle._throttle
         handle._binding = self
 
     def send(self, records: Iterable[Any]) -> None:
@@ -716,7 +730,7 @@ class InputBinding:
                 ctx.messages_sent += route.send(chunk if i == 0 else list(chunk), time, pending)
         rt.wake()
         if rt.driver is not None and (rt.backlog() > INPUT_BACKLOG or rt.congested()):
-            rt.driver(lambda: rt.backlog() <= INPUT_BACKLOG // 4 and not rt.congested(), None)
+            rt.driver(rt.ready, None)
 
     def advance_to(self, epoch: int) -> None:
         if self.closed:
@@ -733,6 +747,11 @@ class InputBinding:
         self.epoch = epoch
         self._time = new[0]
         self.runtime.wake()
+        if self.throttle is not None and self.runtime.driver is not None:
+            probe, ahead = self.throttle
+            if epoch - ahead - 1 >= 0:
+                target = _from_flat((epoch - ahead - 1,))
+                self.runtime.driver(lambda: not probe.frontier().less_equal(target), None)
 
     def close(self) -> None:
         if self.closed:

@@ -26,6 +26,8 @@ class ComputationStatistics:
     active_pointstamps: int
     frontier_size: int
     elapsed_seconds: float
+    max_queued_messages: int = 0
+    """The most messages this process held queued at once (bounded by backpressure)."""
     network: dict[str, int] = field(default_factory=dict)
     """Bytes and frames of data and of progress this process sent and received."""
 
