@@ -60,7 +60,10 @@ class ClusterLink:
         self.data_bytes_sent = self.data_frames_sent = 0
         self.progress_bytes_sent = self.progress_frames_sent = 0
         self.data_bytes_received = self.progress_bytes_received = 0
-        transport.set_handlers(self._on_frame, self._on_lost)
+
+    def start(self) -> None:
+        """Take frames from now on (those that came early first): the runtime is ready."""
+        self.transport.set_handlers(self._on_frame, self._on_lost)
 
     # Sending ------------------------------------------------------------------------------------
     def send_records(

@@ -234,6 +234,8 @@ class ProcessRuntime:
         initial = {(_from_flat((0,)), s.index): self.peers for s in graph.stages if s.kind == StageKind.INPUT}
         if initial:
             self.tracker.update(initial)
+        if self.link is not None:
+            self.link.start()  # only now: remote progress must land on the initial state
 
     # Construction ------------------------------------------------------------------------------
     def _make_vertex(self, spec: StageSpec) -> Vertex:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+from ..errors import CycleError
 from ..progress import PathSummary, Reachability, Step
 from .builder import ConnectorSpec, ContextSpec, StageKind, StageSpec
 
@@ -33,11 +34,32 @@ class FrozenGraph:
             steps.append(Step(c.source, loc, summary))
             steps.append(Step(loc, c.target, PathSummary.identity(c.depth)))
         self.reachability = Reachability(depths, steps)
+        self._check_cycles_advance()
         self.outgoing: list[list[list[ConnectorSpec]]] = [[[] for _ in s.output_summaries] for s in self.stages]
         self.incoming: list[list[ConnectorSpec | None]] = [[None] * s.inputs for s in self.stages]
         for c in self.connectors:
             self.outgoing[c.source][c.source_port].append(c)
             self.incoming[c.target][c.target_port] = c
+
+    def _check_cycles_advance(self) -> None:
+        """Refuse a cycle that does not advance a loop counter: one that goes through a
+        feedback but leaves that feedback's loop (egress, then ingress back in) and so
+        restarts the counter at 0. Its path summary from a stage back to itself keeps the
+        prefix of the time unchanged (``inc == 0``), and times could go round for ever."""
+        bad = []
+        for s in self.stages:
+            identity = PathSummary.identity(s.depth)
+            for summary in self.reachability.summaries[s.index][s.index]:
+                if summary != identity and summary.inc == 0:
+                    bad.append(s.name)
+                    break
+        if bad:
+            raise CycleError(
+                "cycle through a feedback that leaves the feedback's loop, so its counter never advances: "
+                + ", ".join(bad)
+                + " (a loop's feedback must be fed from inside that loop, without egress and ingress on the way)",
+                bad,
+            )
 
     def stage_location(self, stage: int) -> int:
         return stage

@@ -55,8 +55,7 @@ class MemoryNetwork:
             target = self.transports[dst]
             target.bytes_received += len(payload)
             target.frames_received += 1
-            if target.on_frame is not None:
-                target.on_frame(src, payload)
+            target._deliver(src, payload)
             for t in self.transports:
                 t._check_drained()
             # Let the receiving runtime run between deliveries, so interleavings vary.

@@ -238,13 +238,12 @@ class TcpTransport(Transport):
                 self.bytes_received += len(data)
                 for payload in frames.feed(data):
                     self.frames_received += 1
-                    if self.on_frame is not None:
-                        self.on_frame(peer.index, payload)
+                    self._deliver(peer.index, payload)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if not self._closing and self.on_lost is not None:
-                self.on_lost(peer.index, exc)
+            if not self._closing:
+                self._lost(peer.index, exc)
 
     def congested(self) -> bool:
         for peer in self.peers.values():

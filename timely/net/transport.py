@@ -26,14 +26,35 @@ class Transport(ABC):
     def __init__(self) -> None:
         self.on_frame: FrameHandler | None = None
         self.on_lost: LossHandler | None = None
+        self._early: list[tuple[int, bytes | BaseException]] = []
         self.bytes_sent = 0
         self.frames_sent = 0
         self.bytes_received = 0
         self.frames_received = 0
 
     def set_handlers(self, on_frame: FrameHandler, on_lost: LossHandler) -> None:
+        """Start handing frames to the runtime, first those that arrived before it was ready."""
         self.on_frame = on_frame
         self.on_lost = on_lost
+        early, self._early = self._early, []
+        for peer, item in early:
+            if isinstance(item, BaseException):
+                on_lost(peer, item)
+            else:
+                on_frame(peer, item)
+
+    def _deliver(self, peer: int, payload: bytes) -> None:
+        """Hand a frame to the runtime; keep it (in order) if the runtime is not ready yet."""
+        if self.on_frame is None:
+            self._early.append((peer, payload))
+        else:
+            self.on_frame(peer, payload)
+
+    def _lost(self, peer: int, reason: BaseException) -> None:
+        if self.on_lost is None:
+            self._early.append((peer, reason))
+        else:
+            self.on_lost(peer, reason)
 
     @abstractmethod
     def send(self, peer: int, payload: bytes) -> None:
