@@ -1,0 +1,92 @@
+"""``net.throughput``: the core pipeline with a CPU-heavy map, in 1, 2 and 4 OS processes.
+
+The dataflow is ``core.throughput``'s (integers -> map to a key -> exchange by key -> count
+per key per epoch, emitted at the epoch's notification; `EPOCHS` epochs), but the map does
+about a microsecond of pure-Python arithmetic per record (`bench._net_worker.heavy_key`), so
+that running it in more processes can pay off. Every process runs the program
+(`bench/_net_worker.py`, started by ``timely run -n N``) and feeds its share of the input:
+records ``i`` with ``i % N == index``. With N > 1, records whose key belongs to another
+process cross loopback TCP.
+
+Each process starts its clock when ``execute()`` has returned (every peer is connected: the
+start signal; process start-up and the handshake are not timed; the progress line shows how
+far apart the processes started) and stops it when the computation is complete (leaving the
+``with`` block, goodbyes included: a few ms). The figure is records per second over the
+slowest process's time, best of several runs. Baseline ``p1``: the same program in one
+process, measured in the same run. The counts of all processes together must equal those of
+a plain computation (a process counting a key another one counts is an error too).
+
+``.cpu_bound`` records divide by the largest CPU time a process used instead of wall time:
+the rate with a core per process, which shows whether a shortfall is the runtime's or the
+machine's (with two cores and other work on them, wall time also counts waiting for a core).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from bench._harness import Context, benchmark
+from bench._net import launch, load
+from bench._net_worker import KEYS, epoch_of, heavy_key
+
+EPOCHS = 10
+PROCESSES = (1, 2, 4)
+RECORDS_FULL, RUNS_FULL = 2_000_000, 3
+RECORDS_QUICK, RUNS_QUICK = 400_000, 2
+TARGET_SPEEDUP = 1.6  # p2 >= 1.6x p1
+
+
+def expected_counts(records: int) -> Counter[tuple[int, int]]:
+    """(epoch, key) -> count, by a plain loop over all the records."""
+    return Counter((epoch_of(i, records, EPOCHS), heavy_key(i)) for i in range(records))
+
+
+def _merge(ctx: Context, results: list[dict], processes: int) -> Counter[tuple[int, int]]:
+    got: Counter[tuple[int, int]] = Counter()
+    for result in results:
+        for epoch, key, n in result["counts"]:
+            ctx.check((epoch, key) not in got, f"p{processes}: (epoch, key) {(epoch, key)} counted by two processes")
+            got[epoch, key] = n
+    return got
+
+
+@benchmark("net.throughput", "records/s of map(CPU-heavy) -> exchange -> count in 1, 2 and 4 processes over TCP")
+def throughput(ctx: Context) -> None:
+    records, runs = (RECORDS_QUICK, RUNS_QUICK) if ctx.quick else (RECORDS_FULL, RUNS_FULL)
+    ctx.progress(f"plain computation of the expected counts ({records:,} records, {EPOCHS} epochs, {KEYS} keys)")
+    expected = expected_counts(records)
+    best = {n: 0.0 for n in PROCESSES}
+    best_cpu = {n: 0.0 for n in PROCESSES}
+    for run in range(1, runs + 1):
+        line = []
+        for n in PROCESSES:
+            before = load()
+            results = launch(n, "throughput", "--records", records, "--epochs", EPOCHS)
+            got = _merge(ctx, results, n)
+            ctx.check(got == expected, f"p{n}: the counts differ from the plain computation's")
+            fed = sum(r["records_fed"] for r in results)
+            ctx.check(fed == records, f"p{n}: the processes fed {fed:,} records, not {records:,}")
+            seconds = max(r["seconds"] for r in results)
+            cpu = max(r["cpu_seconds"] for r in results)
+            best[n] = max(best[n], records / seconds)
+            best_cpu[n] = max(best_cpu[n], records / cpu)
+            note = f"cpu-bound {records / cpu / 1e6:.3f}; {before}"
+            if n > 1:
+                skew = max(r["started"] for r in results) - min(r["started"] for r in results)
+                net = [r["network"] for r in results]
+                sent = sum(x["data_bytes_sent"] for x in net)
+                progress = sum(x["progress_bytes_sent"] for x in net)
+                note += (
+                    f"; starts {skew * 1e3:.0f} ms apart; {sent / 1e6:.1f} MB data, {progress / 1e3:.1f} kB progress"
+                )
+            line.append(f"p{n} {records / seconds / 1e6:.3f} ({note})")
+        ctx.progress(f"run {run}/{runs}: " + ", ".join(line) + " M records/s (counts verified)")
+
+    base, base_cpu = best[1], best_cpu[1]
+    for n in PROCESSES:
+        target = met = None
+        if n == 2:
+            target, met = f">= {TARGET_SPEEDUP}x p1", best[2] >= TARGET_SPEEDUP * base
+        ctx.record(f"net.throughput.p{n}", best[n], "records/s", "p1", base, target=target, met=met)
+    for n in PROCESSES:
+        ctx.record(f"net.throughput.p{n}.cpu_bound", best_cpu[n], "records/s", "p1.cpu_bound", base_cpu)
