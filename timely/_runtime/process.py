@@ -209,6 +209,8 @@ class ProcessRuntime:
         self._notes_dirty = False
         self._in_flight = 0  # async callbacks running
         self._held_back = 0  # messages waiting behind busy vertices
+        self._idle = False
+        self._wakeups = 0
         self.max_backlog = 0
         self._wake = asyncio.Event()
         self._waiters: list[_Waiter] = []
@@ -558,6 +560,8 @@ class ProcessRuntime:
         """
         async with anyio.create_task_group() as tg:
             self._task_group = tg
+            if self.stall_log_after is not None:
+                tg.start_soon(self._watch_stalls, self.stall_log_after)
             try:
                 await self._schedule()
             except BaseException as exc:
@@ -588,7 +592,6 @@ class ProcessRuntime:
                 await self.transport.close()
 
     async def _schedule(self) -> None:
-        last_progress = _time.perf_counter()
         while True:
             if self.failure is not None:
                 return
@@ -605,16 +608,23 @@ class ProcessRuntime:
                 continue
             self._wake.clear()
             if self.failure is None and not any(w.queue for w in self.workers) and not self.pending:
-                timeout = self.stall_log_after
-                try:
-                    if timeout is None:
-                        await self._wake.wait()
-                    else:
-                        await asyncio.wait_for(self._wake.wait(), timeout)
-                    last_progress = _time.perf_counter()
-                except TimeoutError:
-                    waited = _time.perf_counter() - last_progress
-                    log.warning("no progress for %.0f s; what holds it back:\n%s", waited, self.explain())
+                self._idle = True
+                await self._wake.wait()
+                self._idle = False
+                self._wakeups += 1
+
+    async def _watch_stalls(self, every: float) -> None:
+        """Log what holds progress back whenever the scheduler sat idle for ``every`` seconds.
+        One long-lived task, so that going idle costs no timer."""
+        seen, idle_since = -1, _time.perf_counter()
+        while True:
+            await asyncio.sleep(every / 4)
+            now = _time.perf_counter()
+            if not self._idle or self._wakeups != seen:
+                seen, idle_since = self._wakeups, now
+            elif now - idle_since >= every:
+                log.warning("no progress for %.0f s; what holds it back:\n%s", now - idle_since, self.explain())
+                idle_since = now
 
     # Seeing inside --------------------------------------------------------------------------------
     def describe(self, p: Pointstamp) -> str:

@@ -45,7 +45,6 @@ HANDSHAKE_MAX_FRAME = 4096
 HIGH_WATER = 4 << 20
 """Outgoing bytes queued for one peer above which the transport reports congestion."""
 LOW_WATER = 1 << 20
-READ_CHUNK = 1 << 18
 
 
 class _Refused(Exception):
@@ -57,7 +56,51 @@ class _Peer:
         self.index = index
         self.reader = reader
         self.writer = writer
-        self.task: asyncio.Task[None] | None = None
+        self.protocol: _FrameProtocol | None = None
+
+
+class _FrameProtocol(asyncio.Protocol):
+    """An established connection: cuts the byte stream into frames and hands each to the
+    runtime from ``data_received`` itself (no reader task, no extra event-loop hop)."""
+
+    def __init__(self, owner: TcpTransport, peer: int) -> None:
+        self.owner = owner
+        self.peer = peer
+        self.frames = FrameReader(owner.max_frame)
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.reported = False
+
+    def data_received(self, data: bytes) -> None:
+        owner = self.owner
+        owner.bytes_received += len(data)
+        try:
+            payloads = self.frames.feed(data)
+        except FrameError as exc:
+            self._report(exc)
+            return
+        for payload in payloads:
+            owner.frames_received += 1
+            owner._deliver(self.peer, payload)
+
+    def eof_received(self) -> bool:
+        try:
+            self.frames.eof()
+        except FrameError as exc:
+            self._report(exc)
+        else:
+            self._report(ConnectionError("connection closed"))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._report(exc or ConnectionError("connection closed"))
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def _report(self, reason: BaseException) -> None:
+        if not self.reported:
+            self.reported = True
+            if not self.owner._closing:
+                self.owner._lost(self.peer, reason)
 
 
 class TcpTransport(Transport):
@@ -71,8 +114,6 @@ class TcpTransport(Transport):
         self.max_frame = max_frame
         self.peers: dict[int, _Peer] = {}
         self.refused = 0
-        self._reading = asyncio.Event()
-        self._reading.set()
         self._closing = False
 
     # Joining ----------------------------------------------------------------------------------
@@ -143,8 +184,20 @@ class TcpTransport(Transport):
             server.close()
         for peer in self.peers.values():
             _nodelay(peer.writer)
-            peer.task = asyncio.get_running_loop().create_task(self._read(peer))
+            self._take_over(peer)
         return self
+
+    def _take_over(self, peer: _Peer) -> None:
+        """Move the connection from the handshake's stream reader to a frame protocol,
+        passing on any bytes the reader had already buffered."""
+        leftover = bytes(getattr(peer.reader, "_buffer", b""))
+        protocol = _FrameProtocol(self, peer.index)
+        peer.protocol = protocol
+        peer.writer.transport.set_protocol(protocol)
+        if leftover:
+            protocol.data_received(leftover)
+        if peer.reader.at_eof():
+            protocol.eof_received()
 
     async def _listen_side(
         self,
@@ -225,26 +278,6 @@ class TcpTransport(Transport):
         self.bytes_sent += len(payload) + 4
         self.frames_sent += 1
 
-    async def _read(self, peer: _Peer) -> None:
-        frames = FrameReader(self.max_frame)
-        reader = peer.reader
-        try:
-            while True:
-                await self._reading.wait()
-                data = await reader.read(READ_CHUNK)
-                if not data:
-                    frames.eof()
-                    raise ConnectionError("connection closed")
-                self.bytes_received += len(data)
-                for payload in frames.feed(data):
-                    self.frames_received += 1
-                    self._deliver(peer.index, payload)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            if not self._closing:
-                self._lost(peer.index, exc)
-
     def congested(self) -> bool:
         for peer in self.peers.values():
             transport = peer.writer.transport
@@ -253,33 +286,31 @@ class TcpTransport(Transport):
         return False
 
     async def wait_uncongested(self) -> None:
-        for peer in self.peers.values():
-            while peer.writer.transport.get_write_buffer_size() > LOW_WATER:
-                await peer.writer.drain()
-                if peer.writer.transport.get_write_buffer_size() > LOW_WATER:
-                    await asyncio.sleep(0.001)
+        while any(p.writer.transport.get_write_buffer_size() > LOW_WATER for p in self.peers.values()):
+            await asyncio.sleep(0.001)
 
     def pause_reading(self) -> None:
-        self._reading.clear()
+        for peer in self.peers.values():
+            peer.writer.transport.pause_reading()  # type: ignore[attr-defined]
 
     def resume_reading(self) -> None:
-        self._reading.set()
+        for peer in self.peers.values():
+            peer.writer.transport.resume_reading()  # type: ignore[attr-defined]
 
     async def close(self) -> None:
         self._closing = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5.0
+        for peer in self.peers.values():  # let what was sent leave before closing
+            while peer.writer.transport.get_write_buffer_size() and loop.time() < deadline:
+                await asyncio.sleep(0.001)
+            peer.writer.transport.close()
         for peer in self.peers.values():
-            try:
-                await asyncio.wait_for(peer.writer.drain(), 5.0)
-            except (TimeoutError, OSError, ConnectionError):
-                pass
-            peer.writer.close()
-        for peer in self.peers.values():
-            if peer.task is not None:
-                peer.task.cancel()
-            try:
-                await asyncio.wait_for(peer.writer.wait_closed(), 2.0)
-            except (TimeoutError, OSError, ConnectionError):
-                pass
+            if peer.protocol is not None:
+                try:
+                    await asyncio.wait_for(asyncio.shield(peer.protocol.closed), 2.0)
+                except (TimeoutError, OSError):
+                    pass
 
 
 def _mac(secret: bytes, role: bytes, a: bytes, b: bytes, fingerprint: str, x: int, y: int) -> bytes:
