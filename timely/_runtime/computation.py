@@ -184,7 +184,13 @@ class Computation(_Handle):
             if error is None and not self._task.done():
                 for binding in self.runtime.inputs:
                     binding.close()
-                self._run(None, None, "the computation did not complete")
+                try:
+                    self._run(None, None, "the computation did not complete")
+                except StalledError as stalled:
+                    # Abandoned: stop, and let the runtime tell the other processes why.
+                    self.runtime.fail(stalled)
+                    loop.run_until_complete(asyncio.wait({self._task}, timeout=SHUTDOWN_SECONDS))
+                    raise
             elif error is not None and not self._task.done():
                 # Stop, and let the runtime tell the other processes why before it goes.
                 self.runtime.fail(_body_failed(self.runtime, error))
@@ -310,7 +316,12 @@ class AsyncComputation(_Handle):
         try:
             if error is None and not self._task.done():
                 self.close_inputs()
-                await self._wait(None, None, "the computation did not complete")
+                try:
+                    await self._wait(None, None, "the computation did not complete")
+                except StalledError as stalled:
+                    self.runtime.fail(stalled)
+                    await asyncio.wait({self._task}, timeout=SHUTDOWN_SECONDS)
+                    raise
             elif error is not None and not self._task.done():
                 self.runtime.fail(_body_failed(self.runtime, error))
                 await asyncio.wait({self._task}, timeout=SHUTDOWN_SECONDS)

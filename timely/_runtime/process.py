@@ -26,7 +26,7 @@ import anyio
 from sortedcontainers import SortedList
 
 from ..dataflow import Input, Probe, Scope, Subscription
-from ..errors import InputError, TimelyError, VertexError
+from ..errors import CodecError, InputError, TimelyError, VertexError
 from ..graph import FrozenGraph, StageKind, StageSpec
 from ..operators import Collect
 from ..progress import Antichain, ChangeBatch, Pointstamp, ProgressTracker
@@ -453,10 +453,16 @@ class ProcessRuntime:
         ctx.held = None
         if isinstance(exc, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
             return exc
-        if isinstance(exc, TimelyError):
-            err: BaseException = exc
+        shown = "TOP" if time is TOP else str(time)
+        err: BaseException
+        if isinstance(exc, CodecError) and getattr(exc, "stage", None) is None:
+            # raised while routing what the callback sent: say who sent it, and when
+            err = CodecError(f"stage {ctx.stage_name!r} (worker {ctx.worker}) at time {shown}: {exc}")
+            err.stage, err.worker, err.time = ctx.stage_name, ctx.worker, shown  # type: ignore[attr-defined]
+            err.__cause__ = exc
+        elif isinstance(exc, TimelyError):
+            err = exc
         else:
-            shown = "TOP" if time is TOP else str(time)
             err = VertexError(
                 f"stage {ctx.stage_name!r} (worker {ctx.worker}) raised {type(exc).__name__} in {callback} "
                 f"at time {shown}: {exc}",

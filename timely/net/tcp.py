@@ -83,6 +83,8 @@ class _FrameProtocol(asyncio.Protocol):
             owner._deliver(self.peer, payload)
 
     def eof_received(self) -> bool:
+        if self.owner._closing:
+            return False  # the peer has finished too: close
         try:
             self.frames.eof()
         except FrameError as exc:
@@ -142,8 +144,15 @@ class TcpTransport(Transport):
                 index = await asyncio.wait_for(
                     self._listen_side(reader, writer, secret, fingerprint, expected), HANDSHAKE_SECONDS
                 )
-            except (TimeoutError, _Refused, OSError, FrameError, ValueError) as exc:
-                reason = "no handshake within the time limit" if isinstance(exc, asyncio.TimeoutError) else str(exc)
+            except Exception as exc:
+                if isinstance(exc, TimeoutError):
+                    reason = "no handshake within the time limit"
+                elif isinstance(exc, asyncio.IncompleteReadError):
+                    reason = "the connection closed during the handshake"
+                elif isinstance(exc, _Refused):
+                    reason = str(exc)
+                else:
+                    reason = f"malformed handshake ({type(exc).__name__}: {exc})"
                 self.refused += 1
                 log.warning("process %d refused a connection from %s: %s", process_index, peer_name, reason)
                 writer.close()
@@ -258,8 +267,15 @@ class TcpTransport(Transport):
                 {"magic": MAGIC, "process": self.process_index, "fingerprint": fingerprint, "nonce": nonce, "mac": mac},
             )
             answer = await asyncio.wait_for(_receive(reader), HANDSHAKE_SECONDS)
-        except (TimeoutError, OSError, FrameError, ValueError, KeyError) as exc:
+        except HandshakeError:
             writer.close()
+            raise
+        except Exception as exc:
+            writer.close()
+            if isinstance(exc, asyncio.IncompleteReadError):
+                raise HandshakeError(
+                    f"process {peer} at {host}:{port} closed the connection during the handshake"
+                ) from exc
             raise HandshakeError(f"handshake with process {peer} at {host}:{port} failed: {exc!r}") from exc
         if not isinstance(answer, dict) or not answer.get("ok"):
             writer.close()
@@ -298,19 +314,29 @@ class TcpTransport(Transport):
             peer.writer.transport.resume_reading()  # type: ignore[attr-defined]
 
     async def close(self) -> None:
+        """Flush, half-close (so the peer reads everything we sent, an ERROR frame included,
+        before it sees the end), wait briefly for the peer to close its side, then close."""
         self._closing = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 5.0
-        for peer in self.peers.values():  # let what was sent leave before closing
-            while peer.writer.transport.get_write_buffer_size() and loop.time() < deadline:
+        for peer in self.peers.values():
+            transport = peer.writer.transport
+            while transport.get_write_buffer_size() and loop.time() < deadline and not transport.is_closing():
                 await asyncio.sleep(0.001)
-            peer.writer.transport.close()
+            if not transport.is_closing() and transport.can_write_eof():
+                try:
+                    transport.write_eof()
+                except OSError:
+                    pass
         for peer in self.peers.values():
             if peer.protocol is not None:
                 try:
-                    await asyncio.wait_for(asyncio.shield(peer.protocol.closed), 2.0)
+                    await asyncio.wait_for(
+                        asyncio.shield(peer.protocol.closed), max(0.1, min(2.0, deadline - loop.time()))
+                    )
                 except (TimeoutError, OSError):
                     pass
+            peer.writer.transport.close()
 
 
 def _mac(secret: bytes, role: bytes, a: bytes, b: bytes, fingerprint: str, x: int, y: int) -> bytes:
