@@ -41,6 +41,7 @@ if str(ROOT) not in sys.path:  # run as a script: make `examples` and `bench` im
     sys.path.insert(0, str(ROOT))
 
 import timely  # noqa: E402
+from bench.core_throughput import Count  # noqa: E402  (the same counting vertex as core.throughput)
 
 MARK = "NETBENCH"
 """What starts the result line of every process."""
@@ -79,25 +80,6 @@ def epoch_shares(index: int, processes: int, records: int, epochs: int) -> list[
 
 def _identity(k: int) -> int:
     return k
-
-
-class Count(timely.Vertex):
-    """Counts records per key per time; emits ``(key, count)`` pairs when the time completes."""
-
-    def __init__(self) -> None:
-        self.counts: dict[Any, dict[int, int]] = {}
-
-    def on_recv(self, edge: int, records: list[int], time: timely.Timestamp) -> None:
-        c = self.counts.get(time)
-        if c is None:
-            c = self.counts[time] = {}
-            self.notify_at(time)
-        get = c.get
-        for r in records:
-            c[r] = get(r, 0) + 1
-
-    def on_notify(self, time: timely.Timestamp) -> None:
-        self.send_by(self.outputs[0], list(self.counts.pop(time).items()), time)
 
 
 def run_throughput(args: argparse.Namespace) -> None:
