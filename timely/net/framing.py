@@ -82,12 +82,22 @@ class FrameReader:
                 self._check(_unpack_header(buf)[0])
                 data = memoryview(data)[take:]
             buf += data
-            frames = self._cut(buf)
+            with memoryview(buf) as pending:
+                frames, pos = self._scan(pending)
+            if pos:
+                del buf[:pos]
             return frames
         # Nothing pending: cut frames straight out of the chunk; buffer only its tail.
-        view = data if type(data) is bytes else memoryview(data)
-        n = len(view)
+        chunk = data if type(data) is bytes else memoryview(data)
+        frames, pos = self._scan(chunk)
+        if pos < len(chunk):
+            buf += chunk[pos:] if pos else chunk
+        return frames
+
+    def _scan(self, view: bytes | memoryview) -> tuple[list[bytes], int]:
+        """The whole frames at the start of ``view``, and where the first incomplete one begins."""
         frames = []
+        n = len(view)
         pos = 0
         max_frame = self.max_frame
         while n - pos >= HEADER_SIZE:
@@ -100,29 +110,7 @@ class FrameReader:
                 break
             frames.append(bytes(view[start:end]))
             pos = end
-        if pos < n:
-            buf += view[pos:] if pos else view
-        return frames
-
-    def _cut(self, buf: bytearray) -> list[bytes]:
-        frames = []
-        n = len(buf)
-        pos = 0
-        max_frame = self.max_frame
-        with memoryview(buf) as view:
-            while n - pos >= HEADER_SIZE:
-                length = _unpack_header(view, pos)[0]
-                if length > max_frame:
-                    self._fail(length)
-                start = pos + HEADER_SIZE
-                end = start + length
-                if end > n:
-                    break
-                frames.append(bytes(view[start:end]))
-                pos = end
-        if pos:
-            del buf[:pos]
-        return frames
+        return frames, pos
 
     def _check(self, length: int) -> None:
         if length > self.max_frame:
