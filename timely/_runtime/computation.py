@@ -218,16 +218,13 @@ def _body_failed(runtime: ProcessRuntime, error: BaseException) -> TimelyError:
     return err
 
 
-class execute(Generic[T]):
-    """Run ``build`` as a computation in this process, from synchronous code::
+class _Execution(Generic[T]):
+    """What `execute` and `execute_async` share: their settings, and building the runtime.
 
-        with timely.execute(build, workers=2) as (comp, handles):
-            ...
-
-    Leaving the block closes every input and runs the computation to completion; if the
-    block raises, the computation is cancelled. ``timeout`` bounds the whole run: past it a
-    wait raises `StalledError` saying what holds progress back. After ``stall_log_after``
-    seconds without progress the same explanation is logged as a warning.
+    ``workers`` per process (default: the cluster's setting, else 1); ``timeout`` bounds the
+    whole run; ``stall_log_after`` seconds without progress log what holds it back;
+    ``transport`` or ``cluster`` place this process in a computation of several (by default
+    the environment set by ``timely run`` decides).
     """
 
     def __init__(
@@ -246,24 +243,43 @@ class execute(Generic[T]):
         self._stall = stall_log_after
         self._transport = transport
         self._cluster = cluster
-        self._comp: Computation | None = None
+
+    def _prepare(self) -> tuple[_Setup[T], float | None]:
+        """Build the graph (deadline counted from here)."""
+        deadline = None if self._timeout is None else _time.monotonic() + self._timeout
+        return _Setup(self._build, self._workers, self._transport, self._cluster), deadline
+
+    def _runtime(self, setup: _Setup[T], transport: Transport | None) -> ProcessRuntime:
+        return ProcessRuntime(
+            setup.graph, setup.scope, workers=setup.workers, stall_log_after=self._stall, transport=transport
+        )
+
+
+class execute(_Execution[T]):
+    """Run ``build`` as a computation in this process, from synchronous code::
+
+        with timely.execute(build, workers=2) as (comp, handles):
+            ...
+
+    Leaving the block closes every input and runs the computation to completion; if the
+    block raises, the computation is cancelled. ``timeout`` bounds the whole run: past it a
+    wait raises `StalledError` saying what holds progress back. After ``stall_log_after``
+    seconds without progress the same explanation is logged as a warning.
+    """
+
+    _comp: Computation | None = None
 
     def __enter__(self) -> tuple[Computation, T]:
-        deadline = None if self._timeout is None else _time.monotonic() + self._timeout
-        setup = _Setup(self._build, self._workers, self._transport, self._cluster)
-        result = setup.result
+        setup, deadline = self._prepare()
         loop = _new_event_loop()
         try:
             asyncio.set_event_loop(loop)
-            transport = loop.run_until_complete(setup.join())
-            runtime = ProcessRuntime(
-                setup.graph, setup.scope, workers=setup.workers, stall_log_after=self._stall, transport=transport
-            )
+            runtime = self._runtime(setup, loop.run_until_complete(setup.join()))
             self._comp = Computation(runtime, loop, deadline)
         except BaseException:
             loop.close()
             raise
-        return self._comp, result
+        return self._comp, setup.result
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         assert self._comp is not None
@@ -336,7 +352,7 @@ class AsyncComputation(_Handle):
                 self._task.exception()
 
 
-class execute_async(Generic[T]):
+class execute_async(_Execution[T]):
     """Run ``build`` as a computation on the running event loop::
 
     async with timely.execute_async(build) as (comp, handles):
@@ -344,34 +360,12 @@ class execute_async(Generic[T]):
         await comp.wait_passed(probe, 3)
     """
 
-    def __init__(
-        self,
-        build: Callable[[Scope], T],
-        *,
-        workers: int | None = None,
-        timeout: float | None = None,
-        stall_log_after: float | None = 10.0,
-        transport: Transport | None = None,
-        cluster: ClusterConfig | None = None,
-    ) -> None:
-        self._build = build
-        self._workers = workers
-        self._timeout = timeout
-        self._stall = stall_log_after
-        self._transport = transport
-        self._cluster = cluster
-        self._comp: AsyncComputation | None = None
+    _comp: AsyncComputation | None = None
 
     async def __aenter__(self) -> tuple[AsyncComputation, T]:
-        deadline = None if self._timeout is None else _time.monotonic() + self._timeout
-        setup = _Setup(self._build, self._workers, self._transport, self._cluster)
-        result = setup.result
-        transport = await setup.join()
-        runtime = ProcessRuntime(
-            setup.graph, setup.scope, workers=setup.workers, stall_log_after=self._stall, transport=transport
-        )
-        self._comp = AsyncComputation(runtime, deadline)
-        return self._comp, result
+        setup, deadline = self._prepare()
+        self._comp = AsyncComputation(self._runtime(setup, await setup.join()), deadline)
+        return self._comp, setup.result
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         assert self._comp is not None
