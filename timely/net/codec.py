@@ -264,21 +264,19 @@ class Codec:
         """One msgpack array holding the records."""
         if type(records) is not list and type(records) is not tuple:
             records = list(records)
-        try:
-            return msgpack.packb(records, default=self._default, use_bin_type=True)  # type: ignore[no-any-return]
-        except _Unencodable as e:
-            raise self._unencodable("a record", e) from None
-        except _PACK_ERRORS as e:
-            raise self._pack_failed("a batch of records", e) from e
+        return self._pack(records, "a record", "a batch of records")
 
     def encode(self, obj: Any) -> bytes:
         """One control message (any value the codec can encode)."""
+        return self._pack(obj, "a message", "a message")
+
+    def _pack(self, obj: Any, item: str, whole: str) -> bytes:
         try:
             return msgpack.packb(obj, default=self._default, use_bin_type=True)  # type: ignore[no-any-return]
         except _Unencodable as e:
-            raise self._unencodable("a message", e) from None
+            raise self._unencodable(item, e) from None
         except _PACK_ERRORS as e:
-            raise self._pack_failed("a message", e) from e
+            raise self._pack_failed(whole, e) from e
 
     def _make_default(self) -> Callable[[Any], msgpack.ExtType]:
         local = self.registry._by_type
