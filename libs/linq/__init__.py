@@ -1,0 +1,43 @@
+"""linq: differential dataflow on timely (McSherry et al., CIDR 2013; the Naiad TR).
+
+A `Collection` is a multiset that changes over lattice times. Feed an input collection
+additions and retractions epoch by epoch; LINQ-style operators (select, where, join,
+group_by, min, distinct, fixed_point, ...) compute new collections; an output reports the
+*changes* to a result after each epoch, doing work proportional to what changed, through
+any number of nested loops.
+
+    def build(scope):
+        edges = linq.new_input(scope, "edges")
+        labels = linq.connected_components(edges.collection)
+        return edges, linq.CollectionOutput(labels)
+
+Everything here is built on `timely`'s public API; a collection becomes a plain stream of
+``(record, time, diff)`` triples (`Collection.to_stream`) and back (`Collection.from_stream`),
+so a user's own `timely.Vertex` can sit between two operators, also inside a loop.
+"""
+
+from ._errors import OperatorError
+from ._hash import stable_hash
+from ._io import CollectionInput, CollectionOutput, new_input
+from ._lattice import Lattice
+from .algorithms import (
+    connected_components,
+    prioritized_connected_components,
+    shortest_paths,
+    strongly_connected_components,
+)
+from .collection import Collection
+
+__all__ = [
+    "Collection",
+    "CollectionInput",
+    "CollectionOutput",
+    "Lattice",
+    "OperatorError",
+    "connected_components",
+    "new_input",
+    "prioritized_connected_components",
+    "shortest_paths",
+    "stable_hash",
+    "strongly_connected_components",
+]

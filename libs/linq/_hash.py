@@ -1,0 +1,34 @@
+"""A hash of keys that every process computes alike, to route records by key.
+
+Python randomises ``hash(str)`` per process unless PYTHONHASHSEED is fixed (``timely run``
+fixes it, but a Spark task or a hand-started process may not), so keys are hashed here:
+ints by value, strings and bytes by CRC32, tuples and frozensets from their parts. Other
+types use their own ``__hash__``, which must then be deterministic across processes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from zlib import crc32
+
+__all__ = ["stable_hash"]
+
+_MASK = (1 << 61) - 1
+
+
+def stable_hash(key: Any) -> int:
+    t = type(key)
+    if t is int:
+        return key  # type: ignore[no-any-return]
+    if t is str:
+        return crc32(key.encode("utf-8", "surrogatepass"))
+    if t is tuple:
+        h = 0x345678
+        for part in key:
+            h = ((h * 1000003) ^ stable_hash(part)) & _MASK
+        return h
+    if t is bytes:
+        return crc32(key)
+    if t is frozenset:
+        return sum(stable_hash(part) for part in key) & _MASK
+    return hash(key)

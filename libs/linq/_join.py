@@ -1,0 +1,90 @@
+"""Join (TR §5.2.2): bilinear, so it needs no notification.
+
+A batch from one input at time ``t`` joins with everything the other input has sent so far,
+then enters its own input's trace; every pair of differences meets exactly once, and their
+product is sent at the least upper bound of their two times, the first time at which both
+are part of the collections.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from timely import Timestamp
+
+from ._lattice import Lattice
+from ._stateful import Stateful
+
+Pairs = list[tuple[Any, int]]
+
+
+def merge_lists(a: Pairs, b: Pairs) -> Pairs:
+    total: dict[Any, int] = {}
+    for d, r in a:
+        total[d] = total.get(d, 0) + r
+    for d, r in b:
+        total[d] = total.get(d, 0) + r
+    return [(d, r) for d, r in total.items() if r]
+
+
+class Join(Stateful):
+    def __init__(
+        self,
+        op: str,
+        lattice: Lattice,
+        key1: Callable[[Any], Any],
+        key2: Callable[[Any], Any],
+        selector: Callable[[Any, Any], Any],
+    ) -> None:
+        super().__init__(op, lattice)
+        self.keys = (key1, key2)
+        self.selector = selector
+        self.traces: tuple[dict[Any, dict[Any, Pairs]], dict[Any, dict[Any, Pairs]]] = ({}, {})
+
+    def on_recv(self, edge: int, records: Pairs, time: Timestamp) -> None:
+        self.watch(time)
+        keyfn = self.keys[edge]
+        mine, other = self.traces[edge], self.traces[1 - edge]
+        sel = self.selector
+        le, join = self.lattice.le, self.lattice.join
+        dirty = self.dirty
+        out: dict[Any, Pairs] = {}
+        d = None
+        try:
+            for pair in records:
+                d, r = pair
+                k = keyfn(d)
+                found = other.get(k)
+                if found is not None:
+                    for s, lst in found.items():
+                        u = time if le(s, time) else join(s, time)
+                        o = out.get(u)
+                        if o is None:
+                            o = out[u] = []
+                        if edge == 0:
+                            o.extend([(sel(d, d2), r * r2) for d2, r2 in lst])
+                        else:
+                            o.extend([(sel(d2, d), r * r2) for d2, r2 in lst])
+                times = mine.get(k)
+                if times is None:
+                    mine[k] = {time: [pair]}
+                    dirty.add(k)
+                else:
+                    lst = times.get(time)
+                    if lst is None:
+                        times[time] = [pair]
+                        dirty.add(k)
+                    else:
+                        lst.append(pair)
+        except Exception as exc:
+            raise self.explain(exc, d, keyfn, "selector") from exc
+        output = self.outputs[0]
+        for u, o in out.items():
+            if o:
+                self.send_by(output, o, u)
+
+    def on_notify(self, time: Timestamp) -> None:
+        epoch = self.epoch_completed(time)
+        if epoch is not None:
+            self.compact(self.traces, epoch, merge_lists)

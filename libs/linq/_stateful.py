@@ -1,0 +1,99 @@
+"""What join, reduce and consolidate share: compaction of traces as epochs complete.
+
+A trace maps key -> time -> differences. Times are never dropped while a later time could
+still need them, but once every epoch before ``E`` is complete at an operator's inputs, a
+time ``(e, c...)`` with ``e < E`` can move to ``(E, c...)`` without changing any answer at
+a time still to come (TR §5.3). Differences that then share a time consolidate, so a trace
+stops growing with the number of epochs: it holds one entry per record and loop position.
+
+An operator learns that an epoch is complete through a notification that holds no
+capability (``notify_at(end_of_epoch, capability=None)``), which delays no one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from timely import Timestamp, Vertex
+
+from ._errors import OperatorError
+from ._lattice import FAR, Lattice, advance_epoch
+
+Time = tuple[int, ...]
+
+
+class Stateful(Vertex):
+    def __init__(self, op: str, lattice: Lattice) -> None:
+        self.op = op
+        self.lattice = lattice
+        self.latest_epoch = -1
+        self.compacted_to = 0
+        self.dirty: set[Any] = set()
+
+    def watch(self, time: Timestamp) -> None:
+        """Ask to hear when the epoch of ``time`` completes (once per epoch)."""
+        if time[0] > self.latest_epoch:
+            self.latest_epoch = time[0]
+            if self.lattice.depth == 0:
+                # the end of epoch e is the time (e,) itself; holding it costs nothing, and shares
+                # the request a reduce makes anyway
+                self.notify_at(time)
+            else:
+                self.notify_at(self.lattice.end_of_epoch(time[0]), capability=None)  # type: ignore[arg-type]
+
+    def epoch_completed(self, time: Time) -> int | None:
+        """If the notification at ``time`` means an epoch is complete, the first epoch still open."""
+        if len(time) == 1 or time[1] == FAR:
+            return time[0] + 1  # type: ignore[no-any-return]
+        return None
+
+    def compact(
+        self, traces: Iterable[dict[Any, dict[Time, Any]]], epoch: int, merge: Callable[[Any, Any], Any]
+    ) -> None:
+        """Move the dirty keys' times before ``epoch`` to ``epoch`` where that merges some."""
+        if epoch <= self.compacted_to:
+            return
+        self.compacted_to = epoch
+        dirty, self.dirty = self.dirty, set()
+        for trace in traces:
+            for key in dirty:
+                times = trace.get(key)
+                if times is None or len(times) < 2:
+                    continue
+                epochs = {t[0] for t in times if t[0] < epoch}
+                if len(epochs) < 2 and not (epochs and any(t[0] == epoch for t in times)):
+                    continue
+                moved: dict[Time, Any] = {}
+                for t, diffs in times.items():
+                    t = advance_epoch(t, epoch)
+                    if t in moved:
+                        moved[t] = merge(moved[t], diffs)
+                    else:
+                        moved[t] = diffs
+                moved = {t: d for t, d in moved.items() if d}
+                if moved:
+                    trace[key] = moved
+                else:
+                    del trace[key]
+        self.after_compaction(dirty)
+
+    def after_compaction(self, keys: set[Any]) -> None:
+        """Hook: recompute what depends on the keys' times."""
+
+    def explain(self, exc: BaseException, record: Any, key: Callable[[Any], Any], what: str) -> OperatorError:
+        """Name the record behind ``exc``, and whether its key function, its key or ``what`` failed."""
+        try:
+            k = key(record)
+        except Exception as again:
+            return OperatorError(
+                f"{self.op}: the key function raised {type(again).__name__}: {again} on record {record!r}"
+            )
+        try:
+            hash(k)
+        except TypeError:
+            return OperatorError(
+                f"{self.op}: the key {k!r} of record {record!r} cannot be hashed; keys must be hashable "
+                "(use tuples, not lists)"
+            )
+        return OperatorError(f"{self.op}: the {what} raised {type(exc).__name__}: {exc} on record {record!r}")

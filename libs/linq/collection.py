@@ -1,0 +1,387 @@
+"""`Collection`: a multiset of records that changes over lattice times (TR §3).
+
+A collection is a timely stream of differences. Each message carries ``(record, diff)``
+pairs, all at the message's time, which is the differences' lattice time; ``to_stream``
+spells the time out as ``(record, time, diff)`` triples for a user's own vertex, and
+`Collection.from_stream` turns such triples back into a collection.
+
+Operators are methods that return new collections. Linear ones (select, where, concat,
+negate, ...) are stateless and move nothing between workers; the others route records by
+key to the worker that owns the key and keep per-key traces (`_join`, `_reduce`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from timely import LoopContext, Scope, ScopeError, Stream
+
+from ._hash import stable_hash
+from ._join import Join
+from ._lattice import Lattice
+from ._linear import Delay, FromTriples, Inspect, Negate, Select, SelectMany, ToTriples, Where
+from ._reduce import Consolidate, Counts, Evaluate, Reduce
+
+__all__ = ["Collection"]
+
+_lattices: weakref.WeakKeyDictionary[Scope, Lattice] = weakref.WeakKeyDictionary()
+_names: weakref.WeakKeyDictionary[Scope, tuple[Iterable[int], set[tuple[int, str]]]] = weakref.WeakKeyDictionary()
+
+
+def lattice_of(scope: Scope) -> Lattice:
+    """The order of ``scope``'s times: set by fixed_point / prioritize, else the product order."""
+    lattice = _lattices.get(scope)
+    if lattice is None:
+        lattice = lattice_of(scope.parent).enter() if isinstance(scope, LoopContext) else Lattice(0)
+        _lattices[scope] = lattice
+    return lattice
+
+
+def _root(scope: Scope) -> Scope:
+    while isinstance(scope, LoopContext):
+        scope = scope.parent
+    return scope
+
+
+def operator_name(scope: Scope, op: str, name: str | None) -> str:
+    """``name``, or ``op`` numbered per dataflow; a name already given in the same scope gets a
+    number too, so a library function can be used twice. Every process builds the same
+    dataflow in the same order, so every process picks the same names."""
+    root = _root(scope)
+    entry = _names.get(root)
+    if entry is None:
+        entry = _names[root] = (itertools.count(1), set())
+    counter, used = entry
+    if name and (id(scope), name) not in used:
+        used.add((id(scope), name))
+        return name
+    while True:
+        full = f"{name or op}{next(counter)}"  # type: ignore[call-overload]
+        if (id(scope), full) not in used:
+            used.add((id(scope), full))
+            return full
+
+
+def identity(record: Any) -> Any:
+    return record
+
+
+def by_key(key: Callable[[Any], Any]) -> Callable[[tuple[Any, int]], int]:
+    """The exchange function of a keyed input. A key that fails to compute goes to worker 0,
+    whose operator then raises the error that names the operator and the record."""
+
+    def partition(pair: tuple[Any, int]) -> int:
+        try:
+            return stable_hash(key(pair[0]))
+        except Exception:
+            return 0
+
+    return partition
+
+
+def by_record(pair: tuple[Any, int]) -> int:
+    try:
+        return stable_hash(pair[0])
+    except Exception:
+        return 0
+
+
+class Collection:
+    """A multiset of records varying over lattice times: a stream of ``(record, diff)`` differences."""
+
+    __slots__ = ("lattice", "stream")
+
+    def __init__(self, stream: Stream, lattice: Lattice | None = None) -> None:
+        if not isinstance(stream, Stream):
+            raise TypeError(f"a Collection wraps a timely Stream, got {stream!r}")
+        self.stream = stream
+        self.lattice = lattice if lattice is not None else lattice_of(stream.scope)
+
+    @property
+    def scope(self) -> Scope:
+        return self.stream.scope
+
+    def __repr__(self) -> str:
+        return f"<Collection {self.stream!r}>"
+
+    # Plumbing ----------------------------------------------------------------------------------
+    def _name(self, op: str, name: str | None) -> str:
+        return operator_name(self.scope, op, name)
+
+    def _same_scope(self, op: str, *others: Collection) -> None:
+        for other in others:
+            if not isinstance(other, Collection):
+                raise TypeError(f"{op}: expected a Collection, got {other!r}")
+            if other.scope is not self.scope:
+                raise ScopeError(
+                    f"{op}: the collections belong to different scopes ({_scope_name(self.scope)} and "
+                    f"{_scope_name(other.scope)}); bring a collection into a loop with "
+                    "collection.enter(loop_scope) (the TR's ExtendTime)"
+                )
+
+    def _unary(self, op: str, name: str | None, factory: Callable[[str], Any], exchange: Any = None) -> Collection:
+        full = self._name(op, name)
+        stream = self.stream.stage(full, lambda: factory(full), exchange=exchange)
+        return Collection(stream, self.lattice)
+
+    def _reduce(
+        self, op: str, name: str | None, keys: list[Callable[[Any], Any]], evaluate: Evaluate, others: list[Collection]
+    ) -> Collection:
+        self._same_scope(op, *others)
+        full = self._name(op, name)
+        lattice = self.lattice
+        streams = [self.stream, *(o.stream for o in others)]
+        stream = self.scope.stage(
+            full, lambda: Reduce(full, lattice, keys, evaluate), streams, exchange=[by_key(k) for k in keys]
+        )
+        return Collection(stream, lattice)
+
+    # Linear operators ----------------------------------------------------------------------------
+    def select(self, selector: Callable[[Any], Any], name: str | None = None) -> Collection:
+        """Each record mapped through ``selector``."""
+        return self._unary("select", name, lambda op: Select(op, selector))
+
+    def where(self, predicate: Callable[[Any], bool], name: str | None = None) -> Collection:
+        """The records for which ``predicate`` holds."""
+        return self._unary("where", name, lambda op: Where(op, predicate))
+
+    def select_many(self, selector: Callable[[Any], Iterable[Any]], name: str | None = None) -> Collection:
+        """Every record of ``selector(record)``, for each record."""
+        return self._unary("select_many", name, lambda op: SelectMany(op, selector))
+
+    def negate(self, name: str | None = None) -> Collection:
+        """Every count negated: ``a.concat(b.negate())`` is ``a - b`` as multisets."""
+        return self._unary("negate", name, lambda op: Negate())
+
+    def concat(self, *others: Collection, name: str | None = None) -> Collection:
+        """The multiset sum: counts add."""
+        self._same_scope("concat", *others)
+        full = self._name("concat", name)
+        return Collection(self.scope.concat(full, [self.stream, *(o.stream for o in others)]), self.lattice)
+
+    def inspect(self, fn: Callable[[Any, Any, int], None], name: str | None = None) -> Collection:
+        """Call ``fn(record, time, diff)`` for every difference, and pass the collection on."""
+        return self._unary("inspect", name, lambda op: Inspect(op, fn))
+
+    def consolidate(self, name: str | None = None) -> Collection:
+        """The same collection with the differences of each record at each time summed (TR Table 5)."""
+        lattice = self.lattice
+        return self._unary("consolidate", name, lambda op: Consolidate(op, lattice), exchange=by_record)
+
+    # Keyed operators -------------------------------------------------------------------------------
+    def join(
+        self,
+        other: Collection,
+        key1: Callable[[Any], Any],
+        key2: Callable[[Any], Any],
+        selector: Callable[[Any, Any], Any],
+        name: str | None = None,
+    ) -> Collection:
+        """``selector(a, b)`` for each pair with ``key1(a) == key2(b)``; counts multiply."""
+        self._same_scope("join", other)
+        full = self._name("join", name)
+        lattice = self.lattice
+        stream = self.scope.stage(
+            full,
+            lambda: Join(full, lattice, key1, key2, selector),
+            [self.stream, other.stream],
+            exchange=[by_key(key1), by_key(key2)],
+        )
+        return Collection(stream, lattice)
+
+    def group_by(
+        self,
+        key: Callable[[Any], Any],
+        reducer: Callable[[Any, list[Any]], Iterable[Any]],
+        name: str | None = None,
+    ) -> Collection:
+        """``reducer(key, records)`` for each key's group (records repeated by their count, sorted
+        where they can be); the output is every record it returns."""
+
+        def evaluate(k: Any, group: Counts) -> Counts:
+            return Counter(reducer(k, _expand(group)))
+
+        return self._reduce("group_by", name, [key], evaluate, [])
+
+    def co_group_by(
+        self,
+        other: Collection,
+        key1: Callable[[Any], Any],
+        key2: Callable[[Any], Any],
+        reducer: Callable[[Any, list[Any], list[Any]], Iterable[Any]],
+        name: str | None = None,
+    ) -> Collection:
+        """``reducer(key, records1, records2)`` for each key present in either collection."""
+
+        def evaluate(k: Any, group: Counts) -> Counts:
+            first, second = _split(group)
+            return Counter(reducer(k, _expand(first), _expand(second)))
+
+        return self._reduce("co_group_by", name, [key1, key2], evaluate, [other])
+
+    def distinct(self, name: str | None = None) -> Collection:
+        """Each record once (set semantics)."""
+        return self._reduce("distinct", name, [identity], _distinct, [])
+
+    def count(self, key: Callable[[Any], Any] | None = None, name: str | None = None) -> Collection:
+        """``(key, n)``: how many records have each key (each distinct record, without ``key``)."""
+        return self._reduce("count", name, [key or identity], _count, [])
+
+    def sum(self, key: Callable[[Any], Any], value: Callable[[Any], Any], name: str | None = None) -> Collection:
+        """``(key, total)``: the sum of ``value(record)`` over each key's records."""
+
+        def evaluate(k: Any, group: Counts) -> Counts:
+            return {(k, sum(value(d) * c for d, c in group.items())): 1}
+
+        return self._reduce("sum", name, [key], evaluate, [])
+
+    def min(self, key: Callable[[Any], Any], value: Callable[[Any], Any], name: str | None = None) -> Collection:
+        """Per key, the record with the least ``value(record)`` (ties: the least record)."""
+        return self._reduce("min", name, [key], _extreme(value, min), [])
+
+    def max(self, key: Callable[[Any], Any], value: Callable[[Any], Any], name: str | None = None) -> Collection:
+        """Per key, the record with the greatest ``value(record)`` (ties: the greatest record)."""
+        return self._reduce("max", name, [key], _extreme(value, max), [])
+
+    def union(self, other: Collection, name: str | None = None) -> Collection:
+        """Multiset union: each record's count is the larger of its two counts."""
+        return self._reduce("union", name, [identity, identity], _set_op(max), [other])
+
+    def intersect(self, other: Collection, name: str | None = None) -> Collection:
+        """Multiset intersection: each record's count is the smaller of its two counts."""
+        return self._reduce("intersect", name, [identity, identity], _set_op(min), [other])
+
+    def except_(self, other: Collection, name: str | None = None) -> Collection:
+        """Multiset difference: each record's count less its count in ``other``, at least zero."""
+        return self._reduce("except", name, [identity, identity], _set_op(lambda a, b: a - b), [other])
+
+    # Loops ------------------------------------------------------------------------------------------
+    def enter(self, scope: Scope, name: str | None = None) -> Collection:
+        """This collection inside ``scope``, a loop directly inside this collection's scope
+        (the TR's ExtendTime): it enters at the loop's first iteration and never changes there."""
+        if not isinstance(scope, LoopContext) or scope.parent is not self.scope:
+            raise ScopeError(
+                f"enter: {_scope_name(scope)} is not a loop directly inside {_scope_name(self.scope)}, "
+                "where this collection lives"
+            )
+        stream = scope.ingress(self.stream, self._name_in(scope, "enter", name))
+        return Collection(stream, lattice_of(scope))
+
+    def leave(self, name: str | None = None) -> Collection:
+        """This collection outside its loop: the differences of all iterations, summed per outer time."""
+        scope = self.scope
+        if not isinstance(scope, LoopContext):
+            raise ScopeError("leave: this collection is not inside a loop")
+        stream = scope.egress(self.stream, self._name("leave", name))
+        return Collection(stream, lattice_of(scope.parent))
+
+    def _name_in(self, scope: Scope, op: str, name: str | None) -> str:
+        return operator_name(scope, op, name)
+
+    def fixed_point(
+        self,
+        body: Callable[[Collection], Collection],
+        max_iterations: int | None = None,
+        name: str | None = None,
+    ) -> Collection:
+        """``body`` applied until nothing changes: ``body^∞(self)`` (TR §5.1.1).
+
+        ``body`` receives this collection inside a new loop and returns a collection of that
+        loop. Other collections it uses must be brought in with ``c.enter(x.scope)``. With
+        ``max_iterations`` the result is ``body^max_iterations(self)``.
+        """
+        from ._loops import fixed_point
+
+        return fixed_point(self, body, max_iterations, name)
+
+    def prioritize(
+        self,
+        priority: Callable[[Any], int],
+        body: Callable[[Collection], Collection],
+        name: str | None = None,
+    ) -> Collection:
+        """``body`` with this collection's records introduced in order of ``priority(record)``
+        (TR §2.6, §5.1.2), smaller first; ``body`` normally contains a `fixed_point`, which then
+        starts each priority from the fixed point of the previous ones."""
+        from ._loops import prioritize
+
+        return prioritize(self, priority, body, name)
+
+    # To and from plain timely streams ---------------------------------------------------------------
+    def to_stream(self, name: str | None = None) -> Stream:
+        """A plain timely stream of ``(record, time, diff)`` triples, each at its own time."""
+        full = self._name("to_stream", name)
+        return self.stream.stage(full, ToTriples)  # type: ignore[no-any-return]
+
+    @classmethod
+    def from_stream(cls, stream: Stream, name: str | None = None) -> Collection:
+        """A collection from a stream of ``(record, time, diff)`` triples. A triple's time may be
+        later than the time of the message that carries it, never earlier."""
+        scope = stream.scope
+        full = operator_name(scope, "from_stream", name)
+        lattice = lattice_of(scope)
+        depth = lattice.depth
+        out = stream.stage(full, lambda: FromTriples(full, depth))
+        return Collection(out, lattice)
+
+    def _delayed(self, priority: Callable[[Any], int], extra: int, name: str) -> Collection:
+        return self._unary("delay", name, lambda op: Delay(op, priority, extra))
+
+
+def _scope_name(scope: Scope) -> str:
+    return f"loop {scope.name!r}" if isinstance(scope, LoopContext) else "the root scope"
+
+
+# Reducers ------------------------------------------------------------------------------------------
+def _expand(group: Counts) -> list[Any]:
+    records = [d for d, c in group.items() for _ in range(c)]
+    try:
+        records.sort()
+    except TypeError:
+        pass
+    return records
+
+
+def _split(group: Counts) -> tuple[Counts, Counts]:
+    first: Counts = {}
+    second: Counts = {}
+    for (side, d), c in group.items():
+        (second if side else first)[d] = c
+    return first, second
+
+
+def _distinct(key: Any, group: Counts) -> Counts:
+    return {key: 1}
+
+
+def _count(key: Any, group: Counts) -> Counts:
+    return {(key, sum(group.values())): 1}
+
+
+def _extreme(value: Callable[[Any], Any], pick: Callable[..., Any]) -> Evaluate:
+    def evaluate(key: Any, group: Counts) -> Counts:
+        if len(group) == 1:
+            for d in group:
+                return {d: 1}
+        best = pick(map(value, group))
+        tied = [d for d in group if value(d) == best]
+        if len(tied) > 1:
+            try:
+                return {pick(tied): 1}
+            except TypeError:
+                return {pick(tied, key=repr): 1}
+        return {tied[0]: 1}
+
+    return evaluate
+
+
+def _set_op(combine: Callable[[int, int], int]) -> Evaluate:
+    def evaluate(key: Any, group: Counts) -> Counts:
+        n = combine(group.get((0, key), 0), group.get((1, key), 0))
+        return {key: n} if n > 0 else {}
+
+    return evaluate
