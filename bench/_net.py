@@ -23,17 +23,20 @@ WORKER = Path(__file__).resolve().with_name("_net_worker.py")
 MARK = "NETBENCH "
 
 
-def launch(processes: int, mode: str, *args: Any, timeout: float = 300.0) -> list[dict[str, Any]]:
-    """Run the worker in ``processes`` processes; their results, by process index."""
+def launch(
+    processes: int, mode: str, *args: Any, timeout: float = 300.0, worker: Path = WORKER, mark: str = MARK
+) -> list[dict[str, Any]]:
+    """Run ``worker`` (by default `bench/_net_worker.py`) in ``processes`` processes; their
+    results (each printed on a line after ``mark``), by process index."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIMELY_")}  # the launcher sets them
-    cmd = [sys.executable, "-m", "timely.cli", "run", "-n", str(processes), str(WORKER), mode, *map(str, args)]
+    cmd = [sys.executable, "-m", "timely.cli", "run", "-n", str(processes), str(worker), mode, *map(str, args)]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired as exc:
         raise BenchmarkError(f"{mode} with {processes} processes did not finish within {timeout:.0f} s") from exc
     results: dict[int, dict[str, Any]] = {}
     for line in done.stdout.splitlines():
-        _, sep, payload = line.partition(MARK)
+        _, sep, payload = line.partition(mark)
         if sep:
             result = json.loads(payload)
             results[result["process"]] = result

@@ -14,18 +14,9 @@ from typing import Any
 from timely import Timestamp
 
 from ._lattice import Lattice
-from ._stateful import Stateful
+from ._stateful import Stateful, compact_times, merge_lists
 
 Pairs = list[tuple[Any, int]]
-
-
-def merge_lists(a: Pairs, b: Pairs) -> Pairs:
-    total: dict[Any, int] = {}
-    for d, r in a:
-        total[d] = total.get(d, 0) + r
-    for d, r in b:
-        total[d] = total.get(d, 0) + r
-    return [(d, r) for d, r in total.items() if r]
 
 
 class Join(Stateful):
@@ -86,5 +77,20 @@ class Join(Stateful):
 
     def on_notify(self, time: Timestamp) -> None:
         epoch = self.epoch_completed(time)
-        if epoch is not None:
-            self.compact(self.traces, epoch, merge_lists)
+        if epoch is None:
+            return
+        dirty = self.compaction(epoch)
+        if not dirty:
+            return
+        for trace in self.traces:
+            for k in dirty:
+                times = trace.get(k)
+                if times is None:
+                    continue
+                moved = compact_times(times, epoch, merge_lists)
+                if moved is None:
+                    continue
+                if moved:
+                    trace[k] = moved
+                else:
+                    del trace[k]

@@ -4,11 +4,13 @@ fixed_point. Inside a new `LoopContext`, the loop variable ``x`` is the input en
 iteration 0 plus what the feedback edge brings back: ``body(x) - input``, one iteration
 later. So ``x`` is the input at iteration 0 and ``body(x_{i-1})`` at iteration ``i``, and a
 difference travels round the loop only while something still changes. The result leaves
-the loop summed over iterations: the fixed point. The feedback is consolidated (the TR's
-"tests for cancellation of records"): ``+r`` and ``-r`` at one time cancel there instead
-of travelling round the loop for ever. With ``max_iterations`` the feedback
-drops what would start iteration ``max_iterations``; the loop then stops with
-``body^max_iterations(input)``.
+the loop summed over iterations and consolidated (TR §5.1.1: the egress "accumulates all
+differences"): the fixed point's net change per outer time, without the intermediate
+differences of every iteration that would otherwise flood the operators after the loop.
+The feedback is consolidated too (the TR's "tests for cancellation of records"): ``+r``
+and ``-r`` at one time cancel there instead of travelling round the loop for ever. With
+``max_iterations`` the feedback drops what would start iteration ``max_iterations``; the
+loop then stops with ``body^max_iterations(input)``.
 
 prioritize (TR §2.6, §5.1.2). A new loop coordinate holds the priority round. Each record
 enters at round ``priority(record)`` and leaves again at the next round; the body's result
@@ -64,7 +66,7 @@ def fixed_point(
     step = result.concat(entered.negate(name="undo_input"), name="step")
     # a difference and its opposite must cancel before going round, or they would go round for ever
     feedback.connect(step.consolidate(name="cancel").stream)
-    return result.leave(name="result")
+    return result.leave(name="result").consolidate(name="limit")
 
 
 def prioritize(
@@ -84,4 +86,4 @@ def prioritize(
     x = Collection(loop.concat("x", [arrive.stream, depart.stream, previous.stream]), lattice)
     result = _checked(full, loop, body(x))
     previous.connect(result.consolidate(name="cancel").stream)
-    return result.leave(name="result")
+    return result.leave(name="result").consolidate(name="limit")

@@ -22,7 +22,7 @@ from timely import Timestamp
 
 from ._errors import OperatorError
 from ._lattice import Lattice
-from ._stateful import Stateful
+from ._stateful import Stateful, compact_times, merge_lists
 
 Counts = dict[Any, int]
 Evaluate = Callable[[Any, Counts], Counts]
@@ -48,6 +48,21 @@ def _add(counts: Counts, d: Any, r: int) -> None:
         del counts[d]
 
 
+class _Key:
+    """One key's state: its input trace (time -> differences, consolidated lazily), its output
+    trace (time -> consolidated differences), the running totals of both, and ``upper``, the
+    join of every time in the two traces."""
+
+    __slots__ = ("inputs", "out_total", "outputs", "total", "upper")
+
+    def __init__(self, time: Any) -> None:
+        self.inputs: dict[Any, list[tuple[Any, int]]] = {}
+        self.outputs: dict[Any, Counts] = {}
+        self.total: Counts = {}
+        self.out_total: Counts = {}
+        self.upper = time
+
+
 class Reduce(Stateful):
     """``keys[i]`` extracts the key of a record of input ``i``. With two inputs the group's
     records are tagged ``(input, record)``."""
@@ -57,12 +72,7 @@ class Reduce(Stateful):
         self.keys = keys
         self.evaluate = evaluate
         self.tagged = len(keys) > 1
-        self.input: dict[Any, dict[Any, Counts]] = {}
-        self.output: dict[Any, dict[Any, Counts]] = {}
-        self.input_total: dict[Any, Counts] = {}
-        self.output_total: dict[Any, Counts] = {}
-        self.upper: dict[Any, Any] = {}
-        """Per key, the join of every time in its input and output traces."""
+        self.state: dict[Any, _Key] = {}
         self.staged: dict[Any, list[tuple[int, Any]]] = {}
         self.pending: dict[Any, set[Any]] = {}
 
@@ -89,43 +99,41 @@ class Reduce(Stateful):
         if epoch is not None:
             if self.pending:
                 epoch = min(epoch, min(t[0] for t in self.pending))
-            self.compact((self.input, self.output), epoch, merge_counts)
+            self.compact_state(epoch)
 
     def absorb(self, staged: list[tuple[int, Any]], time: Timestamp, keys: set[Any]) -> None:
         """Add a time's input differences to the traces and running totals."""
-        inp, totals, upper, dirty = self.input, self.input_total, self.upper, self.dirty
+        state, dirty = self.state, self.dirty
         join, tagged = self.lattice.join, self.tagged
         d = None
         for edge, records in staged:
             keyfn = self.keys[edge]
             try:
-                for d, r in records:
+                for pair in records:
+                    d = pair[0]
                     k = keyfn(d)
                     if tagged:
                         d = (edge, d)
-                    times = inp.get(k)
-                    if times is None:
-                        inp[k] = {time: {d: r}}
-                        totals[k] = {d: r}
-                        upper[k] = time
+                        pair = (d, pair[1])
+                    st = state.get(k)
+                    if st is None:
+                        st = state[k] = _Key(time)
+                        st.inputs[time] = [pair]
+                        st.total[d] = pair[1]
                         keys.add(k)
                         dirty.add(k)
                         continue
-                    at = times.get(time)
-                    if at is None:
-                        times[time] = {d: r}
-                        up = upper[k]
+                    lst = st.inputs.get(time)
+                    if lst is None:
+                        st.inputs[time] = [pair]
+                        up = st.upper
                         if up != time:
-                            upper[k] = join(up, time)
+                            st.upper = join(up, time)
                         dirty.add(k)
                     else:
-                        c = at.get(d, 0) + r
-                        if c:
-                            at[d] = c
-                        else:
-                            del at[d]
-                    total = totals[k]
-                    c = total.get(d, 0) + r
+                        lst.append(pair)
+                    total = st.total
+                    c = total.get(d, 0) + pair[1]
                     if c:
                         total[d] = c
                     else:
@@ -137,21 +145,21 @@ class Reduce(Stateful):
 
     def process(self, keys: set[Any], time: Timestamp) -> None:
         le, join = self.lattice.le, self.lattice.join
-        inp, out = self.input, self.output
-        upper, out_totals = self.upper, self.output_total
+        state = self.state
         evaluate = self.evaluate
         sent: list[tuple[Any, int]] = []
         for k in keys:
-            up = upper.get(k)
-            if up is None:  # compacted away entirely
+            st = state.get(k)
+            if st is None:  # compacted away entirely
                 continue
+            up = st.upper
             if le(up, time):
-                group = self.input_total.get(k, {})
-                before = out_totals.get(k, {})
+                group = st.total
+                before = st.out_total
             else:
-                group = _accumulate(inp.get(k), time, le)
-                before = _accumulate(out.get(k), time, le)
-                self.schedule(k, time, up)
+                group = _accumulate_lists(st.inputs, time, le)
+                before = _accumulate(st.outputs, time, le)
+                self.schedule(k, st, time)
             if group:
                 for d, c in group.items():
                     if c < 0:
@@ -174,38 +182,28 @@ class Reduce(Stateful):
                 continue
             changes = [(o, c - before.get(o, 0)) for o, c in after.items() if c != before.get(o, 0)]
             changes.extend((o, -c) for o, c in before.items() if o not in after)
-            if not changes:
-                continue
             sent.extend(changes)
-            times = out.get(k)
-            if times is None:
-                out[k] = {time: dict(changes)}
+            at = st.outputs.get(time)
+            if at is None:
+                st.outputs[time] = dict(changes)
                 self.dirty.add(k)
             else:
-                at = times.get(time)
-                if at is None:
-                    times[time] = dict(changes)
-                    self.dirty.add(k)
-                else:
-                    for o, c in changes:
-                        _add(at, o, c)
-            total = out_totals.get(k)
-            if total is None:
-                out_totals[k] = dict(changes)
-            else:
                 for o, c in changes:
-                    _add(total, o, c)
-            upper[k] = time if le(up, time) else join(up, time)
+                    _add(at, o, c)
+            total = st.out_total
+            for o, c in changes:
+                _add(total, o, c)
+            st.upper = time if le(up, time) else join(up, time)
         if sent:
             self.send_by(self.outputs[0], sent, time)
 
-    def schedule(self, k: Any, time: Any, up: Any) -> None:
+    def schedule(self, k: Any, st: _Key, time: Any) -> None:
         """Times ``join(time, s)`` for each ``s`` in the key's history not before ``time``: the
         answer may change there, though no input need arrive at it (TR §4.3). That includes
         ``s`` itself when ``s`` is later than ``time``: compaction may have moved an old,
         already evaluated time to where it now follows ``time``."""
         le, join = self.lattice.le, self.lattice.join
-        for s in chain(self.input.get(k, ()), self.output.get(k, ())):
+        for s in chain(st.inputs, st.outputs):
             if le(s, time):
                 continue
             u = join(s, time)
@@ -216,33 +214,50 @@ class Reduce(Stateful):
             else:
                 keys.add(k)
 
-    def after_compaction(self, keys: set[Any]) -> None:
-        join = self.lattice.join
-        for k in keys:
+    def compact_state(self, epoch: int) -> None:
+        dirty = self.compaction(epoch)
+        if not dirty:
+            return
+        state, join = self.state, self.lattice.join
+        for k in dirty:
+            st = state.get(k)
+            if st is None:
+                continue
+            inputs = compact_times(st.inputs, epoch, merge_lists)
+            if inputs is not None:
+                st.inputs = inputs
+            outputs = compact_times(st.outputs, epoch, merge_counts)
+            if outputs is not None:
+                st.outputs = outputs
+            if inputs is None and outputs is None:
+                continue
+            if not st.inputs and not st.outputs:
+                del state[k]
+                continue
             up = None
-            for t in chain(self.input.get(k, ()), self.output.get(k, ())):
+            for t in chain(st.inputs, st.outputs):
                 up = t if up is None else join(up, t)
-            if up is None:
-                self.upper.pop(k, None)
-                self.input_total.pop(k, None)
-                self.output_total.pop(k, None)
-            else:
-                self.upper[k] = up
+            st.upper = up
 
 
-def _accumulate(times: dict[Any, Counts] | None, time: Any, le: Callable[[Any, Any], bool]) -> Counts:
+def _accumulate_lists(times: dict[Any, list[tuple[Any, int]]], time: Any, le: Callable[[Any, Any], bool]) -> Counts:
     """The sum of the differences at times ``<= time``."""
     total: Counts = {}
-    if times:
-        for s, diffs in times.items():
-            if le(s, time):
-                for d, r in diffs.items():
-                    c = total.get(d, 0) + r
-                    if c:
-                        total[d] = c
-                    else:
-                        del total[d]
-    return total
+    for s, diffs in times.items():
+        if le(s, time):
+            for d, r in diffs:
+                total[d] = total.get(d, 0) + r
+    return {d: c for d, c in total.items() if c}
+
+
+def _accumulate(times: dict[Any, Counts], time: Any, le: Callable[[Any, Any], bool]) -> Counts:
+    """The sum of the differences at times ``<= time``."""
+    total: Counts = {}
+    for s, diffs in times.items():
+        if le(s, time):
+            for d, r in diffs.items():
+                total[d] = total.get(d, 0) + r
+    return {d: c for d, c in total.items() if c}
 
 
 class Consolidate(Stateful):

@@ -12,7 +12,7 @@ capability (``notify_at(end_of_epoch, capability=None)``), which delays no one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from timely import Timestamp, Vertex
@@ -48,38 +48,13 @@ class Stateful(Vertex):
             return time[0] + 1  # type: ignore[no-any-return]
         return None
 
-    def compact(
-        self, traces: Iterable[dict[Any, dict[Time, Any]]], epoch: int, merge: Callable[[Any, Any], Any]
-    ) -> None:
-        """Move the dirty keys' times before ``epoch`` to ``epoch`` where that merges some."""
+    def compaction(self, epoch: int) -> set[Any] | None:
+        """The keys to compact now that every epoch before ``epoch`` is complete (None: nothing new)."""
         if epoch <= self.compacted_to:
-            return
+            return None
         self.compacted_to = epoch
         dirty, self.dirty = self.dirty, set()
-        for trace in traces:
-            for key in dirty:
-                times = trace.get(key)
-                if times is None or len(times) < 2:
-                    continue
-                epochs = {t[0] for t in times if t[0] < epoch}
-                if len(epochs) < 2 and not (epochs and any(t[0] == epoch for t in times)):
-                    continue
-                moved: dict[Time, Any] = {}
-                for t, diffs in times.items():
-                    t = advance_epoch(t, epoch)
-                    if t in moved:
-                        moved[t] = merge(moved[t], diffs)
-                    else:
-                        moved[t] = diffs
-                moved = {t: d for t, d in moved.items() if d}
-                if moved:
-                    trace[key] = moved
-                else:
-                    del trace[key]
-        self.after_compaction(dirty)
-
-    def after_compaction(self, keys: set[Any]) -> None:
-        """Hook: recompute what depends on the keys' times."""
+        return dirty
 
     def explain(self, exc: BaseException, record: Any, key: Callable[[Any], Any], what: str) -> OperatorError:
         """Name the record behind ``exc``, and whether its key function, its key or ``what`` failed."""
@@ -97,3 +72,28 @@ class Stateful(Vertex):
                 "(use tuples, not lists)"
             )
         return OperatorError(f"{self.op}: the {what} raised {type(exc).__name__}: {exc} on record {record!r}")
+
+
+def compact_times(times: dict[Time, Any], epoch: int, merge: Callable[[Any, Any], Any]) -> dict[Time, Any] | None:
+    """``times`` with every time before ``epoch`` moved to ``epoch`` and what then shares a time
+    merged, or None if that would merge nothing (renaming alone buys nothing)."""
+    if len(times) < 2:
+        return None
+    early = {t[0] for t in times if t[0] < epoch}
+    if not early or (len(early) == 1 and all(t[0] < epoch for t in times)):
+        return None
+    moved: dict[Time, Any] = {}
+    for t, diffs in times.items():
+        t = advance_epoch(t, epoch)
+        moved[t] = merge(moved[t], diffs) if t in moved else diffs
+    return {t: d for t, d in moved.items() if d}
+
+
+def merge_lists(a: list[tuple[Any, int]], b: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+    """Two lists of differences as one, consolidated."""
+    total: dict[Any, int] = {}
+    for d, r in a:
+        total[d] = total.get(d, 0) + r
+    for d, r in b:
+        total[d] = total.get(d, 0) + r
+    return [(d, r) for d, r in total.items() if r]

@@ -59,18 +59,24 @@ def propagate_min_labels(edges: Collection) -> Collection:
     Every node starts with its own label, destinations too: the TR starts only the sources,
     which lets SCC keep an edge ``a -> b`` between two components when ``b`` has no edge out.
     """
-    return _propagate(edges.select_many(_both_ends, name="own_labels"), edges)
+    return _propagate(edges.select_many(_both_ends, name="own_labels").consolidate(name="nodes"), edges)
 
 
 def _symmetric(edges: Collection) -> Collection:
     return edges.concat(edges.select(_reverse, name="reversed"), name="both_directions")
 
 
+def _nodes(edges: Collection) -> Collection:
+    """``(node, node)`` once per source, with its out-degree as count: consolidated, so that a
+    node's label travels its edges once, not once per edge."""
+    return edges.select(_own_label, name="own_labels").consolidate(name="nodes")
+
+
 def connected_components(edges: Collection) -> Collection:
     """``(node, label)`` for every node of the undirected graph ``edges``; the label is the least
     node id of the node's component."""
     both = _symmetric(edges)
-    return _propagate(both.select(_own_label, name="own_labels"), both)
+    return _propagate(_nodes(both), both)
 
 
 def _default_priority(label: int) -> int:
@@ -84,7 +90,7 @@ def prioritized_connected_components(
     """`connected_components` with small labels flooded first (TR Figure 10): labels enter in
     order of ``priority(label)``, and each priority starts from the fixed point of the previous."""
     both = _symmetric(edges)
-    nodes = both.select(_own_label, name="own_labels")
+    nodes = _nodes(both)
 
     def body(prioritized: Collection) -> Collection:
         inner = both.enter(prioritized.scope)
