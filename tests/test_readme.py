@@ -22,3 +22,12 @@ def test_readme_commands_match_ci() -> None:
     assert test_command is not None
     ci = (README.parent / ".ci" / "run").read_text()
     assert test_command.group(1) in ci
+
+
+def test_readme_linq_example_reports_what_it_says() -> None:
+    block = next(b for b in re.findall(r"```python\n(.*?)```", README.read_text(), re.S) if "libs import linq" in b)
+    namespace: dict[str, object] = {"__name__": "readme", "timely": __import__("timely")}
+    exec(compile(block, "README.md", "exec"), namespace)
+    out = namespace["out"]
+    assert out.contents() == {(1, 1): 1, (2, 1): 1, (5, 5): 1, (6, 5): 1}  # type: ignore[attr-defined]
+    assert out.changes[1] == [((3, 1), -1)]  # type: ignore[attr-defined]

@@ -53,9 +53,11 @@ class _Key:
     trace (time -> consolidated differences), the running totals of both, and ``upper``, the
     join of every time in the two traces."""
 
-    __slots__ = ("inputs", "out_total", "outputs", "total", "upper")
+    __slots__ = ("inputs", "out_total", "outputs", "tidy", "total", "upper")
 
     def __init__(self, time: Any) -> None:
+        self.tidy = 0
+        """The input lists at times of epochs before ``tidy`` are consolidated."""
         self.inputs: dict[Any, list[tuple[Any, int]]] = {}
         self.outputs: dict[Any, Counts] = {}
         self.total: Counts = {}
@@ -157,7 +159,12 @@ class Reduce(Stateful):
                 group = st.total
                 before = st.out_total
             else:
-                group = _accumulate_lists(st.inputs, time, le)
+                if st.tidy < time[0]:
+                    st.inputs = {
+                        t: merge_lists(diffs, []) if t[0] < time[0] else diffs for t, diffs in st.inputs.items()
+                    }
+                    st.tidy = time[0]
+                group = _accumulate_lists(st.inputs, st.total, time, le)
                 before = _accumulate(st.outputs, time, le)
                 self.schedule(k, st, time)
             if group:
@@ -240,13 +247,31 @@ class Reduce(Stateful):
             st.upper = up
 
 
-def _accumulate_lists(times: dict[Any, list[tuple[Any, int]]], time: Any, le: Callable[[Any, Any], bool]) -> Counts:
-    """The sum of the differences at times ``<= time``."""
-    total: Counts = {}
+def _accumulate_lists(
+    times: dict[Any, list[tuple[Any, int]]], everything: Counts, time: Any, le: Callable[[Any, Any], bool]
+) -> Counts:
+    """The sum of the differences at times ``<= time``: summed directly, or as ``everything``
+    (the sum over all times) less the differences at the other times, whichever is less work."""
+    before, after = [], []
+    size_before = size_after = 0
     for s, diffs in times.items():
         if le(s, time):
-            for d, r in diffs:
-                total[d] = total.get(d, 0) + r
+            before.append(diffs)
+            size_before += len(diffs)
+        else:
+            after.append(diffs)
+            size_after += len(diffs)
+    if size_before <= size_after + len(everything):
+        total: Counts = {}
+        sign = 1
+        lists = before
+    else:
+        total = dict(everything)
+        sign = -1
+        lists = after
+    for diffs in lists:
+        for d, r in diffs:
+            total[d] = total.get(d, 0) + sign * r
     return {d: c for d, c in total.items() if c}
 
 
