@@ -313,7 +313,11 @@ class Collection:
 
     # To and from plain timely streams ---------------------------------------------------------------
     def to_stream(self, name: str | None = None) -> Stream:
-        """A plain timely stream of ``(record, time, diff)`` triples, each at its own time."""
+        """A plain timely stream of ``(record, time, diff)`` triples, each at its own time.
+
+        The time in a triple is a `timely.Timestamp` here, but a triple that crosses to another
+        process arrives with a plain tuple (equal, and hashing the same): use ``tuple(time)``
+        or ``time[0]`` rather than ``time.epoch`` in a vertex that reads it."""
         full = self._name("to_stream", name)
         return self.stream.stage(full, ToTriples)  # type: ignore[no-any-return]
 
