@@ -107,12 +107,14 @@ class Reduce(Stateful):
         """Add a time's input differences to the traces and running totals."""
         state, dirty = self.state, self.dirty
         join, tagged = self.lattice.join, self.tagged
-        d = None
+        d = raw = None
         for edge, records in staged:
             keyfn = self.keys[edge]
             try:
                 for pair in records:
-                    d = pair[0]
+                    d = raw = pair[0]
+                    if not pair[1]:
+                        continue  # a zero diff changes nothing (and must not leave a zero count)
                     k = keyfn(d)
                     if tagged:
                         d = (edge, d)
@@ -142,7 +144,6 @@ class Reduce(Stateful):
                         del total[d]
                     keys.add(k)
             except Exception as exc:
-                raw = d[1] if tagged and isinstance(d, tuple) and len(d) == 2 else d
                 raise self.explain(exc, raw, keyfn, "key function") from exc
 
     def process(self, keys: set[Any], time: Timestamp) -> None:
@@ -170,14 +171,15 @@ class Reduce(Stateful):
             if group:
                 for d, c in group.items():
                     if c < 0:
+                        record = d[1] if self.tagged else d
                         raise OperatorError(
-                            f"{self.op}: record {d!r} has multiplicity {c} at time {time}: a record was "
+                            f"{self.op}: record {record!r} has multiplicity {c} at time {time}: a record was "
                             "removed more often than it was added"
                         )
                 try:
                     after = evaluate(k, group)
-                except OperatorError:
-                    raise
+                except OperatorError as exc:
+                    raise OperatorError(f"{self.op}: {exc}") from exc
                 except Exception as exc:
                     raise OperatorError(
                         f"{self.op}: the reducer raised {type(exc).__name__}: {exc} on key {k!r} "

@@ -15,11 +15,12 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from timely import LoopContext, Scope, ScopeError, Stream
 
+from ._errors import OperatorError
 from ._hash import stable_hash
 from ._join import Join
 from ._lattice import Lattice
@@ -203,7 +204,7 @@ class Collection:
         where they can be); the output is every record it returns."""
 
         def evaluate(k: Any, group: Counts) -> Counts:
-            return Counter(reducer(k, _expand(group)))
+            return _records(reducer(k, _expand(group)), "group_by", k)
 
         return self._reduce("group_by", name, [key], evaluate, [])
 
@@ -219,7 +220,7 @@ class Collection:
 
         def evaluate(k: Any, group: Counts) -> Counts:
             first, second = _split(group)
-            return Counter(reducer(k, _expand(first), _expand(second)))
+            return _records(reducer(k, _expand(first), _expand(second)), "co_group_by", k)
 
         return self._reduce("co_group_by", name, [key1, key2], evaluate, [other])
 
@@ -348,6 +349,16 @@ def _expand(group: Counts) -> list[Any]:
     except TypeError:
         pass
     return records
+
+
+def _records(answer: Any, op: str, key: Any) -> Counts:
+    """A reducer's answer as record -> count; it must be an iterable of records (not a mapping,
+    which would read as record -> count, nor None, a forgotten ``return``)."""
+    if answer is None or isinstance(answer, str | bytes | Mapping) or not isinstance(answer, Iterable):
+        raise OperatorError(
+            f"the {op} reducer returned {answer!r} for key {key!r}; it must return an iterable of output records"
+        )
+    return Counter(iter(answer))
 
 
 def _split(group: Counts) -> tuple[Counts, Counts]:
