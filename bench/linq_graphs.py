@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench._harness import Context, benchmark, percentile
+from bench._net import ROOT, launch
 
 MARK = "LINQBENCH"
 SEED = 2024
@@ -150,8 +151,6 @@ class Reference:
 
 
 def _run(ctx: Context, algo: str, nodes: int, edges: int, update_count: int, processes: int) -> list[dict[str, Any]]:
-    from bench._net import ROOT, launch
-
     ctx.progress(
         f"{algo}: timely with {processes} process(es), {nodes:,} nodes, {edges:,} edges, {update_count} updates"
     )

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import networkx as nx
 import pytest
 
-import timely
 from libs import linq
 from tests import linq_reference as ref
-from tests.conftest import TIMEOUT
+from tests.linq_harness import check
 
 EPOCHS = 25
 """Epochs of random changes after the first, which loads the graph."""
@@ -69,39 +68,6 @@ def random_epochs(
     return out
 
 
-def run(
-    query: Callable[..., linq.Collection],
-    expected: Callable[..., ref.Multiset],
-    epochs: Sequence[Sequence[Changes]],
-    workers: int,
-) -> None:
-    """Feed the epochs (per epoch, one list of changes per input); check after each one."""
-    n = len(epochs[0])
-
-    def build(scope: timely.Scope) -> tuple[list[linq.CollectionInput], linq.CollectionOutput]:
-        inputs = [linq.new_input(scope, f"in{i}") for i in range(n)]
-        return inputs, linq.CollectionOutput(query(*(i.collection for i in inputs)))
-
-    states: list[ref.Multiset] = [{} for _ in range(n)]
-    previous: ref.Multiset = {}
-    with timely.execute(build, workers=workers, timeout=TIMEOUT) as (comp, (inputs, out)):
-        for epoch, changes in enumerate(epochs):
-            for i, (inp, batch) in enumerate(zip(inputs, changes)):
-                if batch:
-                    inp.update(batch)
-                states[i] = ref.apply(states[i], batch)
-                inp.advance_to(epoch + 1)
-            comp.wait_passed(out.probe, epoch, timeout=TIMEOUT)
-            want = expected(*states)
-            got = out.contents()
-            assert got == want, (
-                f"epoch {epoch}: missing {ref.difference(want, got)}, extra {ref.difference(got, want)}; "
-                f"inputs {states}"
-            )
-            assert dict(out.changes.get(epoch, [])) == ref.difference(want, previous), f"epoch {epoch}: changes"
-            previous = want
-
-
 # Connected components ----------------------------------------------------------------------------------
 
 
@@ -126,7 +92,7 @@ CC_GRAPHS = [  # seed, nodes, initial edges, deletion probability
 def test_connected_components(workers: int, seed: int, nodes: int, initial: int, delete: float) -> None:
     rng = random.Random(seed)
     epochs = random_epochs(rng, _edge_maker(rng, nodes), initial, delete=delete)
-    run(linq.connected_components, nx_components, [(e,) for e in epochs], workers)
+    check(linq.connected_components, nx_components, [(e,) for e in epochs], workers)
 
 
 PRIORITIES: dict[str, Callable[[int], int] | None] = {
@@ -148,7 +114,7 @@ def test_prioritized_connected_components(workers: int, priority: str) -> None:
             return linq.prioritized_connected_components(edges)
         return linq.prioritized_connected_components(edges, fn)
 
-    run(query, nx_components, [(e,) for e in epochs], workers)
+    check(query, nx_components, [(e,) for e in epochs], workers)
 
 
 def test_connected_components_of_string_nodes() -> None:
@@ -156,7 +122,7 @@ def test_connected_components_of_string_nodes() -> None:
     rng = random.Random(4)
     names = [f"n{i:02}" for i in range(25)]
     epochs = random_epochs(rng, lambda: (rng.choice(names), rng.choice(names)), 20, epochs=10)
-    run(linq.connected_components, nx_components, [(e,) for e in epochs], 3)
+    check(linq.connected_components, nx_components, [(e,) for e in epochs], 3)
 
 
 # Strongly connected components ---------------------------------------------------------------------------
@@ -180,7 +146,7 @@ SCC_GRAPHS = [  # seed, nodes, initial edges, deletion probability
 def test_strongly_connected_components(workers: int, seed: int, nodes: int, initial: int, delete: float) -> None:
     rng = random.Random(seed)
     epochs = random_epochs(rng, _edge_maker(rng, nodes), initial, delete=delete)
-    run(linq.strongly_connected_components, nx_scc_edges, [(e,) for e in epochs], workers)
+    check(linq.strongly_connected_components, nx_scc_edges, [(e,) for e in epochs], workers)
 
 
 # Shortest paths --------------------------------------------------------------------------------------------
@@ -212,4 +178,4 @@ def test_shortest_paths(workers: int, seed: int, nodes: int, initial: int, weigh
         rng, lambda: (rng.randrange(nodes), rng.randrange(nodes), rng.randint(0, weight)), initial, per_epoch=5
     )
     sources = random_epochs(rng, lambda: rng.randrange(nodes), 2, per_epoch=1, delete=0.4)
-    run(linq.shortest_paths, nx_shortest_paths, list(zip(wedges, sources)), workers)
+    check(linq.shortest_paths, nx_shortest_paths, list(zip(wedges, sources)), workers)

@@ -9,8 +9,7 @@ workers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from itertools import zip_longest
+from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
@@ -18,10 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import timely
 from libs import linq
 from tests import linq_reference as ref
-from tests.conftest import TIMEOUT
+from tests.linq_harness import Epochs, check, together
 
 WORKERS = pytest.mark.parametrize("workers", [1, 3], ids=["w1", "w3"])
 FAST = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -33,54 +31,6 @@ edges = st.tuples(st.integers(0, 5), st.integers(0, 5))
 
 first = itemgetter(0)
 second = itemgetter(1)
-
-Epochs = Sequence[Sequence[ref.Change]]
-
-
-def together(*per_input: Epochs) -> list[tuple[list[ref.Change], ...]]:
-    """Per-input epoch lists side by side; a shorter list is padded with empty epochs."""
-    return [tuple(list(e or []) for e in epoch) for epoch in zip_longest(*per_input)]
-
-
-def check(
-    query: Callable[..., linq.Collection],
-    reference: Callable[..., ref.Multiset],
-    epochs: Sequence[tuple[Sequence[ref.Change], ...]],
-    workers: int,
-    after_epoch: Callable[[int, list[ref.Multiset]], None] | None = None,
-    numbers: Sequence[int] | None = None,
-) -> None:
-    """Feed ``epochs`` (per epoch, one list of changes per input) to ``query``; after each
-    epoch compare the output with ``reference`` of the accumulated inputs. ``numbers`` are
-    the epochs' numbers (increasing; by default 0, 1, 2, ...)."""
-    n = len(epochs[0])
-    numbers = list(numbers) if numbers is not None else list(range(len(epochs)))
-
-    def build(scope: timely.Scope) -> tuple[list[linq.CollectionInput], linq.CollectionOutput]:
-        inputs = [linq.new_input(scope, f"in{i}") for i in range(n)]
-        return inputs, linq.CollectionOutput(query(*(i.collection for i in inputs)))
-
-    states: list[ref.Multiset] = [{} for _ in range(n)]
-    previous: ref.Multiset = {}
-    with timely.execute(build, workers=workers, timeout=TIMEOUT) as (comp, (inputs, out)):
-        for epoch, changes in zip(numbers, epochs):
-            for i, (inp, batch) in enumerate(zip(inputs, changes)):
-                if inp.epoch < epoch:
-                    inp.advance_to(epoch)
-                if batch:
-                    inp.update(batch)
-                states[i] = ref.apply(states[i], batch)
-                inp.advance_to(epoch + 1)
-            comp.wait_passed(out.probe, epoch, timeout=TIMEOUT)
-            expected = reference(*states)
-            assert out.contents() == expected, f"epoch {epoch}: inputs {states}"
-            reported = out.changes.get(epoch, [])
-            assert len({r for r, _ in reported}) == len(reported), f"epoch {epoch}: unconsolidated {reported}"
-            assert dict(reported) == ref.difference(expected, previous), f"epoch {epoch}: changes"
-            assert all(t <= epoch for t in out.changes), f"epoch {epoch}: changes at a later epoch"
-            previous = expected
-            if after_epoch is not None:
-                after_epoch(epoch, states)
 
 
 # Linear operators --------------------------------------------------------------------------------

@@ -58,18 +58,9 @@ class Lattice:
         """The order inside a loop: one more coordinate."""
         return Lattice(self.depth + 1)
 
-    def leave(self) -> Lattice:
-        return Lattice(self.depth - 1)
-
     def end_of_epoch(self, epoch: int) -> Time:
         """A time after every time of ``epoch`` (and before every time of later epochs)."""
         return (epoch, *([FAR] * self.depth))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Lattice) and self.depth == other.depth
-
-    def __hash__(self) -> int:
-        return hash(self.depth)
 
     def __repr__(self) -> str:
         return f"Lattice(depth={self.depth})"

@@ -49,19 +49,24 @@ def _checked(full: str, loop: LoopContext, result: Any) -> Collection:
     return result
 
 
+def _open(collection: Collection, kind: str, name: str | None) -> tuple[str, LoopContext, Collection]:
+    """A new loop around ``collection``'s scope, its name, and ``collection`` entered into it."""
+    full = operator_name(collection.scope, kind, name)
+    loop = LoopContext(collection.scope, full)
+    lattice = collection.lattice.enter()
+    _lattices[loop] = lattice
+    return full, loop, Collection(loop.ingress(collection.stream, "enter"), lattice)
+
+
 def fixed_point(
     collection: Collection,
     body: Callable[[Collection], Collection],
     max_iterations: int | None,
     name: str | None,
 ) -> Collection:
-    full = operator_name(collection.scope, "fixed_point", name)
-    loop = LoopContext(collection.scope, full)
-    lattice = collection.lattice.enter()
-    _lattices[loop] = lattice
-    entered = Collection(loop.ingress(collection.stream, "enter"), lattice)
+    full, loop, entered = _open(collection, "fixed_point", name)
     feedback = loop.feedback("next", max_iterations)
-    x = Collection(loop.concat("x", [entered.stream, feedback.stream]), lattice)
+    x = Collection(loop.concat("x", [entered.stream, feedback.stream]), entered.lattice)
     result = _checked(full, loop, body(x))
     step = result.concat(entered.negate(name="undo_input"), name="step")
     # a difference and its opposite must cancel before going round, or they would go round for ever
@@ -75,15 +80,11 @@ def prioritize(
     body: Callable[[Collection], Collection],
     name: str | None,
 ) -> Collection:
-    full = operator_name(collection.scope, "prioritize", name)
-    loop = LoopContext(collection.scope, full)
-    lattice = collection.lattice.enter()
-    _lattices[loop] = lattice
-    entered = Collection(loop.ingress(collection.stream, "enter"), lattice)
+    full, loop, entered = _open(collection, "prioritize", name)
     arrive = entered._delayed(priority, 0, "arrive")
     depart = entered.negate(name="negate")._delayed(priority, 1, "depart")
     previous = loop.feedback("previous_round")
-    x = Collection(loop.concat("x", [arrive.stream, depart.stream, previous.stream]), lattice)
+    x = Collection(loop.concat("x", [arrive.stream, depart.stream, previous.stream]), entered.lattice)
     result = _checked(full, loop, body(x))
     previous.connect(result.consolidate(name="cancel").stream)
     return result.leave(name="result").consolidate(name="limit")

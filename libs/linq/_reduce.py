@@ -18,7 +18,7 @@ from collections.abc import Callable
 from itertools import chain
 from typing import Any
 
-from timely import Timestamp
+from timely import Timestamp, Vertex
 
 from ._errors import OperatorError
 from ._lattice import Lattice
@@ -189,7 +189,7 @@ class Reduce(Stateful):
                 after = {}
             if after == before:
                 continue
-            changes = [(o, c - before.get(o, 0)) for o, c in after.items() if c != before.get(o, 0)]
+            changes = [(o, c - b) for o, c in after.items() if c != (b := before.get(o, 0))]
             changes.extend((o, -c) for o, c in before.items() if o not in after)
             sent.extend(changes)
             at = st.outputs.get(time)
@@ -287,11 +287,11 @@ def _accumulate(times: dict[Any, Counts], time: Any, le: Callable[[Any, Any], bo
     return {d: c for d, c in total.items() if c}
 
 
-class Consolidate(Stateful):
+class Consolidate(Vertex):
     """Sums the differences of each record at each time once the time is complete; keeps nothing after."""
 
-    def __init__(self, op: str, lattice: Lattice) -> None:
-        super().__init__(op, lattice)
+    def __init__(self, op: str) -> None:
+        self.op = op
         self.staged: dict[Any, list[list[tuple[Any, int]]]] = {}
 
     def on_recv(self, edge: int, records: list[tuple[Any, int]], time: Timestamp) -> None:

@@ -1,4 +1,4 @@
-"""What join, reduce and consolidate share: compaction of traces as epochs complete.
+"""What join and reduce share: compaction of traces as epochs complete.
 
 A trace maps key -> time -> differences. Times are never dropped while a later time could
 still need them, but once every epoch before ``E`` is complete at an operator's inputs, a

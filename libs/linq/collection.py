@@ -170,8 +170,7 @@ class Collection:
 
     def consolidate(self, name: str | None = None) -> Collection:
         """The same collection with the differences of each record at each time summed (TR Table 5)."""
-        lattice = self.lattice
-        return self._unary("consolidate", name, lambda op: Consolidate(op, lattice), exchange=by_record)
+        return self._unary("consolidate", name, Consolidate, exchange=by_record)
 
     # Keyed operators -------------------------------------------------------------------------------
     def join(
@@ -269,7 +268,7 @@ class Collection:
                 f"enter: {_scope_name(scope)} is not a loop directly inside {_scope_name(self.scope)}, "
                 "where this collection lives"
             )
-        stream = scope.ingress(self.stream, self._name_in(scope, "enter", name))
+        stream = scope.ingress(self.stream, operator_name(scope, "enter", name))
         return Collection(stream, lattice_of(scope))
 
     def leave(self, name: str | None = None) -> Collection:
@@ -279,9 +278,6 @@ class Collection:
             raise ScopeError("leave: this collection is not inside a loop")
         stream = scope.egress(self.stream, self._name("leave", name))
         return Collection(stream, lattice_of(scope.parent))
-
-    def _name_in(self, scope: Scope, op: str, name: str | None) -> str:
-        return operator_name(scope, op, name)
 
     def fixed_point(
         self,
