@@ -17,7 +17,7 @@ so a user's own `timely.Vertex` can sit between two operators, also inside a loo
 """
 
 from ._errors import OperatorError
-from ._hash import stable_hash
+from .._hash import stable_hash
 from ._io import CollectionInput, CollectionOutput, new_input
 from ._lattice import Lattice
 from .algorithms import (

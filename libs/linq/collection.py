@@ -21,7 +21,7 @@ from typing import Any
 from timely import LoopContext, Scope, ScopeError, Stream
 
 from ._errors import OperatorError
-from ._hash import stable_hash
+from .._hash import stable_hash
 from ._join import Join
 from ._lattice import Lattice
 from ._linear import Delay, FromTriples, Inspect, Negate, Select, SelectMany, ToTriples, Where

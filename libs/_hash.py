@@ -1,4 +1,4 @@
-"""A hash of keys that every process computes alike, to route records by key.
+"""A hash of keys that every process computes alike, to route records by key (shared by the libraries).
 
 Python randomises ``hash(str)`` per process unless PYTHONHASHSEED is fixed (``timely run``
 fixes it, but a Spark task or a hand-started process may not), so keys are hashed here:

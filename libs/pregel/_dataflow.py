@@ -1,0 +1,273 @@
+"""The Pregel loop as timely stages (Naiad §4.2): one superstep per loop iteration.
+
+    vertices, edges ──ingress──▶ superstep ──messages──▶ feedback ─┐
+                                  ▲  │  └─mutations─▶ feedback ───┤ (next iteration)
+                                  │  └─partials──▶ master ─control─▶ feedback ─┘
+                                  └──────────────────────────────────────────────┘
+                                 superstep ──results──▶ egress
+
+Iteration 0 loads the graph; iteration i + 1 runs superstep i. The barrier between supersteps
+is a notification: a worker computes superstep i once nothing of iteration i + 1 can still
+arrive, so it has all its mail. The master (one vertex, on worker 0) merges every worker's
+partial (vertex and message counts, aggregator contributions), runs the program's
+``master_compute``, and sends every worker the control record for the next superstep: go
+on with these aggregated values, or halt and emit your vertices' final values. Every worker
+takes part in every superstep, so the master hears from all of them each time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time as _time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from timely import LoopContext, Stream, Timestamp, Vertex
+
+from .._hash import stable_hash
+from ._array_engine import ArrayEngine, ArrayProgram
+from ._errors import PregelError
+from ._program import Master, Program, ProgramBase
+from ._vertex_engine import VertexEngine
+
+__all__ = ["SuperstepReport", "pregel"]
+
+log = logging.getLogger("libs.pregel")
+LOG_EVERY = 5.0
+"""Seconds between progress lines in the log (INFO) while a run goes on."""
+
+
+@dataclass(frozen=True)
+class SuperstepReport:
+    """What the master knows after a superstep (superstep -1: the graph is loaded)."""
+
+    name: str
+    epoch: int
+    superstep: int
+    vertices: int
+    active: int
+    messages: int
+    seconds: float
+    """Since the master first heard of this epoch (the end of loading, for superstep -1)."""
+    halting: bool
+
+
+# Input ports of the superstep stage, and its output ports.
+VERTICES, EDGES, MESSAGES, CONTROL, MUTATIONS = range(5)
+OUT_MESSAGES, OUT_PARTIALS, OUT_MUTATIONS, OUT_RESULTS = range(4)
+
+
+def pregel(
+    program: ProgramBase | Callable[..., None],
+    edges: Stream,
+    vertices: Stream | None = None,
+    *,
+    max_supersteps: int | None = None,
+    name: str = "pregel",
+    progress: Callable[[SuperstepReport], None] | None = None,
+) -> Stream:
+    """Run ``program`` on the graph of each epoch; returns a stream of ``(vertex_id, value)``,
+    the final values, at the epoch of the graph.
+
+    ``edges`` carries ``(source, target)`` or ``(source, target, value)``; ``vertices``, if
+    given, ``(vertex_id, value)``. Without ``vertices`` every endpoint of an edge is a vertex
+    (loaded with value None). Both are streams of the root scope, each process feeding any
+    share: records are routed to the worker that owns the vertex (by `stable_hash` of the
+    id). Each epoch's graph is a separate run; epochs may overlap in time.
+
+    ``program`` is a `Program`, an `ArrayProgram`, or a plain ``compute(vertex, messages)``
+    function. The run ends when every vertex has voted to halt and no message or mutation is
+    in flight, when ``master_compute`` halts it, or after ``max_supersteps`` supersteps.
+
+    ``progress``, if given, is called with a `SuperstepReport` after loading and after every
+    superstep, in the process that hosts worker 0; the logger ``libs.pregel`` also says how
+    a long run is going, every few seconds, at INFO.
+    """
+    if not isinstance(program, ProgramBase):
+        if not callable(program):
+            raise TypeError(
+                f"pregel: program must be a Program, an ArrayProgram or a compute function, got {program!r}"
+            )
+        program = Program(program)
+    program.check()
+    if max_supersteps is not None and max_supersteps < 1:
+        raise PregelError(f"pregel {name!r}: max_supersteps must be at least 1, got {max_supersteps}")
+    scope = edges.scope
+    if scope.depth != 0 or (vertices is not None and vertices.scope.depth != 0):
+        raise PregelError(f"pregel {name!r}: the graph streams must be in the root scope")
+    if vertices is None:
+        vertices = edges.flat_map(f"{name}.endpoints", _endpoints)
+    engine: Callable[[ProgramBase, int, str], Any] = ArrayEngine if isinstance(program, ArrayProgram) else VertexEngine
+
+    loop = LoopContext(scope, name)
+    v_in = loop.ingress(vertices, "vertices")
+    e_in = loop.ingress(edges, "edges")
+    messages = loop.feedback("messages")
+    control = loop.feedback("control")
+    mutations = loop.feedback("mutations")
+    msgs_out, partials, muts_out, results = loop.stage(
+        "superstep",
+        lambda: _Superstep(program, engine, name),
+        [v_in, e_in, messages.stream, control.stream, mutations.stream],
+        exchange=[_by_vertex, _by_vertex, _by_worker, _by_worker, _by_worker],
+        outputs=4,
+    )
+    control_out = loop.stage(
+        "master", lambda: _Master(program, max_supersteps, name, progress), [partials], exchange=[_to_zero]
+    )
+    messages.connect(msgs_out)
+    mutations.connect(muts_out)
+    control.connect(control_out)
+    return loop.egress(results, "results")
+
+
+def _endpoints(edge: tuple[Any, ...]) -> tuple[tuple[Any, None], tuple[Any, None]]:
+    return ((edge[0], None), (edge[1], None))
+
+
+def _by_vertex(record: tuple[Any, ...]) -> int:
+    return stable_hash(record[0])
+
+
+def _by_worker(record: tuple[int, Any]) -> int:
+    return record[0]
+
+
+def _to_zero(record: Any) -> int:
+    return 0
+
+
+class _Superstep(Vertex):
+    """A worker's vertices: loads its share of each epoch's graph, runs its supersteps."""
+
+    def __init__(self, program: ProgramBase, engine: Callable[[ProgramBase, int, str], Any], name: str) -> None:
+        self.program = program
+        self.make_engine = engine
+        self.name = name
+        self.inboxes: dict[Timestamp, list[list[Any]]] = {}
+        self.engines: dict[int, Any] = {}
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        box = self.inboxes.get(time)
+        if box is None:
+            box = self.inboxes[time] = [[], [], [], [], []]
+            self.notify_at(time)
+        if edge >= MESSAGES:
+            box[edge].extend([payload for _, payload in records])
+        else:
+            box[edge].extend(records)
+
+    def on_notify(self, time: Timestamp) -> None:
+        vertices, edges, messages, control, mutations = self.inboxes.pop(time)
+        epoch = time.epoch
+        engine = self.engines.get(epoch)
+        if engine is None:
+            engine = self.engines[epoch] = self.make_engine(self.program, self.peers, self.name)
+        if not control:  # iteration 0: the graph arrives
+            engine.load(vertices, edges)
+            self.send_by(self.outputs[OUT_PARTIALS], [(0, engine.loaded())], time)
+            return
+        if control[0][0]:  # halt
+            del self.engines[epoch]
+            self.send_by(self.outputs[OUT_RESULTS], engine.finish(mutations), time)
+            return
+        by_worker, mutations_out, partial = engine.step(control[0], messages, mutations)
+        if by_worker:
+            self.send_by(self.outputs[OUT_MESSAGES], list(by_worker.items()), time)
+        if mutations_out:
+            self.send_by(self.outputs[OUT_MUTATIONS], list(mutations_out.items()), time)
+        self.send_by(self.outputs[OUT_PARTIALS], [(0, partial)], time)
+
+
+class _Master(Vertex):
+    """Worker 0's instance merges the partials of each superstep and decides what comes next."""
+
+    def __init__(
+        self,
+        program: ProgramBase,
+        max_supersteps: int | None,
+        name: str,
+        progress: Callable[[SuperstepReport], None] | None,
+    ) -> None:
+        self.program = program
+        self.max_supersteps = max_supersteps
+        self.name = name
+        self.progress = progress
+        self.started: dict[int, float] = {}
+        self.logged = _time.monotonic()
+        self.partials: dict[Timestamp, list[Any]] = {}
+        self.last: dict[int, dict[str, Any]] = {}
+        """Per epoch, the aggregated values sent with the last control record (for persistent aggregators)."""
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        box = self.partials.get(time)
+        if box is None:
+            box = self.partials[time] = []
+            self.notify_at(time)
+        box.extend([partial for _, partial in records])
+
+    def on_notify(self, time: Timestamp) -> None:
+        partials = self.partials.pop(time)
+        aggregators = self.program.aggregators
+        last = self.last.get(time.epoch, {})
+        merged = {key: last[key] for key, agg in aggregators.items() if agg.persistent and key in last}
+        vertices = active = sent = mutations = 0
+        for n, a, m, k, contributions in partials:
+            vertices += n
+            active += a
+            sent += m
+            mutations += k
+            for key, value in contributions.items():
+                merged[key] = aggregators[key].merge(merged[key], value) if key in merged else value
+        aggregated = {key: merged.get(key, agg.initial) for key, agg in aggregators.items()}
+        iteration = time.counters[-1]
+        if iteration == 0:  # loaded: superstep 0 comes next
+            halt, superstep = vertices == 0, 0
+        else:
+            superstep = iteration - 1
+            master = Master(superstep, vertices, active, sent, aggregated)
+            try:
+                self.program.master_compute(master)
+            except PregelError:
+                raise
+            except Exception as exc:
+                raise PregelError(
+                    f"pregel {self.name!r}: master_compute raised {type(exc).__name__} after superstep "
+                    f"{superstep}: {exc}"
+                ) from exc
+            superstep += 1
+            halt = (
+                master.halted
+                or (self.max_supersteps is not None and superstep >= self.max_supersteps)
+                or (active == 0 and sent == 0 and mutations == 0)
+            )
+        self._report(time.epoch, superstep - 1, vertices, active, sent, halt)
+        if halt:
+            self.last.pop(time.epoch, None)
+        else:
+            self.last[time.epoch] = aggregated
+        record = (halt, superstep, vertices, aggregated)
+        self.send_by(self.outputs[0], [(w, record) for w in range(self.peers)], time)
+
+    def _report(self, epoch: int, superstep: int, vertices: int, active: int, sent: int, halt: bool) -> None:
+        now = _time.monotonic()
+        started = self.started.setdefault(epoch, now)
+        if halt:
+            del self.started[epoch]
+        report = SuperstepReport(self.name, epoch, superstep, vertices, active, sent, now - started, halt)
+        if self.progress is not None:
+            self.progress(report)
+        if halt or now - self.logged >= LOG_EVERY:
+            self.logged = now
+            log.info(
+                "pregel %r epoch %d: superstep %d done after %.1f s: %d vertices, %d active, %d messages%s",
+                self.name,
+                epoch,
+                superstep,
+                report.seconds,
+                vertices,
+                active,
+                sent,
+                " (halting)" if halt else "",
+            )
