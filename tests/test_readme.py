@@ -31,3 +31,15 @@ def test_readme_linq_example_reports_what_it_says() -> None:
     out = namespace["out"]
     assert out.contents() == {(1, 1): 1, (2, 1): 1, (5, 5): 1, (6, 5): 1}  # type: ignore[attr-defined]
     assert out.changes[1] == [((3, 1), -1)]  # type: ignore[attr-defined]
+
+
+def test_readme_pregel_example_matches_networkx() -> None:
+    import networkx as nx
+
+    block = next(b for b in re.findall(r"```python\n(.*?)```", README.read_text(), re.S) if "libs import pregel" in b)
+    namespace: dict[str, object] = {"__name__": "readme", "timely": __import__("timely")}
+    exec(compile(block, "README.md", "exec"), namespace)
+    expected = nx.pagerank(nx.DiGraph([(1, 2), (2, 3), (3, 1), (4, 1)]), tol=1e-12, max_iter=1000)
+    result = namespace["result"]
+    assert result.keys() == expected.keys()  # type: ignore[attr-defined]
+    assert all(abs(result[v] - expected[v]) < 1e-6 for v in expected)  # type: ignore[index]

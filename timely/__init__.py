@@ -24,13 +24,14 @@ from .errors import (
     VertexError,
 )
 from .loop_context import Feedback, LoopContext
-from .net.codec import register_codec
+from .net.codec import Codec, register_codec
 from .progress import Antichain
 from .timestamp import Timestamp
 from .vertex import Output, Vertex, VertexStatistics
 
 __all__ = [
     "Antichain",
+    "Codec",
     "CodecError",
     "FrameError",
     "HandshakeError",

@@ -16,8 +16,8 @@ Everything here is built on `timely`'s public API; a collection becomes a plain 
 so a user's own `timely.Vertex` can sit between two operators, also inside a loop.
 """
 
-from ._errors import OperatorError
 from .._hash import stable_hash
+from ._errors import OperatorError
 from ._io import CollectionInput, CollectionOutput, new_input
 from ._lattice import Lattice
 from .algorithms import (

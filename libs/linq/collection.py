@@ -20,8 +20,8 @@ from typing import Any
 
 from timely import LoopContext, Scope, ScopeError, Stream
 
-from ._errors import OperatorError
 from .._hash import stable_hash
+from ._errors import OperatorError
 from ._join import Join
 from ._lattice import Lattice
 from ._linear import Delay, FromTriples, Inspect, Negate, Select, SelectMany, ToTriples, Where

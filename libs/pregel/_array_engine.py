@@ -9,6 +9,7 @@ superstep over arrays (values, combined messages, out-degrees), and messages tra
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -161,11 +162,13 @@ class ArrayEngine:
     def load(self, vertex_records: list[Any], edge_records: list[Any]) -> None:
         width = len(edge_records[0]) if edge_records else 2
         try:
-            vids = np.array([r[0] for r in vertex_records], dtype=np.int64)
+            vids = np.fromiter([r[0] for r in vertex_records], dtype=np.int64, count=len(vertex_records))
             vvals = np.array([np.nan if r[1] is None else r[1] for r in vertex_records], dtype=np.float64).astype(
                 self.program.value_dtype, copy=False
             )
-            table = np.array(edge_records, dtype=np.float64 if width == 3 else np.int64).reshape(-1, width)
+            flat = chain.from_iterable(edge_records)
+            table = np.fromiter(flat, dtype=np.float64 if width == 3 else np.int64, count=width * len(edge_records))
+            table = table.reshape(-1, width)
             src, dst = table[:, 0].astype(np.int64), table[:, 1].astype(np.int64)
         except (TypeError, ValueError, OverflowError) as exc:
             raise PregelError(
@@ -181,9 +184,7 @@ class ArrayEngine:
         values[from_vertices] = vvals[first[from_vertices]]
         # dedupe edges, sorted by source position then target: CSR order
         spos = np.searchsorted(ids, src)
-        pairs = np.unique(np.stack([spos, dst], axis=1), axis=0, return_index=True)
-        order = pairs[1]
-        spos, dst = pairs[0][:, 0], pairs[0][:, 1]
+        spos, dst, order = _unique_edges(spos, dst)
         if weighted:
             self.edge_values = table[:, 2][order]
         self.ids = ids
@@ -318,3 +319,16 @@ class ArrayEngine:
 
 
 _NONE: Any = object()
+
+
+def _unique_edges(spos: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct (source position, target) pairs sorted by both, and where each came from."""
+    if len(dst) == 0:
+        return spos, dst, np.zeros(0, np.int64)
+    low, high = int(dst.min()), int(dst.max())
+    span = high - low + 1
+    if span * (int(spos.max()) + 1) < 1 << 62:  # one int64 key per edge: a 1-D unique, much faster
+        _, order = np.unique(spos * span + (dst - low), return_index=True)
+        return spos[order], dst[order], order
+    pairs, order = np.unique(np.stack([spos, dst], axis=1), axis=0, return_index=True)
+    return pairs[:, 0], pairs[:, 1], order

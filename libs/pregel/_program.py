@@ -74,6 +74,7 @@ class Program(ProgramBase):
         compute: Callable[[PregelVertex, list[Any]], None] | None = None,
         *,
         combine: Callable[[Any, Any], Any] | None = None,
+        initial_value: Callable[[Any, Any], Any] | None = None,
         aggregators: Mapping[str, Aggregator] | None = None,
         on_missing_vertex: str | None = None,
     ) -> None:
@@ -81,6 +82,8 @@ class Program(ProgramBase):
             self.compute = compute  # type: ignore[method-assign]
         if combine is not None:
             self.combine = combine
+        if initial_value is not None:
+            self.initial_value = initial_value  # type: ignore[method-assign]
         if aggregators is not None:
             self.aggregators = dict(aggregators)
         if on_missing_vertex is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from timely.net import Codec, CodecError
+from timely import Codec, CodecError
 
 from .._hash import stable_hash
 from ._errors import PregelError
