@@ -26,7 +26,7 @@ class Aggregator:
         self, merge: Callable[[Any, Any], Any] | None = None, initial: Any = None, *, persistent: bool = False
     ) -> None:
         if merge is not None:
-            self.merge = merge  # type: ignore[method-assign]
+            self.merge = merge  # type: ignore[method-assign,assignment]
         self.initial = initial
         self.persistent = persistent
 

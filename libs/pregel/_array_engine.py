@@ -288,6 +288,7 @@ class ArrayEngine:
             return {}, 0
         if len(chunks) == 1 and chunks[0][2] is not None:
             targets, values, slices = chunks[0]
+            assert slices is not None
             return {w: (targets[lo:hi], values[lo:hi]) for w, lo, hi in slices}, len(targets)
         targets = np.concatenate([c[0] for c in chunks])
         values = np.concatenate([c[1] for c in chunks])

@@ -98,7 +98,7 @@ def pregel(
         raise PregelError(f"pregel {name!r}: the graph streams must be in the root scope")
     if vertices is None:
         vertices = edges.flat_map(f"{name}.endpoints", _endpoints)
-    engine: Callable[[ProgramBase, int, str], Any] = ArrayEngine if isinstance(program, ArrayProgram) else VertexEngine
+    engine: Callable[..., Any] = ArrayEngine if isinstance(program, ArrayProgram) else VertexEngine
 
     loop = LoopContext(scope, name)
     v_in = loop.ingress(vertices, "vertices")

@@ -79,11 +79,11 @@ class Program(ProgramBase):
         on_missing_vertex: str | None = None,
     ) -> None:
         if compute is not None:
-            self.compute = compute  # type: ignore[method-assign]
+            self.compute = compute  # type: ignore[method-assign,assignment]
         if combine is not None:
             self.combine = combine
         if initial_value is not None:
-            self.initial_value = initial_value  # type: ignore[method-assign]
+            self.initial_value = initial_value  # type: ignore[method-assign,assignment]
         if aggregators is not None:
             self.aggregators = dict(aggregators)
         if on_missing_vertex is not None:
