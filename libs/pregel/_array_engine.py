@@ -128,13 +128,16 @@ class ArrayStep:
             self._engine.halted |= which
 
     def aggregate(self, name: str, value: Any) -> None:
-        self._engine.aggregate(name, value)
+        self._engine.aggregate(name, value, self.superstep)
 
     def aggregated(self, name: str) -> Any:
         try:
             return self._aggregated[name]
         except KeyError:
-            raise PregelError(f"no aggregator named {name!r}") from None
+            raise PregelError(
+                f"pregel {self._engine.name!r}: superstep {self.superstep} read aggregator {name!r}, "
+                "but the program has no aggregator of that name"
+            ) from None
 
 
 class ArrayEngine:
@@ -160,7 +163,14 @@ class ArrayEngine:
 
     # Loading ---------------------------------------------------------------------------------
     def load(self, vertex_records: list[Any], edge_records: list[Any]) -> None:
-        width = len(edge_records[0]) if edge_records else 2
+        widths = set(map(len, edge_records))
+        width = widths.pop() if len(widths) == 1 else 2
+        if widths:
+            raise PregelError(
+                f"pregel {self.name!r}: an ArrayProgram needs edges all of the form (src, dst) or all (src, dst, value)"
+            )
+        ends = chain.from_iterable(edge_records) if width == 2 else chain.from_iterable(r[:2] for r in edge_records)
+        _check_integers(self.name, chain((r[0] for r in vertex_records), ends))
         try:
             vids = np.fromiter([r[0] for r in vertex_records], dtype=np.int64, count=len(vertex_records))
             vvals = np.array([np.nan if r[1] is None else r[1] for r in vertex_records], dtype=np.float64).astype(
@@ -172,8 +182,7 @@ class ArrayEngine:
             src, dst = table[:, 0].astype(np.int64), table[:, 1].astype(np.int64)
         except (TypeError, ValueError, OverflowError) as exc:
             raise PregelError(
-                f"pregel {self.name!r}: an ArrayProgram needs integer vertex ids, and edges all of the form "
-                f"(src, dst) or all (src, dst, value) ({exc})"
+                f"pregel {self.name!r}: an ArrayProgram needs integer vertex ids that fit in 64 bits ({exc})"
             ) from exc
         weighted = width == 3
         ids, first = np.unique(np.concatenate([vids, src]), return_index=True)
@@ -309,10 +318,13 @@ class ArrayEngine:
         }
         return out, len(targets)
 
-    def aggregate(self, name: str, value: Any) -> None:
+    def aggregate(self, name: str, value: Any, superstep: int) -> None:
         aggregator = self.program.aggregators.get(name)
         if aggregator is None:
-            raise PregelError(f"pregel {self.name!r}: no aggregator named {name!r}")
+            raise PregelError(
+                f"pregel {self.name!r}: superstep {superstep} contributed to aggregator {name!r}, "
+                "but the program has no aggregator of that name"
+            )
         if isinstance(value, np.generic):
             value = value.item()
         old = self._partial.get(name, _NONE)
@@ -320,6 +332,15 @@ class ArrayEngine:
 
 
 _NONE: Any = object()
+
+
+def _check_integers(name: str, ids: Any) -> None:
+    """Refuse ids that numpy would silently turn into integers (0.5, True, "12")."""
+    bad = [t for t in set(map(type, ids)) if t is bool or not issubclass(t, (int, np.integer))]
+    if bad:
+        raise PregelError(
+            f"pregel {name!r}: an ArrayProgram needs integer vertex ids, got {', '.join(t.__name__ for t in bad)}"
+        )
 
 
 def _unique_edges(spos: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

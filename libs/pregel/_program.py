@@ -138,12 +138,18 @@ class Master:
         try:
             return self._aggregated[name]
         except KeyError:
-            raise PregelError(f"master_compute: no aggregator named {name!r}") from None
+            raise PregelError(
+                f"master_compute after superstep {self.superstep} read aggregator {name!r}, "
+                "but the program has no aggregator of that name"
+            ) from None
 
     def set_aggregated(self, name: str, value: Any) -> None:
         """Replace what vertices read from aggregator ``name`` in the next superstep."""
         if name not in self._aggregated:
-            raise PregelError(f"master_compute: no aggregator named {name!r}")
+            raise PregelError(
+                f"master_compute after superstep {self.superstep} set aggregator {name!r}, "
+                "but the program has no aggregator of that name"
+            )
         self._aggregated[name] = value
 
     def halt(self) -> None:

@@ -17,7 +17,9 @@ __all__ = ["PregelVertex", "VertexEngine"]
 # removals, vertex additions, edge additions.
 REMOVE_EDGE, REMOVE_VERTEX, ADD_VERTEX, ADD_EDGE = range(4)
 
-_PLAIN = frozenset({int, float, str, bytes, bool, type(None)})
+_PLAIN = frozenset({float, str, bytes, bool, type(None)})
+"""Types the codec always sends; everything else (ints included: 64 bits at most) is checked."""
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
 
 
 class _Node:
@@ -61,13 +63,15 @@ class PregelVertex:
 
     @property
     def num_vertices(self) -> int:
-        """Vertices in the whole graph at the end of the previous superstep (after loading, in superstep 0)."""
+        """Vertices in the whole graph at the end of the previous superstep, before its mutations
+        and before vertices made for messages (after loading, in superstep 0)."""
         return self._engine.num_vertices
 
     def send(self, target: Any, message: Any) -> None:
         """Send ``message`` to vertex ``target``; it receives it in the next superstep."""
         engine = self._engine
-        if type(message) not in _PLAIN:
+        t = type(message)
+        if t not in _PLAIN and not (t is int and _INT_MIN <= message <= _INT_MAX):
             engine.check_message(self.id, message)
         out = engine.outbox
         combine = engine.combine
@@ -80,7 +84,8 @@ class PregelVertex:
     def send_to_all_neighbors(self, message: Any) -> None:
         """`send` ``message`` along every out-edge."""
         engine = self._engine
-        if type(message) not in _PLAIN:
+        t = type(message)
+        if t not in _PLAIN and not (t is int and _INT_MIN <= message <= _INT_MAX):
             engine.check_message(self.id, message)
         out = engine.outbox
         combine = engine.combine
@@ -98,14 +103,18 @@ class PregelVertex:
 
     def aggregate(self, name: str, value: Any) -> None:
         """Contribute ``value`` to aggregator ``name`` for this superstep."""
-        self._engine.aggregate(name, value)
+        self._engine.aggregate(name, value, self.id)
 
     def aggregated(self, name: str) -> Any:
         """Aggregator ``name``'s result from the previous superstep (its ``initial`` in superstep 0)."""
         try:
             return self._engine.aggregated[name]
         except KeyError:
-            raise PregelError(f"vertex {self.id!r}: no aggregator named {name!r}") from None
+            engine = self._engine
+            raise PregelError(
+                f"pregel {engine.name!r}: vertex {self.id!r} read aggregator {name!r} in superstep "
+                f"{engine.superstep}, but the program has no aggregator of that name"
+            ) from None
 
     # Graph mutations: requests, applied before the next superstep --------------------------
     def add_vertex(self, vertex_id: Any, value: Any = None) -> None:
@@ -125,6 +134,7 @@ class PregelVertex:
         self._request(REMOVE_EDGE, source, (source, target))
 
     def _request(self, kind: int, owner: Any, args: tuple[Any, ...]) -> None:
+        self._engine.check_message(self.id, args, "asked for a graph mutation with")
         self._seq += 1
         self._engine.mutations.append((owner, (kind, self.id, self._seq, args)))
 
@@ -152,7 +162,7 @@ class VertexEngine:
 
     # Loading ---------------------------------------------------------------------------------
     def load(self, vertex_records: list[Any], edge_records: list[Any]) -> None:
-        initial = self.program.initial_value
+        initial = self._initial
         vertices = self.vertices
         for record in vertex_records:
             vid, value = record
@@ -252,10 +262,17 @@ class VertexEngine:
                     box[target].append(message)
             inbox = box
         else:
-            for payload in payloads:
-                for target, message in payload:
-                    old = inbox.get(target, MISSING)
-                    inbox[target] = message if old is MISSING else combine(old, message)
+            target = None
+            try:
+                for payload in payloads:
+                    for target, message in payload:
+                        old = inbox.get(target, MISSING)
+                        inbox[target] = message if old is MISSING else combine(old, message)
+            except Exception as exc:
+                raise PregelError(
+                    f"pregel {self.name!r}: combine raised {type(exc).__name__} on messages for vertex {target!r} "
+                    f"in superstep {self.superstep}: {exc}"
+                ) from exc
             inbox = {target: [message] for target, message in inbox.items()}
         vertices = self.vertices
         missing = [t for t in inbox if t not in vertices]
@@ -272,36 +289,45 @@ class VertexEngine:
                 if policy == "drop":
                     del inbox[t]
                 else:
-                    vertices[t] = _Node(self.program.initial_value(t, None))
+                    vertices[t] = _Node(self._initial(t, None))
         return inbox
 
-    def aggregate(self, name: str, value: Any) -> None:
+    def aggregate(self, name: str, value: Any, vertex: Any) -> None:
         aggregator = self.program.aggregators.get(name)
         if aggregator is None:
-            raise PregelError(f"pregel {self.name!r}: no aggregator named {name!r}")
+            raise PregelError(
+                f"pregel {self.name!r}: vertex {vertex!r} contributed to aggregator {name!r} in superstep "
+                f"{self.superstep}, but the program has no aggregator of that name"
+            )
+        if type(value) not in _PLAIN:
+            self.check_message(vertex, value, f"contributed to aggregator {name!r}")
         partial = self._partial
         old = partial.get(name, MISSING)
         partial[name] = value if old is MISSING else aggregator.merge(old, value)
 
-    def check_message(self, sender: Any, message: Any) -> None:
-        """Refuse, on any number of processes, a message the codec could not send between them."""
+    def check_message(self, sender: Any, message: Any, what: str = "sent") -> None:
+        """Refuse, on any number of processes, what the codec could not send between them."""
         t = type(message)
-        if t in self._encodable:
+        if t in self._encodable or t in _PLAIN:
             return
-        if t is tuple:
+        if isinstance(message, (tuple, list, set, frozenset)):
             for part in message:
-                if type(part) not in _PLAIN:
-                    self.check_message(sender, part)
+                self.check_message(sender, part, what)
+            return
+        if isinstance(message, dict):
+            for key, value in message.items():
+                self.check_message(sender, key, what)
+                self.check_message(sender, value, what)
             return
         try:
             self._codec.encode(message)
         except CodecError as exc:
             raise PregelError(
-                f"pregel {self.name!r}: vertex {sender!r} sent {message!r} in superstep {self.superstep}, "
+                f"pregel {self.name!r}: vertex {sender!r} {what} {message!r} in superstep {self.superstep}, "
                 f"which cannot be sent between processes ({exc}); send plain data, or register the type "
                 "with timely.register_codec"
             ) from exc
-        if t not in (list, dict, set, frozenset):
+        if t is not int:  # a registered type: one encodable instance vouches for the type
             self._encodable.add(t)
 
     def apply(self, payloads: list[Any]) -> None:
@@ -311,7 +337,6 @@ class VertexEngine:
         requests = [request for payload in payloads for _, request in payload]
         requests.sort(key=_request_order)
         vertices = self.vertices
-        program = self.program
         additions: dict[Any, list[Any]] = {}
         for kind, _, _, args in requests:
             if kind == REMOVE_EDGE:
@@ -329,19 +354,35 @@ class VertexEngine:
                 src, dst, value = args
                 node = vertices.get(src)
                 if node is None:
-                    node = vertices[src] = _Node(program.initial_value(src, None))
+                    node = vertices[src] = _Node(self._initial(src, None))
                 node.edges[dst] = value
         if additions:
             self._add_vertices(additions)
+
+    def _initial(self, vid: Any, value: Any) -> Any:
+        try:
+            return self.program.initial_value(vid, value)
+        except PregelError:
+            raise
+        except Exception as exc:
+            raise PregelError(
+                f"pregel {self.name!r}: initial_value raised {type(exc).__name__} for vertex {vid!r}: {exc}"
+            ) from exc
 
     def _add_vertices(self, additions: dict[Any, list[Any]]) -> None:
         vertices = self.vertices
         resolve = self.program.resolve_add_vertex
         for vid, requested in additions.items():
             node = vertices.get(vid)
-            value = resolve(vid, MISSING if node is None else node.value, requested)
+            try:
+                value = resolve(vid, MISSING if node is None else node.value, requested)
+            except Exception as exc:
+                raise PregelError(
+                    f"pregel {self.name!r}: resolve_add_vertex raised {type(exc).__name__} for vertex {vid!r} "
+                    f"before superstep {self.superstep}: {exc}"
+                ) from exc
             if node is None:
-                vertices[vid] = _Node(self.program.initial_value(vid, value))
+                vertices[vid] = _Node(self._initial(vid, value))
             else:
                 node.value = value
 
