@@ -1,0 +1,55 @@
+"""libs/bloom: asynchronous monotone programs on timely (Bloom and BloomL; Naiad §2.4, §4.2).
+
+    from libs import bloom
+
+    def build(scope):
+        edges = scope.new_input("edges")
+        with bloom.Program(scope, "tc") as p:
+            link = p.table("link", edges)
+            path = p.table("path")
+            path |= link
+            path |= link.join(path, lambda l: l[1], lambda q: q[0], lambda l, q: (l[0], q[1]))
+        return edges, p.output(path)
+
+Rules over tables, scratch collections and channels run inside one timely loop with no
+``notify_at``: nothing waits for an iteration to end, and the loop stops when nothing new is
+derived. Lattices (`LMax`, `LMin`, `LBool`, `LSet`, `LMap`, `LCounter`, `LPair`) merge values
+that grow; `aggregate` sends a value each time it grows, or, coordinated, once per complete
+time. Functions marked `monotone` / `morphism` are forwarded without waiting; anything else
+waits for a notification. Built on timely's public API only. See docs/bloom.md.
+"""
+
+from . import programs
+from ._errors import BloomError
+from ._functions import kind_of, monotone, morphism
+from ._lattice import Lattice, LBool, LCounter, LMap, LMax, LMin, LPair, LSet
+from ._operators import aggregate, apply, distinct, join, not_in, when
+from ._program import Collection, Expr, LatticeCollection, LatticeExpr, Output, Program
+
+__all__ = [
+    "BloomError",
+    "Collection",
+    "Expr",
+    "LBool",
+    "LCounter",
+    "LMap",
+    "LMax",
+    "LMin",
+    "LPair",
+    "LSet",
+    "Lattice",
+    "LatticeCollection",
+    "LatticeExpr",
+    "Output",
+    "Program",
+    "aggregate",
+    "apply",
+    "distinct",
+    "join",
+    "kind_of",
+    "monotone",
+    "morphism",
+    "not_in",
+    "programs",
+    "when",
+]

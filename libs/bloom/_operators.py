@@ -1,0 +1,523 @@
+"""The operators, as timely vertices: the coordination-free ones send from ``on_recv`` and never
+call ``notify_at``; the coordinated ones wait for ``on_notify`` (Naiad §2.4, §4.2).
+
+Times and answers. The operators run in the root scope or in a loop directly inside it, so a
+time is ``(epoch,)`` or ``(epoch, iteration)``. The iteration counter only says *when* a fact
+was derived; what a fact means is decided by its epoch:
+
+- a *persistent* fact sent at epoch ``e`` holds at every epoch from ``e`` on (Bloom's tables):
+  the answer at epoch ``e`` is every fact sent at an epoch ``<= e``;
+- a *scratch* fact holds at its own epoch only (Bloom's scratch collections and channels);
+- a *lattice* record ``(key, value)`` sent at epoch ``e`` is a lower bound of the key's value
+  at every epoch from ``e`` on: the answer is the merge of what was sent at epochs ``<= e``.
+  An aggregate sends each epoch's *whole* value whenever it grows (also for later epochs it
+  already knows, when a late record of an earlier epoch arrives), so a monotone function of the
+  records it sends sees every epoch's complete value, not only pieces of it.
+
+So an operator never needs to know that an epoch is complete to say something true about it,
+and a fact derived from facts of two epochs is sent at the later one (a vertex may always send
+later than it holds). The answer is final once a probe after the loop has passed the epoch.
+
+Termination. Records move only while something new is derived: `distinct` and `join` drop what
+they have already seen (at the same or an earlier epoch), `aggregate` drops what does not make
+its value grow. With finitely many facts, and lattice values that can grow only finitely often,
+the loop drains and the computation ends without anyone counting iterations.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from timely import Stream, Timestamp, Vertex
+
+from .._hash import stable_hash
+from ._errors import BloomError
+from ._functions import kind_of
+from ._lattice import Lattice
+
+__all__ = ["aggregate", "apply", "distinct", "join", "not_in", "when"]
+
+
+def _check_scope(op: str, *streams: Stream) -> None:
+    for s in streams:
+        if s.scope.depth > 1:
+            raise BloomError(
+                f"{op}: runs in the root scope or in a loop directly inside it, but {s!r} is "
+                f"{s.scope.depth} loops deep (facts are dated by epoch; outer loop counters would be lost)"
+            )
+
+
+def _by_record(record: Any) -> int:
+    return stable_hash(record)
+
+
+def _by_key(record: tuple[Any, Any]) -> int:
+    return stable_hash(record[0])
+
+
+def _at(time: Timestamp, epoch: int) -> Timestamp:
+    return time if time[0] == epoch else time.with_epoch(epoch)
+
+
+def _unhashable(op: str, record: Any, exc: BaseException) -> BloomError:
+    return BloomError(f"{op}: record {record!r} cannot be kept in a set ({exc})")
+
+
+# distinct --------------------------------------------------------------------------------------
+class _Distinct(Vertex):
+    """Sends each fact the first time it holds: once per fact (persistent), or once per fact and
+    epoch (scratch). Coordinated: the same facts, but sent in ``on_notify`` once per time."""
+
+    def __init__(self, name: str, persistent: bool, coordinated: bool) -> None:
+        self.name = name
+        self.persistent = persistent
+        self.coordinated = coordinated
+        self.first: dict[Any, int] = {}
+        """Persistent: fact -> the earliest epoch it was sent at."""
+        self.by_epoch: dict[int, set[Any]] = {}
+        """Scratch: epoch -> the facts sent at it."""
+        self.pending: dict[Timestamp, list[Any]] = {}
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        if self.coordinated:
+            pending = self.pending.get(time)
+            if pending is None:
+                pending = self.pending[time] = []
+                self.notify_at(time)
+            pending.extend(records)
+            return
+        fresh = self._fresh(records, time[0])
+        if fresh:
+            self.send_by(self.outputs[0], fresh, time)
+
+    def on_notify(self, time: Timestamp) -> None:
+        fresh = self._fresh(self.pending.pop(time), time[0])
+        if fresh:
+            self.send_by(self.outputs[0], fresh, time)
+
+    def _fresh(self, records: list[Any], epoch: int) -> list[Any]:
+        fresh = []
+        try:
+            if self.persistent:
+                first = self.first
+                for r in records:
+                    seen = first.get(r)
+                    if seen is None or epoch < seen:
+                        first[r] = epoch
+                        fresh.append(r)
+            else:
+                seen_now = self.by_epoch.setdefault(epoch, set())
+                for r in records:
+                    if r not in seen_now:
+                        seen_now.add(r)
+                        fresh.append(r)
+        except TypeError as exc:
+            bad = next(r for r in records if not isinstance(r, Hashable))
+            raise _unhashable(f"distinct {self.name!r}", bad, exc) from exc
+        return fresh
+
+
+def distinct(
+    stream: Stream,
+    name: str = "distinct",
+    *,
+    persistent: bool = True,
+    coordinated: bool = False,
+    exchange: Callable[[Any], int] | None = _by_record,
+) -> Stream:
+    """Each fact once: the set-valued collection behind a table (``persistent``) or a scratch.
+
+    Coordination-free unless ``coordinated``, which holds new facts until their time is
+    complete and sends them in one batch per time (one notification per time)."""
+    _check_scope(f"distinct {name!r}", stream)
+    return stream.stage(name, lambda: _Distinct(name, persistent, coordinated), exchange=exchange)  # type: ignore[no-any-return]
+
+
+# join ------------------------------------------------------------------------------------------
+def _epochs(epoch: int, mine_persistent: bool, theirs: Any, theirs_persistent: bool) -> tuple[int, ...]:
+    """The earliest epochs at which a fact of epoch ``epoch`` and its match both hold."""
+    if mine_persistent:
+        if theirs_persistent:
+            return (epoch if theirs <= epoch else theirs,)
+        return tuple(s for s in theirs if s >= epoch)
+    if theirs_persistent:
+        return (epoch,) if theirs <= epoch else ()
+    return (epoch,) if epoch in theirs else ()
+
+
+class _Join(Vertex):
+    """Keeps both inputs indexed by key; a new record meets every match already there."""
+
+    def __init__(
+        self,
+        name: str,
+        keys: tuple[Callable[[Any], Any], Callable[[Any], Any]],
+        fn: Callable[[Any, Any], Any],
+        persistent: tuple[bool, bool],
+    ) -> None:
+        self.name = name
+        self.keys = keys
+        self.fn = fn
+        self.persistent = persistent
+        self.index: tuple[dict[Any, dict[Any, Any]], dict[Any, dict[Any, Any]]] = ({}, {})
+        """Per input: key -> record -> earliest epoch (persistent) or set of epochs (scratch)."""
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        epoch = time[0]
+        key_of = self.keys[edge]
+        mine, theirs = self.index[edge], self.index[1 - edge]
+        mine_p, theirs_p = self.persistent[edge], self.persistent[1 - edge]
+        fn = self.fn
+        now: list[Any] = []
+        later: dict[int, list[Any]] = {}
+        for r in records:
+            try:
+                k = key_of(r)
+                bucket = mine.get(k)
+                if bucket is None:
+                    bucket = mine[k] = {}
+                old = bucket.get(r)
+            except Exception as exc:
+                raise BloomError(
+                    f"join {self.name!r}: the key of input {edge} failed on record {r!r}: {exc!r}"
+                ) from exc
+            if mine_p:
+                if old is not None and old <= epoch:
+                    continue
+                bucket[r] = epoch
+            elif old is None:
+                bucket[r] = {epoch}
+            elif epoch in old:
+                continue
+            else:
+                old.add(epoch)
+            matches = theirs.get(k)
+            if not matches:
+                continue
+            try:
+                for other, when in matches.items():
+                    if mine_p and theirs_p and when <= epoch:
+                        now.append(fn(r, other) if edge == 0 else fn(other, r))
+                        continue
+                    for e in _epochs(epoch, mine_p, when, theirs_p):
+                        out = fn(r, other) if edge == 0 else fn(other, r)
+                        if e == epoch:
+                            now.append(out)
+                        else:
+                            later.setdefault(e, []).append(out)
+            except Exception as exc:
+                raise BloomError(f"join {self.name!r}: the result function failed on {r!r}: {exc!r}") from exc
+        if now:
+            self.send_by(self.outputs[0], now, time)
+        for e, out in later.items():
+            self.send_by(self.outputs[0], out, time.with_epoch(e))
+
+
+def join(
+    left: Stream,
+    right: Stream,
+    left_key: Callable[[Any], Any],
+    right_key: Callable[[Any], Any],
+    fn: Callable[[Any, Any], Any] | None = None,
+    name: str = "join",
+    *,
+    persistent: tuple[bool, bool] = (True, True),
+) -> Stream:
+    """``fn(l, r)`` for every pair with equal keys (default: the pair ``(l, r)``), coordination-free.
+
+    Each input is also deduplicated: a record already joined (at the same or an earlier epoch)
+    is dropped. ``persistent`` says, per input, whether its facts hold from their epoch on or at
+    their epoch only; a result is sent at the earliest epoch at which both of its facts hold."""
+    _check_scope(f"join {name!r}", left, right)
+    f = fn if fn is not None else _pair
+    keys = (left_key, right_key)
+    return left.scope.stage(
+        name,
+        lambda: _Join(name, keys, f, persistent),
+        [left, right],
+        exchange=[lambda r: stable_hash(left_key(r)), lambda r: stable_hash(right_key(r))],
+    )  # type: ignore[no-any-return]
+
+
+def _pair(left: Any, right: Any) -> tuple[Any, Any]:
+    return (left, right)
+
+
+# aggregate ---------------------------------------------------------------------------------------
+class _History:
+    """One key's value by epoch: ``epochs[i]`` and the merged value of everything at epochs
+    ``<= epochs[i]`` (cumulative, so reading an epoch's value is one bisection)."""
+
+    __slots__ = ("epochs", "values")
+
+    def __init__(self, epoch: int, value: Lattice) -> None:
+        self.epochs = [epoch]
+        self.values = [value]
+
+    def upto(self, epoch: int) -> Lattice | None:
+        i = bisect.bisect_right(self.epochs, epoch) - 1
+        return self.values[i] if i >= 0 else None
+
+    def absorb(self, epoch: int, x: Lattice) -> list[tuple[int, Lattice]]:
+        """Merge ``x`` in at ``epoch``; every ``(epoch, new value)`` that grew: the one at ``epoch``
+        and those of later epochs already known. Each whole value is sent again, not just ``x``, so
+        that a monotone function downstream sees every epoch's complete value (``f(a) ⊔ f(b)``
+        can be less than ``f(a ⊔ b)`` for a threshold)."""
+        epochs, values = self.epochs, self.values
+        if len(epochs) == 1 and epochs[0] == epoch:  # the common case: one epoch
+            old = values[0]
+            new = old.merge(x)
+            if new is old or new == old:
+                return []
+            values[0] = new
+            return [(epoch, new)]
+        i = bisect.bisect_right(epochs, epoch) - 1
+        if i >= 0:
+            old = values[i]
+            new = old.merge(x)
+            if new is old or new == old:
+                return []
+        else:
+            new = x
+        if i >= 0 and epochs[i] == epoch:
+            values[i] = new
+        else:
+            i += 1
+            epochs.insert(i, epoch)
+            values.insert(i, new)
+        grown = [(epoch, new)]
+        for j in range(i + 1, len(epochs)):
+            old = values[j]
+            merged = old.merge(x)
+            if merged is not old and merged != old:
+                values[j] = merged
+                grown.append((epochs[j], merged))
+        return grown
+
+
+class _Aggregate(Vertex):
+    """Merges ``(key, lattice)`` records per key. Asynchronous: sends ``(key, value)`` as soon as
+    the key's value grows. Coordinated: once per time, in ``on_notify``, for each key that grew."""
+
+    def __init__(self, name: str, lattice: type[Lattice] | None, coordinated: bool) -> None:
+        self.name = name
+        self.lattice = lattice
+        self.coordinated = coordinated
+        self.history: dict[Any, _History] = {}
+        self.pending: dict[Timestamp, list[Any]] = {}
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        if self.coordinated:
+            pending = self.pending.get(time)
+            if pending is None:
+                pending = self.pending[time] = []
+                self.notify_at(time)
+            pending.extend(records)
+            return
+        self._send(self._absorb(records, time[0]), time)
+
+    def on_notify(self, time: Timestamp) -> None:
+        self._send(self._absorb(self.pending.pop(time), time[0]), time)
+
+    def _send(self, out: dict[int, list[tuple[Any, Lattice]]], time: Timestamp) -> None:
+        for epoch, records in out.items():
+            self.send_by(self.outputs[0], records, _at(time, epoch))
+
+    def _absorb(self, records: list[Any], epoch: int) -> dict[int, list[tuple[Any, Lattice]]]:
+        grouped: dict[Any, list[Lattice]] = {}
+        try:
+            for key, value in records:
+                vs = grouped.get(key)
+                if vs is None:
+                    grouped[key] = [value]
+                else:
+                    vs.append(value)
+        except (TypeError, ValueError) as exc:
+            bad = next((r for r in records if not (isinstance(r, tuple) and len(r) == 2)), records[0])
+            raise BloomError(
+                f"aggregate {self.name!r}: records must be (key, lattice) pairs with a hashable key, got {bad!r}"
+            ) from exc
+        history = self.history
+        expected = self.lattice
+        out: dict[int, list[tuple[Any, Lattice]]] = {}
+        for key, values in grouped.items():
+            first = values[0]
+            cls = type(first)
+            if (expected is not None and cls is not expected) or not isinstance(first, Lattice):
+                want = expected.__name__ if expected is not None else "a Lattice"
+                raise BloomError(f"aggregate {self.name!r}: key {key!r} got {first!r}, which is not {want}")
+            x = first if len(values) == 1 else cls.merge_all(values)
+            h = history.get(key)
+            if h is None:
+                if x.is_bottom():
+                    continue
+                history[key] = _History(epoch, x)
+                out.setdefault(epoch, []).append((key, x))
+                continue
+            for e, new in h.absorb(epoch, x):
+                out.setdefault(e, []).append((key, new))
+        return out
+
+    def value(self, key: Any, epoch: int) -> Lattice | None:
+        """This worker's value of ``key`` at ``epoch`` so far (for tests and debugging)."""
+        h = self.history.get(key)
+        return None if h is None else h.upto(epoch)
+
+
+def aggregate(
+    stream: Stream,
+    name: str = "aggregate",
+    *,
+    lattice: type[Lattice] | None = None,
+    coordinated: bool = False,
+) -> Stream:
+    """Merge a stream of ``(key, lattice value)`` per key (BloomL's lattice aggregation).
+
+    Asynchronous (the default): whenever a key's value grows it sends ``(key, value)`` at once
+    and requests no notification; what adds nothing is dropped, so a loop through it ends.
+    Coordinated: it sends, once per time and only after that time is complete, ``(key, value)``
+    for each key that grew: fewer messages, each a value that is final for that time."""
+    _check_scope(f"aggregate {name!r}", stream)
+    return stream.stage(name, lambda: _Aggregate(name, lattice, coordinated), exchange=_by_key)  # type: ignore[no-any-return]
+
+
+# apply and when: functions of lattice values ------------------------------------------------------
+class _Apply(Vertex):
+    def __init__(self, name: str, fn: Callable[[Any], Any]) -> None:
+        self.name = name
+        self.fn = fn
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        fn = self.fn
+        out = []
+        for key, value in records:
+            try:
+                out.append((key, fn(value)))
+            except Exception as exc:
+                raise BloomError(
+                    f"apply {self.name!r}: {fn!r} failed on key {key!r}, value {value!r}: {exc!r}"
+                ) from exc
+        self.send_by(self.outputs[0], out, time)
+
+
+def apply(stream: Stream, fn: Callable[[Any], Any], name: str = "apply") -> Stream:
+    """``(key, fn(value))`` for a stream of lattice records.
+
+    If ``fn`` is marked `monotone` or `morphism`, each improvement is mapped and sent at once:
+    ``fn`` of a lower bound is a lower bound of ``fn`` of the final value. Otherwise the values
+    are first merged by a coordinated `aggregate`, and ``fn`` sees, once per time, each grown
+    key's value complete for that time."""
+    _check_scope(f"apply {name!r}", stream)
+    if kind_of(fn) is None:
+        stream = aggregate(stream, f"{name}.wait", coordinated=True)
+    return stream.stage(name, lambda: _Apply(name, fn))  # type: ignore[no-any-return]
+
+
+class _When(Vertex):
+    """Sends ``key`` (a persistent fact) the first time ``predicate(value)`` is true."""
+
+    def __init__(self, name: str, predicate: Callable[[Lattice], Any]) -> None:
+        self.name = name
+        self.predicate = predicate
+        self.fired: dict[Any, int] = {}
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        epoch = time[0]
+        fired = self.fired
+        out = []
+        for key, value in records:
+            seen = fired.get(key)
+            if seen is not None and seen <= epoch:
+                continue
+            try:
+                verdict = self.predicate(value)
+            except Exception as exc:
+                raise BloomError(
+                    f"when {self.name!r}: the predicate failed on key {key!r}, value {value!r}: {exc!r}"
+                ) from exc
+            if verdict.value if isinstance(verdict, Lattice) else verdict:
+                fired[key] = epoch
+                out.append(key)
+        if out:
+            self.send_by(self.outputs[0], out, time)
+
+
+def when(stream: Stream, predicate: Callable[[Lattice], Any], name: str = "when") -> Stream:
+    """The keys of a lattice stream whose value satisfies ``predicate``, each sent once, as
+    persistent facts (BloomL's threshold test: a quorum reached stays reached).
+
+    A ``predicate`` marked `monotone` (returning an `LBool` or a bool that, once true, stays true
+    as the value grows) fires as soon as a partial value satisfies it, without coordination.
+    An unmarked predicate is only asked about values complete for their time."""
+    _check_scope(f"when {name!r}", stream)
+    if kind_of(predicate) is None:
+        stream = aggregate(stream, f"{name}.wait", coordinated=True)
+    return stream.stage(name, lambda: _When(name, predicate), exchange=_by_key)  # type: ignore[no-any-return]
+
+
+# not_in: stratified negation --------------------------------------------------------------------
+class _NotIn(Vertex):
+    """Facts of input 0 whose key is not among the facts of input 1, once each time is complete."""
+
+    def __init__(self, name: str, key: Callable[[Any], Any]) -> None:
+        self.name = name
+        self.key = key
+        self.positive: dict[Any, int] = {}
+        self.negative: dict[Any, int] = {}
+        self.sent: dict[int, set[Any]] = {}
+        self.asked: set[Timestamp] = set()
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        epoch = time[0]
+        facts = self.negative if edge else self.positive
+        for r in records:
+            seen = facts.get(r)
+            if seen is None or epoch < seen:
+                facts[r] = epoch
+        if time not in self.asked:
+            self.asked.add(time)
+            self.notify_at(time)
+
+    def on_notify(self, time: Timestamp) -> None:
+        self.asked.discard(time)
+        epoch = time[0]
+        negative = self.negative
+        sent = self.sent.setdefault(epoch, set())
+        out = []
+        for r, since in self.positive.items():
+            if since > epoch or r in sent:
+                continue
+            try:
+                k = self.key(r)
+            except Exception as exc:
+                raise BloomError(f"not_in {self.name!r}: the key failed on record {r!r}: {exc!r}") from exc
+            blocked = negative.get(k)
+            if blocked is None or blocked > epoch:
+                sent.add(r)
+                out.append(r)
+        if out:
+            self.send_by(self.outputs[0], out, time)
+
+
+def not_in(stream: Stream, negated: Stream, key: Callable[[Any], Any] | None = None, name: str = "not_in") -> Stream:
+    """The facts of ``stream`` whose ``key`` (default: the fact itself) is not a fact of ``negated``
+    (stratified negation; coordinated: one notification per time).
+
+    At each complete time it sends, as scratch facts of that epoch, every fact that holds then
+    and is not negated then, each once per epoch. ``negated`` must be complete at the times
+    ``stream`` carries: a lower stratum, e.g. a stream from outside the loop (brought in at
+    iteration 0) or the output of an earlier loop."""
+    _check_scope(f"not_in {name!r}", stream, negated)
+    k = key if key is not None else _identity
+    return stream.scope.stage(
+        name,
+        lambda: _NotIn(name, k),
+        [stream, negated],
+        exchange=[lambda r: stable_hash(k(r)), _by_record],
+    )  # type: ignore[no-any-return]
+
+
+def _identity(x: Any) -> Any:
+    return x
