@@ -15,11 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import json
-import os
 import pathlib
-import subprocess
-import sys
 from collections import Counter
 from typing import Any
 
@@ -28,6 +24,7 @@ import pytest
 
 import timely
 import timely.testing
+from tests import real_processes as real
 from tests.linq_cluster_program import (
     ALGORITHMS,
     EPOCHS,
@@ -166,19 +163,7 @@ async def simulated_all_at_once(algorithm: str, seed: int, processes: int) -> li
 
 
 def real_processes(algorithm: str, seed: int, processes: int) -> list[dict[str, Any]]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run(
-        [sys.executable, "-m", "timely.cli", "run", "-n", str(processes), PROGRAM, algorithm, str(seed)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT + 30,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    results = [json.loads(line.split("RESULT ", 1)[1]) for line in done.stdout.splitlines() if "RESULT " in line]
-    assert len(results) == processes, done.stdout[-3000:]
-    return results
+    return real.run(PROGRAM, algorithm, seed, processes=processes, timeout=TIMEOUT + 30)
 
 
 def assert_same(actual: dict[str, Any], expected: dict[str, Any]) -> None:

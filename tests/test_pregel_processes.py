@@ -14,12 +14,8 @@ checked against NetworkX.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
-import os
 import pathlib
-import subprocess
-import sys
 from typing import Any
 
 import networkx as nx
@@ -27,6 +23,7 @@ import pytest
 
 import timely
 import timely.testing
+from tests import real_processes as real
 from tests.pregel_cluster_program import (
     EPOCHS,
     KCORE_K,
@@ -164,19 +161,7 @@ async def simulated(seed: int, processes: int, workers: int = 1, lockstep: bool 
 
 
 def real_processes(seed: int, processes: int) -> list[dict[str, Any]]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run(
-        [sys.executable, "-m", "timely.cli", "run", "-n", str(processes), PROGRAM, str(seed)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT + 30,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    results = [json.loads(line.split("RESULT ", 1)[1]) for line in done.stdout.splitlines() if "RESULT " in line]
-    assert len(results) == processes, done.stdout[-3000:]
-    return results
+    return real.run(PROGRAM, seed, processes=processes, timeout=TIMEOUT + 30)
 
 
 # The tests ----------------------------------------------------------------------------------------------

@@ -1,0 +1,31 @@
+"""Runs a test program in N real OS processes (``timely run -n N``) and gathers their results.
+
+A program prints one line ``RESULT <json>`` per process; `run` returns them parsed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def run(program: str, *args: Any, processes: int, timeout: float) -> list[dict[str, Any]]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-m", "timely.cli", "run", "-n", str(processes), program, *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = [json.loads(line.split("RESULT ", 1)[1]) for line in done.stdout.splitlines() if "RESULT " in line]
+    assert len(results) == processes, done.stdout[-3000:]
+    return results
