@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 from zlib import crc32
 
-__all__ = ["stable_hash"]
+__all__ = ["by_first", "stable_hash"]
 
 _MASK = (1 << 61) - 1
 
@@ -32,3 +32,8 @@ def stable_hash(key: Any) -> int:
     if t is frozenset:
         return sum(stable_hash(part) for part in key) & _MASK
     return hash(key)
+
+
+def by_first(record: tuple[Any, ...]) -> int:
+    """The exchange function of ``(key, ...)`` records: route by the key."""
+    return stable_hash(record[0])

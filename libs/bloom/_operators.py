@@ -32,7 +32,7 @@ from typing import Any
 
 from timely import Stream, Timestamp, Vertex
 
-from .._hash import stable_hash
+from .._hash import by_first, stable_hash
 from ._errors import BloomError
 from ._functions import kind_of
 from ._lattice import Lattice
@@ -49,16 +49,17 @@ def _check_scope(op: str, *streams: Stream) -> None:
             )
 
 
-def _by_record(record: Any) -> int:
-    return stable_hash(record)
-
-
-def _by_key(record: tuple[Any, Any]) -> int:
-    return stable_hash(record[0])
-
-
 def _at(time: Timestamp, epoch: int) -> Timestamp:
     return time if time[0] == epoch else time.with_epoch(epoch)
+
+
+def _hold(vertex: Vertex, pending: dict[Timestamp, list[Any]], records: list[Any], time: Timestamp) -> None:
+    """Keep ``records`` until ``time`` is complete (the coordinated forms send in ``on_notify``)."""
+    held = pending.get(time)
+    if held is None:
+        held = pending[time] = []
+        vertex.notify_at(time)
+    held.extend(records)
 
 
 def _unhashable(op: str, record: Any, exc: BaseException) -> BloomError:
@@ -82,11 +83,7 @@ class _Distinct(Vertex):
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         if self.coordinated:
-            pending = self.pending.get(time)
-            if pending is None:
-                pending = self.pending[time] = []
-                self.notify_at(time)
-            pending.extend(records)
+            _hold(self, self.pending, records, time)
             return
         fresh = self._fresh(records, time[0])
         if fresh:
@@ -125,7 +122,7 @@ def distinct(
     *,
     persistent: bool = True,
     coordinated: bool = False,
-    exchange: Callable[[Any], int] | None = _by_record,
+    exchange: Callable[[Any], int] | None = stable_hash,
 ) -> Stream:
     """Each fact once: the set-valued collection behind a table (``persistent``) or a scratch.
 
@@ -310,11 +307,7 @@ class _Aggregate(Vertex):
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         if self.coordinated:
-            pending = self.pending.get(time)
-            if pending is None:
-                pending = self.pending[time] = []
-                self.notify_at(time)
-            pending.extend(records)
+            _hold(self, self.pending, records, time)
             return
         self._send(self._absorb(records, time[0]), time)
 
@@ -380,7 +373,7 @@ def aggregate(
     Coordinated: it sends, once per time and only after that time is complete, ``(key, value)``
     for each key that grew: fewer messages, each a value that is final for that time."""
     _check_scope(f"aggregate {name!r}", stream)
-    return stream.stage(name, lambda: _Aggregate(name, lattice, coordinated), exchange=_by_key)  # type: ignore[no-any-return]
+    return stream.stage(name, lambda: _Aggregate(name, lattice, coordinated), exchange=by_first)  # type: ignore[no-any-return]
 
 
 # apply and when: functions of lattice values ------------------------------------------------------
@@ -454,7 +447,7 @@ def when(stream: Stream, predicate: Callable[[Lattice], Any], name: str = "when"
     _check_scope(f"when {name!r}", stream)
     if kind_of(predicate) is None:
         stream = aggregate(stream, f"{name}.wait", coordinated=True)
-    return stream.stage(name, lambda: _When(name, predicate), exchange=_by_key)  # type: ignore[no-any-return]
+    return stream.stage(name, lambda: _When(name, predicate), exchange=by_first)  # type: ignore[no-any-return]
 
 
 # not_in: stratified negation --------------------------------------------------------------------
@@ -515,7 +508,7 @@ def not_in(stream: Stream, negated: Stream, key: Callable[[Any], Any] | None = N
         name,
         lambda: _NotIn(name, k),
         [stream, negated],
-        exchange=[lambda r: stable_hash(k(r)), _by_record],
+        exchange=[lambda r: stable_hash(k(r)), stable_hash],
     )  # type: ignore[no-any-return]
 
 

@@ -24,11 +24,10 @@ from typing import Any, Literal, Self
 
 from timely import Feedback, LoopContext, Probe, Scope, Stream, Timestamp
 
-from .._hash import stable_hash
+from .._hash import by_first, stable_hash
 from ._errors import BloomError
-from ._functions import kind_of
 from ._lattice import Lattice
-from ._operators import _Aggregate, _Distinct, _Join, _NotIn, _When, aggregate
+from ._operators import _Aggregate, _Distinct, apply, join, not_in, when
 
 __all__ = ["Collection", "Expr", "LatticeCollection", "LatticeExpr", "Output", "Program"]
 
@@ -73,12 +72,12 @@ class Program:
         ``coordinated`` holds each time's new facts until the time is complete (one notification
         per iteration, Naiad's synchronous style), for comparison with the default."""
         self._declare(name)
-        return Collection(self, name, "persistent", source, _by_record, coordinated)
+        return Collection(self, name, "persistent", source, stable_hash, coordinated)
 
     def scratch(self, name: str, source: Stream | None = None) -> Collection:
         """A per-epoch set (Bloom's scratch): a fact holds at the epoch it was derived at only."""
         self._declare(name)
-        return Collection(self, name, "scratch", source, _by_record)
+        return Collection(self, name, "scratch", source, stable_hash)
 
     def channel(
         self, name: str, source: Stream | None = None, address: Callable[[Any], Any] = itemgetter(0)
@@ -117,10 +116,6 @@ class Program:
         label = name or f"{collection.name}.out"
         stream = self.loop.egress(collection.stream, label)
         return Output(stream, collection.kind, isinstance(collection, LatticeCollection))
-
-
-def _by_record(record: Any) -> int:
-    return stable_hash(record)
 
 
 def _never(record: Any) -> bool:
@@ -185,14 +180,9 @@ class Expr:
                     f"join of {self.name!r} and {other.name!r}: {e.name!r} unions persistent and scratch facts; "
                     "merge it into a collection first"
                 )
-        name = self.program._name("join")
         persistent = (self.kind == "persistent", other.kind == "persistent")
-        f = fn if fn is not None else _pair
-        stream = self.program.loop.stage(
-            name,
-            lambda: _Join(name, (left_key, right_key), f, persistent),
-            [self.stream, other.stream],
-            exchange=[lambda r: stable_hash(left_key(r)), lambda r: stable_hash(right_key(r))],
+        stream = join(
+            self.stream, other.stream, left_key, right_key, fn, self.program._name("join"), persistent=persistent
         )
         kind: Kind = "persistent" if all(persistent) else "scratch"
         return Expr(self.program, f"{self.name}.join({other.name})", stream, kind)
@@ -218,22 +208,8 @@ class Expr:
             )
         name = self.program._name("not_in")
         inside = self.program.loop.ingress(negated, f"{name}.negated")
-        k = key if key is not None else _identity
-        stream = self.program.loop.stage(
-            name,
-            lambda: _NotIn(name, k),
-            [self.stream, inside],
-            exchange=[lambda r: stable_hash(k(r)), _by_record],
-        )
+        stream = not_in(self.stream, inside, key, name)
         return self._derive("not_in", stream, "scratch")
-
-
-def _pair(left: Any, right: Any) -> tuple[Any, Any]:
-    return (left, right)
-
-
-def _identity(x: Any) -> Any:
-    return x
 
 
 class Collection(Expr):
@@ -283,7 +259,7 @@ class LatticeCollection(Collection):
 
     def __init__(self, program: Program, name: str, lattice: type[Lattice] | None, source: Stream | None) -> None:
         self.lattice = lattice
-        super().__init__(program, name, "persistent", source, _by_key)
+        super().__init__(program, name, "persistent", source, by_first)
 
     def _vertex(self, name: str, kind: Kind) -> Callable[[], Any]:
         lattice = self.lattice
@@ -292,20 +268,12 @@ class LatticeCollection(Collection):
     def apply(self, fn: Callable[[Lattice], Lattice]) -> LatticeExpr:
         """``(key, fn(value))`` per improvement if ``fn`` is marked monotone (sent at once);
         else per time, on values complete for that time (coordinated)."""
-        stream = self.stream
-        name = self.program._name("apply")
-        if kind_of(fn) is None:
-            stream = aggregate(stream, f"{name}.wait", coordinated=True)
-        return LatticeExpr(self.program, f"{self.name}.apply", stream.map(name, lambda kv: (kv[0], fn(kv[1]))))
+        return LatticeExpr(self.program, f"{self.name}.apply", apply(self.stream, fn, self.program._name("apply")))
 
     def when(self, predicate: Callable[[Lattice], Any]) -> Expr:
         """The keys whose value satisfies ``predicate``, each once, as persistent facts; at once if
         the predicate is marked monotone (a threshold), else on values complete for their time."""
-        stream = self.stream
-        name = self.program._name("when")
-        if kind_of(predicate) is None:
-            stream = aggregate(stream, f"{name}.wait", coordinated=True)
-        out = stream.stage(name, lambda: _When(name, predicate), exchange=_by_key)
+        out = when(self.stream, predicate, self.program._name("when"))
         return Expr(self.program, f"{self.name}.when", out, "persistent")
 
 
@@ -314,10 +282,6 @@ class LatticeExpr(Expr):
 
     def __init__(self, program: Program, name: str, stream: Stream) -> None:
         super().__init__(program, name, stream, "persistent")
-
-
-def _by_key(record: tuple[Any, Any]) -> int:
-    return stable_hash(record[0])
 
 
 # Reading the answer ---------------------------------------------------------------------------------

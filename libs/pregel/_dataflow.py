@@ -25,7 +25,7 @@ from typing import Any
 
 from timely import LoopContext, Stream, Timestamp, Vertex
 
-from .._hash import stable_hash
+from .._hash import by_first
 from ._array_engine import ArrayEngine, ArrayProgram
 from ._errors import PregelError
 from ._program import Master, Program, ProgramBase
@@ -110,7 +110,7 @@ def pregel(
         "superstep",
         lambda: _Superstep(program, engine, name),
         [v_in, e_in, messages.stream, control.stream, mutations.stream],
-        exchange=[_by_vertex, _by_vertex, _by_worker, _by_worker, _by_worker],
+        exchange=[by_first, by_first, _by_worker, _by_worker, _by_worker],
         outputs=4,
     )
     control_out = loop.stage(
@@ -124,10 +124,6 @@ def pregel(
 
 def _endpoints(edge: tuple[Any, ...]) -> tuple[tuple[Any, None], tuple[Any, None]]:
     return ((edge[0], None), (edge[1], None))
-
-
-def _by_vertex(record: tuple[Any, ...]) -> int:
-    return stable_hash(record[0])
 
 
 def _by_worker(record: tuple[int, Any]) -> int:
