@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import pathlib
 from collections import Counter
 from typing import Any
 
@@ -37,7 +36,6 @@ from tests.linq_cluster_program import (
     weight,
 )
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGRAM = "tests/linq_cluster_program.py"
 TIMEOUT = 60.0
 """Seconds a whole computation (all its processes) may take."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import pathlib
 from typing import Any
 
 import networkx as nx
@@ -35,7 +34,6 @@ from tests.pregel_cluster_program import (
     union,
 )
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGRAM = "tests/pregel_cluster_program.py"
 TIMEOUT = 60.0
 """Seconds a whole computation (all its processes) may take."""
