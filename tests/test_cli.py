@@ -11,12 +11,13 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from timely.cli import ClusterConfig, ClusterConfigError, cluster_from_env, main
+from timely.cli import ClusterConfig, ClusterConfigError, _Sink, cluster_from_env, main
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the launcher's process handling is tested on POSIX")
 
@@ -586,3 +587,41 @@ def test_cluster_config_validates() -> None:
         ClusterConfig(2, 0, [("a", 1), ("b", 2)], 1, b"")
     with pytest.raises(ClusterConfigError, match="process_index 2 is not in 0..1"):
         ClusterConfig(2, 2, [("a", 1), ("b", 2)], 1, b"k")
+
+
+def test_the_launcher_writes_a_long_line_whole_when_signals_interrupt_it() -> None:
+    """Under PYTHONUNBUFFERED the launcher's stdout is a raw FileIO: a signal arriving while a
+    long line waits on a full pipe makes write() return short, and the rest must still go out."""
+    read_end, write_end = os.pipe()
+    raw = open(write_end, "wb", buffering=0)  # noqa: SIM115 - closed below, after the write
+
+    class Stream:
+        buffer = raw
+
+    data = b"y" * 500_000 + b"\n"
+    got = bytearray()
+
+    def slow_reader() -> None:
+        while chunk := os.read(read_end, 4096):
+            got.extend(chunk)
+            time.sleep(0.0005)
+
+    def pester(stop: threading.Event) -> None:
+        while not stop.wait(0.002):
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, lambda *_: None)
+    stop = threading.Event()
+    reader, pesterer = threading.Thread(target=slow_reader), threading.Thread(target=pester, args=(stop,))
+    reader.start()
+    pesterer.start()
+    try:
+        _Sink(Stream).write(data)  # type: ignore[arg-type]
+    finally:
+        stop.set()
+        pesterer.join()
+        raw.close()
+        reader.join(timeout=30)
+        os.close(read_end)
+        signal.signal(signal.SIGUSR1, previous)
+    assert bytes(got) == data

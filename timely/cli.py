@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import os
 import secrets
+import select
 import signal
 import socket
 import stat
@@ -179,7 +180,15 @@ class _Sink:
         if self.buffer is None:
             return
         try:
-            self.buffer.write(data)
+            # Under PYTHONUNBUFFERED the binary layer is a raw FileIO, whose write may take only
+            # part of the data (a signal, a full pipe): write until all of it is out.
+            view = memoryview(data)
+            while view:
+                written = self.buffer.write(view)
+                if written is None:  # a non-blocking descriptor that is full: wait until it drains
+                    select.select([], [self.buffer], [])
+                    continue
+                view = view[written:]
             self.buffer.flush()
         except (BrokenPipeError, ValueError):
             self._broken()
