@@ -278,16 +278,8 @@ class ArrayEngine:
         graph, reused by every superstep."""
         if self._plan is None:
             edge_src = np.repeat(np.arange(len(self.ids)), self.out_degree)
-            workers = self.targets % self.peers
-            order = np.lexsort((self.targets, workers))
-            t, w = self.targets[order], workers[order]
-            change = np.ones(len(t), bool)
-            change[1:] = t[1:] != t[:-1]
-            starts = np.flatnonzero(change)
-            uw = w[starts]
-            bounds = np.searchsorted(uw, np.arange(self.peers + 1))
-            slices = [(k, int(bounds[k]), int(bounds[k + 1])) for k in range(self.peers) if bounds[k + 1] > bounds[k]]
-            self._plan = (edge_src[order], t[starts], starts, slices)
+            order, starts, slices = _group(self.targets, self.peers)
+            self._plan = (edge_src[order], self.targets[order][starts], starts, slices)
         return self._plan
 
     def _flush(self) -> tuple[dict[int, Any], int]:
@@ -295,28 +287,16 @@ class ArrayEngine:
         chunks = self._outbox
         if not chunks:
             return {}, 0
-        if len(chunks) == 1 and chunks[0][2] is not None:
+        if len(chunks) == 1 and chunks[0][2] is not None:  # one send_to_all_neighbors: grouped already
             targets, values, slices = chunks[0]
-            assert slices is not None
-            return {w: (targets[lo:hi], values[lo:hi]) for w, lo, hi in slices}, len(targets)
-        targets = np.concatenate([c[0] for c in chunks])
-        values = np.concatenate([c[1] for c in chunks])
-        workers = targets % self.peers
-        order = np.lexsort((targets, workers))
-        targets, values = targets[order], values[order]
-        change = np.ones(len(targets), bool)
-        change[1:] = targets[1:] != targets[:-1]
-        starts = np.flatnonzero(change)
-        values = self.program.combine.reduceat(values, starts) if len(starts) else values
-        targets = targets[starts]
-        workers = targets % self.peers
-        bounds = np.searchsorted(workers, np.arange(self.peers + 1))
-        out = {
-            k: (targets[bounds[k] : bounds[k + 1]], values[bounds[k] : bounds[k + 1]])
-            for k in range(self.peers)
-            if bounds[k + 1] > bounds[k]
-        }
-        return out, len(targets)
+        else:
+            targets = np.concatenate([c[0] for c in chunks])
+            values = np.concatenate([c[1] for c in chunks])
+            order, starts, slices = _group(targets, self.peers)
+            values = self.program.combine.reduceat(values[order], starts) if len(starts) else values
+            targets = targets[order][starts]
+        assert slices is not None
+        return {w: (targets[lo:hi], values[lo:hi]) for w, lo, hi in slices}, len(targets)
 
     def aggregate(self, name: str, value: Any, superstep: int) -> None:
         aggregator = self.program.aggregators.get(name)
@@ -332,6 +312,19 @@ class ArrayEngine:
 
 
 _NONE: Any = object()
+
+
+def _group(targets: np.ndarray, peers: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]]:
+    """Sort by (worker, target): the order, where each distinct target's run starts (in sorted
+    order), and per worker the (worker, first, end) range of its distinct targets."""
+    workers = targets % peers
+    order = np.lexsort((targets, workers))
+    t = targets[order]
+    change = np.ones(len(t), bool)
+    change[1:] = t[1:] != t[:-1]
+    starts = np.flatnonzero(change)
+    bounds = np.searchsorted(workers[order][starts], np.arange(peers + 1))
+    return order, starts, [(k, int(bounds[k]), int(bounds[k + 1])) for k in range(peers) if bounds[k + 1] > bounds[k]]
 
 
 def _check_integers(name: str, ids: Any) -> None:

@@ -67,9 +67,7 @@ class PageRank(Program):
             vertex.vote_to_halt()
 
     def master_compute(self, master: Master) -> None:
-        tol = self.tolerance
-        if tol is not None and master.superstep > 0 and master.aggregated("moved") < master.num_vertices * tol:
-            master.halt()
+        _stop_when_settled(master, self.tolerance)
 
 
 class ArrayPageRank(ArrayProgram):
@@ -101,7 +99,13 @@ class ArrayPageRank(ArrayProgram):
             step.vote_to_halt()
 
     def master_compute(self, master: Master) -> None:
-        PageRank.master_compute(self, master)  # type: ignore[arg-type]
+        _stop_when_settled(master, self.tolerance)
+
+
+def _stop_when_settled(master: Master, tolerance: float | None) -> None:
+    """Halt once the ranks moved by less than ``num_vertices * tolerance`` in all (NetworkX's test)."""
+    if tolerance is not None and master.superstep > 0 and master.aggregated("moved") < master.num_vertices * tolerance:
+        master.halt()
 
 
 class ShortestPaths(Program):
