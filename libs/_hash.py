@@ -2,7 +2,8 @@
 
 Python randomises ``hash(str)`` per process unless PYTHONHASHSEED is fixed (``timely run``
 fixes it, but a Spark task or a hand-started process may not), so keys are hashed here:
-ints by value, strings and bytes by CRC32, tuples and frozensets from their parts. Other
+ints by value, strings and bytes by CRC32, tuples and frozensets from their parts (pairs of
+ints by Python's tuple hash, which is not salted). Other
 types use their own ``__hash__``, which must then be deterministic across processes.
 """
 
@@ -23,9 +24,13 @@ def stable_hash(key: Any) -> int:
     if t is str:
         return crc32(key.encode("utf-8", "surrogatepass"))
     if t is tuple:
+        if len(key) == 2:  # the common key; Python's own hash of ints (and of tuples of ints) is unsalted
+            a, b = key
+            if type(a) is int and type(b) is int:
+                return hash(key)
         h = 0x345678
         for part in key:
-            h = ((h * 1000003) ^ stable_hash(part)) & _MASK
+            h = ((h * 1000003) ^ (part if type(part) is int else stable_hash(part))) & _MASK
         return h
     if t is bytes:
         return crc32(key)

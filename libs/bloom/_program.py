@@ -66,13 +66,24 @@ class Program:
             raise BloomError(f"bloom program {self.name!r}: there is already a collection named {name!r}")
 
     # Collections --------------------------------------------------------------------------------
-    def table(self, name: str, source: Stream | None = None, *, coordinated: bool = False) -> Collection:
+    def table(
+        self,
+        name: str,
+        source: Stream | None = None,
+        *,
+        coordinated: bool = False,
+        partition: Callable[[Any], Any] | None = None,
+    ) -> Collection:
         """A persistent set: a fact, once in, holds at its epoch and every later one.
 
+        ``partition`` picks the part of a fact that says which worker keeps it (default: the
+        whole fact); when a rule joins the table on that same key, its facts are already where
+        the join needs them and never cross to another process a second time.
         ``coordinated`` holds each time's new facts until the time is complete (one notification
         per iteration, Naiad's synchronous style), for comparison with the default."""
         self._declare(name)
-        return Collection(self, name, "persistent", source, stable_hash, coordinated)
+        route = stable_hash if partition is None else _hash_of(partition)
+        return Collection(self, name, "persistent", source, route, coordinated)
 
     def scratch(self, name: str, source: Stream | None = None) -> Collection:
         """A per-epoch set (Bloom's scratch): a fact holds at the epoch it was derived at only."""
@@ -85,7 +96,7 @@ class Program:
         """A scratch collection whose facts travel to the worker that owns ``address(fact)``
         (Bloom's ``@address`` field): rules joining on the address run where it lives."""
         self._declare(name)
-        return Collection(self, name, "scratch", source, lambda r: stable_hash(address(r)))
+        return Collection(self, name, "scratch", source, _hash_of(address))
 
     def lattice(
         self, name: str, lattice: type[Lattice] | None = None, source: Stream | None = None
@@ -116,6 +127,11 @@ class Program:
         label = name or f"{collection.name}.out"
         stream = self.loop.egress(collection.stream, label)
         return Output(stream, collection.kind, isinstance(collection, LatticeCollection))
+
+
+def _hash_of(key: Callable[[Any], Any]) -> Callable[[Any], int]:
+    """The exchange function routing a record by ``key(record)``."""
+    return lambda record: stable_hash(key(record))
 
 
 def _never(record: Any) -> bool:

@@ -37,7 +37,7 @@ def reachability(edges: Stream, sources: Stream, name: str = "reach", *, coordin
     with Program(edges.scope, name) as p:
         link = p.table("link", edges)
         start = p.table("start", sources)
-        reach = p.table("reach", coordinated=coordinated)
+        reach = p.table("reach", coordinated=coordinated, partition=_target)  # kept where the join needs it
         reach |= start.select(_loop)
         reach |= reach.join(link, _target, _source, _extend)
     return p.output(reach)
