@@ -1,10 +1,18 @@
 """libs/bloom's programs give the same answer on 1, 2 and 4 processes and under seeded random
 interleavings of the channels between them (`timely.testing.simulated`): the union of every
-process's share equals the one-process answer, which equals NetworkX's."""
+process's share equals the one-process answer, which equals NetworkX's.
+
+And as real OS processes over loopback TCP (`timely run`, tests/bloom_cluster_program.py):
+reachability, asynchronous and coordinated, equals NetworkX per epoch; quorum equals a naive
+count of distinct voters per request, with each request's votes fed by several processes;
+every fact and every tally is held by exactly one process; the asynchronous loops requested no
+notification in any process, the coordinated ``reach`` table some in every process.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import pytest
@@ -12,6 +20,8 @@ import pytest
 import timely
 import timely.testing
 from libs import bloom
+from tests import bloom_cluster_program as cluster
+from tests import real_processes as real
 from tests.test_bloom_programs import (
     EPOCHS,
     cumulative,
@@ -95,3 +105,113 @@ def test_processes_in_lockstep_agree_with_networkx(processes: int, seed: int) ->
 @pytest.mark.parametrize("seed", [13, 14, 15])
 def test_all_epochs_in_flight_at_once_on_four_processes(seed: int) -> None:
     assert asyncio.run(run(seed, 4, lockstep=False)) == expected(seed)
+
+
+# Real processes over TCP -------------------------------------------------------------------------------
+PROGRAM = "tests/bloom_cluster_program.py"
+REAL_TIMEOUT = 45.0
+"""Seconds a whole cluster run (start, join, every epoch, exit) may take."""
+
+
+@functools.cache
+def real_run(seed: int, processes: int, mode: str, workers: int) -> tuple[dict[str, Any], ...]:
+    """Each process's result, in process order (computed once per arguments)."""
+    results = real.run(PROGRAM, seed, mode, workers, processes=processes, timeout=REAL_TIMEOUT)
+    results.sort(key=lambda r: r["process"])
+    assert [r["process"] for r in results] == list(range(processes))
+    return tuple(results)
+
+
+def real_expected(seed: int) -> dict[str, list[Any]]:
+    """Per output, per epoch: NetworkX's reachability, and a naive count of distinct voters."""
+    edges = cumulative(cluster.edge_epochs(seed))
+    sources = cumulative(cluster.source_epochs(seed))
+    votes = cumulative(cluster.vote_epochs(seed))
+    out: dict[str, list[Any]] = {"reach": [], "committed": [], "tally": []}
+    for e in range(cluster.EPOCHS):
+        out["reach"].append(reach_nx(edges[e], sources[e]))
+        voters: dict[str, set[int]] = {}
+        for request, voter in votes[e]:
+            voters.setdefault(request, set()).add(voter)
+        out["tally"].append(voters)
+        out["committed"].append({r for r, v in voters.items() if len(v) >= cluster.QUORUM})
+    out["reach_sync"] = out["reach"]
+    return out
+
+
+def union_of_shares(results: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Per output and epoch, the union of the processes' shares; a fact (or a request's tally)
+    held by two processes fails: each lives on the one worker that owns it."""
+    out: dict[str, list[Any]] = {}
+    for name in ("reach", "reach_sync", "committed"):
+        out[name] = []
+        for e in range(cluster.EPOCHS):
+            merged: set[Any] = set()
+            for r in results:
+                share = {tuple(f) if isinstance(f, list) else f for f in r["answers"][name][str(e)]}
+                assert not share & merged, f"{name} epoch {e}: {sorted(share & merged)} held twice"
+                merged |= share
+            out[name].append(merged)
+    out["tally"] = []
+    for e in range(cluster.EPOCHS):
+        tallies: dict[str, set[int]] = {}
+        for r in results:
+            for request, voters in r["answers"]["tally"][str(e)].items():
+                assert request not in tallies, f"tally epoch {e}: {request} held twice"
+                tallies[request] = set(voters)
+        out["tally"].append(tallies)
+    return out
+
+
+def assert_no_notifications_except_coordinated(results: tuple[dict[str, Any], ...]) -> None:
+    for r in results:
+        asked = r["notifications"]
+        for loop, table in (("reach", "reach.reach"), ("quorum", "quorum.tally")):
+            assert table in asked[loop], asked[loop]  # the stage names are what we think
+            assert set(asked[loop].values()) == {0}, f"process {r['process']}: {asked[loop]}"
+        assert asked["reach_sync"]["reach_sync.reach"] > 0, f"process {r['process']}: {asked['reach_sync']}"
+
+
+@pytest.mark.parametrize(
+    ("processes", "mode", "workers", "seed"),
+    [(2, "lockstep", 1, 21), (3, "inflight", 1, 22), (2, "inflight", 2, 23)],
+)
+def test_real_processes_over_tcp_agree_with_networkx_and_a_naive_count(
+    processes: int, mode: str, workers: int, seed: int
+) -> None:
+    results = real_run(seed, processes, mode, workers)
+    expected = real_expected(seed)
+    assert union_of_shares(results) == expected
+    assert expected["reach"][0] < expected["reach"][1] and expected["committed"][1]  # a workload that grows
+    assert [r["workers"] for r in results] == [workers] * processes
+    for name in ("reach", "reach_sync", "tally"):  # every process holds part of every answer
+        sizes = [len(r["answers"][name][str(cluster.EPOCHS - 1)]) for r in results]
+        assert all(sizes), f"{name}: a process holds none of the answer: {sizes}"
+    assert_no_notifications_except_coordinated(results)
+
+
+def test_real_quorum_counts_votes_fed_by_different_processes() -> None:
+    """A committed request's voters were fed by several processes: no single process could
+    have counted its quorum alone."""
+    processes, seed = 2, 21
+    results = real_run(seed, processes, "lockstep", 1)
+    committed = union_of_shares(results)["committed"][-1]
+    feeders: dict[str, set[int]] = {}
+    for epoch in cluster.vote_epochs(seed):
+        for p in range(processes):
+            for request, _ in cluster.share(epoch, p, processes):
+                feeders.setdefault(request, set()).add(p)
+    assert any(len(feeders[r]) > 1 for r in committed), feeders
+
+
+def test_real_process_comparison_can_fail() -> None:
+    """The checks notice a missing share, a share held twice, and a notification requested."""
+    results = real_run(21, 2, "lockstep", 1)
+    expected = real_expected(21)
+    assert union_of_shares(results) == expected
+    assert union_of_shares(results[:1]) != expected
+    with pytest.raises(AssertionError, match="held twice"):
+        union_of_shares([*results, results[1]])
+    changed = [dict(results[0], notifications=dict(results[0]["notifications"], quorum={"quorum.tally": 1}))]
+    with pytest.raises(AssertionError):
+        assert_no_notifications_except_coordinated((*changed, results[1]))

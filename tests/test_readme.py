@@ -43,3 +43,18 @@ def test_readme_pregel_example_matches_networkx() -> None:
     result = namespace["result"]
     assert result.keys() == expected.keys()  # type: ignore[attr-defined]
     assert all(abs(result[v] - expected[v]) < 1e-6 for v in expected)  # type: ignore[index]
+
+
+def test_readme_bloom_example_prints_what_it_says_without_notifications(capsys: pytest.CaptureFixture[str]) -> None:
+    block = next(b for b in re.findall(r"```python\n(.*?)```", README.read_text(), re.S) if "libs import bloom" in b)
+    namespace: dict[str, object] = {"__name__": "readme", "timely": __import__("timely")}
+    exec(compile(block, "README.md", "exec"), namespace)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == ["['a']", "['a', 'b']"]  # b gets its second voter in epoch 1; a's repeat counts once
+    said = re.findall(r"print\(.*\)\s+# (\[.*?\])", block)
+    assert said == printed  # the comments say what is printed
+    comp = namespace["comp"]
+    stages = [s.name for s in comp.graph.stages if s.name.startswith("quorum.")]  # type: ignore[attr-defined]
+    assert "quorum.tally" in stages and "quorum.committed" in stages
+    asked = sum(v.statistics().notifications_requested for s in stages for v in comp.vertices(s))  # type: ignore[attr-defined]
+    assert asked == 0
