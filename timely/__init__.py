@@ -6,6 +6,7 @@ wire them into stages and loops (`LoopContext`), and run the dataflow with `exec
 """
 
 from ._runtime.computation import AsyncComputation, Computation, execute, execute_async
+from ._runtime.config import ClusterConfig
 from ._runtime.statistics import ComputationStatistics, WorkerStatistics
 from .dataflow import Input, Probe, Scope, Stream, Subscription
 from .errors import (
@@ -38,6 +39,7 @@ __all__ = [
     "PeerError",
     "register_codec",
     "AsyncComputation",
+    "ClusterConfig",
     "Computation",
     "ComputationFailed",
     "ComputationStatistics",

@@ -1,0 +1,14 @@
+"""Run a timely computation inside Spark: one barrier task per timely process.
+
+Spark reads and writes the data; `run` feeds DataFrames into a timely dataflow running as a
+Spark barrier stage (the tasks find each other with one ``allGather`` and connect over
+authenticated TCP) and returns the output stream's records as a DataFrame. `run_epochs` feeds
+a sequence of epochs into one running computation and returns each epoch's output.
+See docs/spark.md.
+"""
+
+from ._driver import epochs_from_directory, run, run_epochs, task_slots
+from ._errors import SparkBridgeError
+from ._session import local_session
+
+__all__ = ["SparkBridgeError", "epochs_from_directory", "local_session", "run", "run_epochs", "task_slots"]

@@ -1,0 +1,291 @@
+"""The driver side: pack the input DataFrames into one barrier stage, check the slots, run the
+stage once and hand back its output as a DataFrame.
+
+The plan of a run (``explain()`` shows it)::
+
+    inputs --tag, pack as struct--> union --hash repartition(N) [--sort by epoch]-->
+        mapInArrow(run_task, barrier=True) --hash repartition(N)--> persist
+
+The shuffle *after* the barrier stage makes it a shuffle-map stage. Measured with PySpark 4.3
+in local mode: when a task of a barrier shuffle-map stage fails, Spark kills the others and
+reruns the whole stage, up to ``spark.stage.maxConsecutiveAttempts`` (4) attempts, reading the
+same shuffled input again, so every retry is a clean rerun of the timely computation from its
+inputs; a barrier *result* stage is not retried at all ("Could not recover from a failed
+barrier ResultStage"). Spark cannot tell a vertex's bug from a lost machine, so a
+deterministic failure costs all 4 attempts (about 2.5 s each for a small 2-process run) before
+the job fails with the timely error's text. The result is persisted and counted inside `run`, so the computation
+runs exactly once per call, not once per action on the returned DataFrame.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pyspark import AccumulatorParam, SparkContext, StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import IntegerType, StructField, StructType
+
+import timely
+
+from ._errors import SparkBridgeError
+from ._session import quiet_pandas_warning
+from ._task import TAG, TaskPlan, input_column, run_task
+
+__all__ = ["epochs_from_directory", "run", "run_epochs", "task_slots"]
+
+Build = Callable[[timely.Scope, dict[str, timely.Input]], timely.Stream]
+
+SLOT_WAIT = 10.0
+"""Seconds to wait for executors to register on a cluster before refusing for lack of slots."""
+_LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?")
+
+
+def run(
+    session: SparkSession,
+    build: Build,
+    inputs: Mapping[str, DataFrame],
+    schema: str | StructType,
+    processes: int | None = None,
+    timeout: float | None = 600.0,
+) -> DataFrame:
+    """Run ``build`` as a timely computation over ``inputs``, one Spark barrier task per process.
+
+    ``build(scope, inputs)`` gets a `timely.Input` per name of ``inputs`` (each row of that
+    DataFrame arrives as a tuple of its columns, on one of the processes) and returns the
+    output stream, whose records are tuples matching ``schema``. ``processes`` defaults to the
+    session's default parallelism; more than Spark's free task slots is refused at once with
+    `SparkBridgeError`. ``timeout`` bounds the timely computation (seconds).
+
+    The computation runs once, inside this call (a failure raises `SparkBridgeError` with the
+    timely error's text); the returned DataFrame is persisted (``unpersist()`` it when done).
+    """
+    if not inputs:
+        raise ValueError("run needs at least one input DataFrame")
+    return _launch(session, build, [dict(inputs)], schema, processes, timeout, epochs_column=False)
+
+
+def run_epochs(
+    session: SparkSession,
+    build: Build,
+    epochs: Sequence[Mapping[str, DataFrame]],
+    schema: str | StructType,
+    processes: int | None = None,
+    timeout: float | None = 600.0,
+    seconds: dict[int, float] | None = None,
+) -> DataFrame:
+    """Feed ``epochs[i]`` into one running computation as epoch ``i``, and return what the output
+    stream produced at each epoch, with a leading ``epoch`` (int) column.
+
+    Epochs go in one after the other, as a stream would bring them: each process feeds epoch
+    ``i + 1`` once the output has passed epoch ``i`` everywhere. ``seconds``, if given, is
+    filled with each epoch's latency: from its first row fed to its output complete (the
+    slowest process's).
+
+    Every name that appears in some epoch is one input of ``build`` for all epochs; a name
+    missing from an epoch has no records at that epoch. A name's DataFrames must have the same
+    columns in every epoch. Otherwise as `run`.
+    """
+    if not epochs:
+        raise ValueError("run_epochs needs at least one epoch")
+    if not any(epochs):
+        raise ValueError("run_epochs needs at least one input DataFrame in some epoch")
+    return _launch(
+        session, build, [dict(e) for e in epochs], schema, processes, timeout, epochs_column=True, seconds=seconds
+    )
+
+
+def epochs_from_directory(
+    session: SparkSession,
+    path: str,
+    format: str = "parquet",
+    name: str = "edges",
+    schema: str | StructType | None = None,
+    **options: Any,
+) -> list[dict[str, DataFrame]]:
+    """One epoch per entry of the directory ``path``, in order of name: ``[{name: DataFrame}, ...]``.
+
+    An entry is a file or a directory (such as one Spark wrote); names starting with ``_`` or
+    ``.`` (``_SUCCESS``, checksums) are skipped. ``path`` is anything Hadoop reads (a local path,
+    ``hdfs://``, ``s3a://``). ``schema`` and ``options`` go to the reader (for CSV:
+    ``header=True``...).
+    """
+    sc = session.sparkContext
+    jvm = sc._jvm
+    assert jvm is not None
+    directory = jvm.org.apache.hadoop.fs.Path(path)
+    fs = directory.getFileSystem(sc._jsc.hadoopConfiguration())
+    if not fs.exists(directory):
+        raise FileNotFoundError(f"no such directory: {path}")
+    entries = sorted(
+        (status.getPath().getName(), status.getPath().toString())
+        for status in fs.listStatus(directory)
+        if not status.getPath().getName().startswith(("_", "."))
+    )
+    reader = session.read.format(format).options(**options)
+    if schema is not None:
+        reader = reader.schema(schema)
+    return [{name: reader.load(location)} for _, location in entries]
+
+
+def task_slots(sc: SparkContext) -> int:
+    """How many tasks Spark can run at once, which bounds a barrier stage's width: executor
+    cores / ``spark.task.cpus`` as Spark's own barrier check counts them (``local[N]``: N)."""
+    try:
+        jsc = sc._jsc.sc()  # type: ignore[union-attr]
+        return int(jsc.maxNumConcurrentTasks(jsc.resourceProfileManager().defaultResourceProfile()))
+    except Exception:  # an internal API: count as the documentation says instead
+        task_cpus = int(sc.getConf().get("spark.task.cpus", "1") or 1)
+        m = _LOCAL.fullmatch(sc.master or "")
+        if m is not None:
+            cores = (os.cpu_count() or 1) if m.group(1) == "*" else int(m.group(1) or 1)
+            return cores // task_cpus
+        return sc.defaultParallelism // task_cpus
+
+
+def _processes(sc: SparkContext, processes: int | None) -> int:
+    slots = task_slots(sc)
+    if processes is None:
+        return max(1, min(sc.defaultParallelism, slots))
+    if type(processes) is not int or processes < 1:
+        raise ValueError(f"processes must be an int >= 1, not {processes!r}")
+    if processes > slots and _LOCAL.fullmatch(sc.master or "") is None:
+        deadline = time.monotonic() + SLOT_WAIT  # executors may still be registering
+        while processes > slots and time.monotonic() < deadline:
+            time.sleep(0.5)
+            slots = task_slots(sc)
+    if processes > slots:
+        raise SparkBridgeError(
+            f"{processes} timely processes need {processes} Spark task slots at once (a barrier stage), "
+            f"but {sc.master} has {slots}; ask for at most {slots} processes or give Spark more cores"
+        )
+    return processes
+
+
+def _struct(session: SparkSession, schema: str | StructType) -> StructType:
+    if isinstance(schema, StructType):
+        return schema
+    if not isinstance(schema, str):
+        raise TypeError(f"schema must be a DDL string or a StructType, not {type(schema).__name__}")
+    parsed = StructType.fromDDL(schema)
+    if not isinstance(parsed, StructType):
+        raise ValueError(f"schema {schema!r} is not a list of columns")
+    return parsed
+
+
+def _names_and_schemas(epochs: list[dict[str, DataFrame]]) -> list[str]:
+    """Input names in order of first appearance; a name must keep its columns across epochs."""
+    seen: dict[str, StructType] = {}
+    for e, frames in enumerate(epochs):
+        for name, df in frames.items():
+            if not isinstance(name, str):
+                raise TypeError(f"input names must be strings, not {name!r}")
+            if not isinstance(df, DataFrame):
+                raise TypeError(f"input {name!r} must be a DataFrame, not {type(df).__name__}")
+            first = seen.setdefault(name, df.schema)
+            if [(f.name, f.dataType) for f in df.schema] != [(f.name, f.dataType) for f in first]:
+                raise ValueError(
+                    f"input {name!r} has columns {df.schema.simpleString()} at epoch {e}, "
+                    f"but {first.simpleString()} before"
+                )
+    return list(seen)
+
+
+def _quoted(name: str) -> Any:
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _pack(epochs: list[dict[str, DataFrame]], names: list[str], processes: int, sort: bool) -> DataFrame:
+    """One DataFrame of N partitions holding every input row as ``(tag, struct per input)``."""
+    index = {name: k for k, name in enumerate(names)}
+    parts = [
+        df.select(
+            F.lit(e * len(names) + index[name]).cast("long").alias(TAG),
+            F.struct(*[_quoted(c) for c in df.columns]).alias(input_column(index[name])),
+        )
+        for e, frames in enumerate(epochs)
+        for name, df in frames.items()
+    ]
+    packed = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+    # Hash partitioning: unlike round-robin it needs no sort to be deterministic, so a retried
+    # stage gets the same rows in the same partitions.
+    packed = packed.repartition(processes, *[_quoted(c) for c in packed.columns])
+    return packed.sortWithinPartitions(TAG) if sort else packed
+
+
+def _launch(
+    session: SparkSession,
+    build: Build,
+    epochs: list[dict[str, DataFrame]],
+    schema: str | StructType,
+    processes: int | None,
+    timeout: float | None,
+    epochs_column: bool,
+    seconds: dict[int, float] | None = None,
+) -> DataFrame:
+    if not callable(build):
+        raise TypeError("build must be a function (scope, inputs) -> stream")
+    user = _struct(session, schema)
+    if epochs_column:
+        if "epoch" in user.fieldNames():
+            raise ValueError("the output schema of run_epochs may not have a column 'epoch': the bridge adds it")
+        out = StructType([StructField("epoch", IntegerType(), False), *user.fields])
+    else:
+        out = user
+    names = _names_and_schemas(epochs)
+    n = _processes(session.sparkContext, processes)
+    latency = session.sparkContext.accumulator({}, _SlowestPerEpoch())
+    plan = TaskPlan(
+        build=build,
+        names=tuple(names),
+        schema=to_arrow_schema(out),
+        epochs=epochs_column,
+        processes=n,
+        timeout=timeout,
+        secret=secrets.token_bytes(32),
+        latency=latency,
+    )
+    packed = _pack(epochs, names, n, sort=epochs_column)
+    with quiet_pandas_warning():
+        computed = packed.mapInArrow(functools.partial(run_task, plan), out, barrier=True)
+    result = computed.repartition(n, *[_quoted(c) for c in out.fieldNames()]).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        result.count()
+    except Exception as e:
+        result.unpersist()
+        raise _failure(e) from e
+    if seconds is not None:
+        seconds.update(latency.value)
+    return result
+
+
+class _SlowestPerEpoch(AccumulatorParam):  # type: ignore[type-arg]
+    """Merges the tasks' ``{epoch: seconds}`` by keeping the slowest process's figure."""
+
+    def zero(self, value: dict[int, float]) -> dict[int, float]:
+        return {}
+
+    def addInPlace(self, a: dict[int, float], b: dict[int, float]) -> dict[int, float]:
+        for epoch, s in b.items():
+            a[epoch] = max(a.get(epoch, 0.0), s)
+        return a
+
+
+_BRIDGE_ERROR = re.compile(r"SparkBridgeError: (.*?)(?=\n\s*SQLSTATE|\n\tat |\n\n|\Z)", re.S)
+
+
+def _failure(error: Exception) -> SparkBridgeError:
+    """The timely error's text out of Spark's job failure (a Java stack trace around a Python one)."""
+    text = str(error)
+    found = _BRIDGE_ERROR.search(text)
+    if found is not None:
+        return SparkBridgeError(found.group(1).strip())
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("\tat ")]
+    return SparkBridgeError("the Spark job running the timely computation failed: " + "\n".join(lines[:20]))
