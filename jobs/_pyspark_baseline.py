@@ -39,7 +39,6 @@ def label_propagation(edges: Any, progress: Callable[[str], None] | None = None)
 
 def rdd_pagerank(edges: Any, supersteps: int = 20, damping: float = 0.85) -> Any:
     """An RDD of ``(node, rank)`` after ``supersteps`` iterations (every node of ``edges``)."""
-    sc = edges.sparkSession.sparkContext
     pairs = edges.select("src", "dst").rdd.map(tuple)
     nodes = pairs.flatMap(lambda e: e).distinct().cache()
     n = nodes.count()
@@ -55,7 +54,6 @@ def rdd_pagerank(edges: Any, supersteps: int = 20, damping: float = 0.85) -> Any
             .reduceByKey(lambda a, b: a + b)
             .mapValues(lambda s, base=base: base + damping * s)
         )
-        ranks = ranks.localCheckpoint()
+        ranks.localCheckpoint()  # marks the RDD (returns None): its lineage is cut at the next action
         ranks.count()
-    del sc
     return ranks
