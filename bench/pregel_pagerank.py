@@ -33,18 +33,15 @@ Baselines, measured in the same run:
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from bench._harness import Context, benchmark
 from bench._net import ROOT, launch, load
+from bench._spark import stop_spark
 from bench.linq_graphs import graph
 
 MARK = "PREGELBENCH"
@@ -100,64 +97,16 @@ def scipy_pagerank(nodes: int, edges: list[tuple[int, int]], runs: int = SCIPY_R
 # PySpark ----------------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _spark_environment() -> Iterator[None]:
-    """Loopback only and this interpreter for Python workers; the environment is restored afterwards."""
-    wanted = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    saved = {k: os.environ.get(k) for k in wanted}
-    os.environ.update(wanted)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _stop_spark(spark: Any) -> None:
-    """Stop the session and the JVM pyspark started, so it does not linger through later benchmarks."""
-    from pyspark import SparkContext
-
-    with contextlib.suppress(Exception):  # a JVM that died already cannot be stopped
-        spark.stop()
-    gateway = SparkContext._gateway
-    if gateway is None:
-        return
-    proc = getattr(gateway, "proc", None)
-    with contextlib.suppress(Exception):
-        gateway.shutdown()
-    if proc is not None:
-        with contextlib.suppress(Exception):
-            proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except Exception:
-            proc.kill()
-            proc.wait()
-    SparkContext._gateway = None
-    SparkContext._jvm = None
-
-
 def _spark_session() -> Any:
-    """A ``local[2]`` session with few shuffle partitions, Arrow for pandas, and no UI or progress bars."""
-    from pyspark.sql import SparkSession
+    """The project's local session (`libs.spark.local_session`) with this benchmark's partitions and memory."""
+    from libs import spark as tspark
 
-    with _spark_environment():
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("pregel.pagerank")
-            .config("spark.sql.shuffle.partitions", str(SPARK_PARTITIONS))
-            .config("spark.default.parallelism", str(SPARK_PARTITIONS))
-            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.memory", "4g")
-            .getOrCreate()
-        )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    conf = {
+        "spark.sql.shuffle.partitions": str(SPARK_PARTITIONS),
+        "spark.default.parallelism": str(SPARK_PARTITIONS),
+        "spark.driver.memory": "4g",
+    }
+    return tspark.local_session(cores=2, app_name="pregel.pagerank", conf=conf)
 
 
 def spark_pagerank(
@@ -258,7 +207,7 @@ def _spark_baseline(
     except Exception as exc:
         return f"failed: {type(exc).__name__}: {_first_line(exc)}"
     finally:
-        _stop_spark(spark)
+        stop_spark(spark)
 
 
 def _first_line(exc: BaseException) -> str:

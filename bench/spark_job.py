@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from bench._harness import Context, benchmark
+from bench._spark import stop_spark
 
 PROCESSES = 2
 EPOCHS = 5
@@ -94,7 +95,7 @@ def spark_job(ctx: Context) -> None:
             spark_total = time.perf_counter() - began
             _check_components(ctx, session, out, Path(tmp) / "pyspark")
     finally:
-        session.stop()
+        stop_spark(session)
 
     ctx.record(
         "spark.job.total",
