@@ -8,6 +8,7 @@ wire them into stages and loops (`LoopContext`), and run the dataflow with `exec
 from ._runtime.computation import AsyncComputation, Computation, execute, execute_async
 from ._runtime.config import ClusterConfig
 from ._runtime.statistics import ComputationStatistics, WorkerStatistics
+from .checkpoint import CheckpointError, Checkpoints
 from .dataflow import Input, Probe, Scope, Stream, Subscription
 from .errors import (
     CodecError,
@@ -28,10 +29,12 @@ from .loop_context import Feedback, LoopContext
 from .net.codec import Codec, register_codec
 from .progress import Antichain
 from .timestamp import Timestamp
-from .vertex import Output, Vertex, VertexStatistics
+from .vertex import KeyedState, Output, Vertex, VertexStatistics
 
 __all__ = [
     "Antichain",
+    "Checkpoints",
+    "CheckpointError",
     "Codec",
     "CodecError",
     "FrameError",
@@ -48,6 +51,7 @@ __all__ = [
     "GraphError",
     "Input",
     "InputError",
+    "KeyedState",
     "LoopContext",
     "Output",
     "Probe",

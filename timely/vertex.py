@@ -20,7 +20,7 @@ from typing import Any
 from .errors import TimelyError, TimestampError
 from .timestamp import Timestamp, _from_flat, product_le
 
-__all__ = ["Vertex", "Output", "VertexStatistics", "SAME"]
+__all__ = ["Vertex", "Output", "VertexStatistics", "KeyedState", "SAME"]
 
 
 class _Same:
@@ -39,6 +39,21 @@ class Output:
     """A handle for one output of a vertex; pass it to `Vertex.send_by`."""
 
     index: int
+
+
+@dataclass
+class KeyedState:
+    """A vertex's checkpointed state cut into pieces by routing key, so that a computation can
+    be resumed on a different number of workers (state re-routed by key on restore).
+
+    ``pieces`` holds ``(route, piece)`` pairs, where ``route`` is the int the stage's exchange
+    function gives for the records that piece belongs to (a piece goes to worker
+    ``route % peers``, where its records will go). On restore a vertex receives a
+    `KeyedState` of the pieces routed to it, from one or several old instances, in any
+    order; its `Vertex.restore` merges them.
+    """
+
+    pieces: list[tuple[int, Any]]
 
 
 @dataclass(frozen=True)
@@ -198,6 +213,27 @@ class Vertex:
                     ctx.held,
                 )
         ctx.requests.append((time, capability))
+
+    # Fault tolerance (Naiad §3.4) --------------------------------------------------------------
+    def checkpoint(self) -> Any:
+        """This vertex's state for a checkpoint; None (the default) when it keeps none.
+
+        Called between callbacks, once every time up to the checkpoint's epoch is complete
+        and before any later time has been delivered, so the state is exactly that of the
+        epochs so far. Return anything the codec can encode (pickle is allowed in checkpoint
+        files); return a `KeyedState` to let a computation resume on another number of
+        workers. Notification requests pending at later times are saved by the runtime.
+        """
+        return None
+
+    def restore(self, state: Any) -> None:
+        """Take back what `checkpoint` returned (lists come back as tuples), before any
+        callback of the resumed computation. A vertex whose `checkpoint` returns None is never
+        restored."""
+        raise TimelyError(
+            f"stage {self._timely.stage_name!r}: {type(self).__name__} returned state from checkpoint() "
+            "but does not implement restore(state)"
+        )
 
     # What the vertex knows about where it runs ---------------------------------------------
     @property

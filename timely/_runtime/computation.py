@@ -17,6 +17,7 @@ import time as _time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from ..checkpoint import Checkpoints, checkpoints_from_env, latest_checkpoint
 from ..dataflow import Probe, Scope, _as_time
 from ..errors import ComputationFailed, StalledError, TimelyError
 from ..graph import FrozenGraph
@@ -58,6 +59,7 @@ class _Setup(Generic[T]):
         workers: int | None,
         transport: Transport | None,
         cluster: ClusterConfig | None,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         if transport is None and cluster is None:
             cluster = cluster_from_env()
@@ -75,6 +77,18 @@ class _Setup(Generic[T]):
         else:
             index, processes = 0, 1
         self.scope, self.result, self.graph = _build(build, workers, index, processes)
+        if checkpoints is None and (cluster is not None or transport is None):
+            checkpoints = checkpoints_from_env()
+        self.checkpoints = checkpoints
+        self.resume = (
+            None if checkpoints is None else latest_checkpoint(checkpoints.directory, self.graph.fingerprint())
+        )
+
+    def fingerprint(self) -> str:
+        """The graph's fingerprint and the checkpoint resumed from: processes that would resume
+        from different checkpoints refuse each other."""
+        resume = "" if self.resume is None else f"@{self.resume.epoch}"
+        return self.graph.fingerprint() + resume
 
     async def join(self) -> Transport | None:
         """Connect to every peer (authenticated, with this graph's fingerprint)."""
@@ -82,7 +96,7 @@ class _Setup(Generic[T]):
             from ..net.tcp import TcpTransport
 
             c = self.cluster
-            self.transport = await TcpTransport.join(c.process_index, c.addresses, c.secret, self.graph.fingerprint())
+            self.transport = await TcpTransport.join(c.process_index, c.addresses, c.secret, self.fingerprint())
         return self.transport
 
 
@@ -224,7 +238,9 @@ class _Execution(Generic[T]):
     ``workers`` per process (default: the cluster's setting, else 1); ``timeout`` bounds the
     whole run; ``stall_log_after`` seconds without progress log what holds it back;
     ``transport`` or ``cluster`` place this process in a computation of several (by default
-    the environment set by ``timely run`` decides).
+    the environment set by ``timely run`` decides). ``checkpoints`` (a `timely.Checkpoints`)
+    makes it fault tolerant: it checkpoints, logs its inputs, and resumes from the newest
+    complete checkpoint in the directory (by default ``timely run --checkpoint-dir`` decides).
     """
 
     def __init__(
@@ -236,8 +252,10 @@ class _Execution(Generic[T]):
         stall_log_after: float | None = 10.0,
         transport: Transport | None = None,
         cluster: ClusterConfig | None = None,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         self._build = build
+        self._checkpoints = checkpoints
         self._workers = workers
         self._timeout = timeout
         self._stall = stall_log_after
@@ -247,11 +265,17 @@ class _Execution(Generic[T]):
     def _prepare(self) -> tuple[_Setup[T], float | None]:
         """Build the graph (deadline counted from here)."""
         deadline = None if self._timeout is None else _time.monotonic() + self._timeout
-        return _Setup(self._build, self._workers, self._transport, self._cluster), deadline
+        return _Setup(self._build, self._workers, self._transport, self._cluster, self._checkpoints), deadline
 
     def _runtime(self, setup: _Setup[T], transport: Transport | None) -> ProcessRuntime:
         return ProcessRuntime(
-            setup.graph, setup.scope, workers=setup.workers, stall_log_after=self._stall, transport=transport
+            setup.graph,
+            setup.scope,
+            workers=setup.workers,
+            stall_log_after=self._stall,
+            transport=transport,
+            checkpoints=setup.checkpoints,
+            resume=setup.resume,
         )
 
 
@@ -279,6 +303,12 @@ class execute(_Execution[T]):
         except BaseException:
             loop.close()
             raise
+        if runtime.recovery is not None:
+            try:
+                runtime.recovery.replay()
+            except BaseException as exc:
+                self._comp._close(exc)
+                raise
         return self._comp, setup.result
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -365,6 +395,12 @@ class execute_async(_Execution[T]):
     async def __aenter__(self) -> tuple[AsyncComputation, T]:
         setup, deadline = self._prepare()
         self._comp = AsyncComputation(self._runtime(setup, await setup.join()), deadline)
+        if self._comp.runtime.recovery is not None:
+            try:
+                self._comp.runtime.recovery.replay()
+            except BaseException as exc:
+                await self._comp._close(exc)
+                raise
         return self._comp, setup.result
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:

@@ -37,9 +37,12 @@ from ..vertex import TOP, Output, Vertex, VertexContext
 from .statistics import ComputationStatistics, WorkerStatistics
 
 if TYPE_CHECKING:
+    from ..checkpoint import Checkpoints
+    from ..checkpoint._store import CheckpointInfo
     from ..net.codec import Codec
     from ..net.transport import Transport
     from .cluster import ClusterLink
+    from .recovery import Recovery
 
 __all__ = ["ProcessRuntime"]
 
@@ -181,6 +184,8 @@ class Worker:
         """Messages in the queue, counting merged ones (what backpressure limits)."""
         # (guarantee, stage, capability or TOP); sorted so the earliest are delivered first
         self.notifications: SortedList = SortedList()
+        self.fenced: list[list[Any]] = []
+        """Entries past the checkpoint fence, held until this process has saved its part."""
         self.messages_delivered = 0
         self.records_delivered = 0
         self.notifications_delivered = 0
@@ -228,6 +233,8 @@ class ProcessRuntime:
         stall_log_after: float | None = 10.0,
         transport: Transport | None = None,
         codec: Codec | None = None,
+        checkpoints: Checkpoints | None = None,
+        resume: CheckpointInfo | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("a process needs at least one worker")
@@ -256,6 +263,10 @@ class ProcessRuntime:
         self._waiters: list[_Waiter] = []
         self._conditions: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self._task_group: Any = None
+        self.fence: int | None = None
+        """The epoch of the next checkpoint: nothing later is delivered until it is taken."""
+        self._checkpoint_due = False
+        self.recovery: Recovery | None = None
 
         self.transport = transport
         self.link: ClusterLink | None = None
@@ -269,15 +280,22 @@ class ProcessRuntime:
             for spec in graph.stages:
                 w.vertices.append(VertexRuntime(spec, self._make_vertex(spec), w, self.peers))
         self._wire()
-        self.inputs = [InputBinding(self, i) for i in scope._inputs]
+        start = 0 if resume is None else resume.epoch + 1
+        self.inputs = [InputBinding(self, i, start) for i in scope._inputs]
         self.probes = [ProbeBinding(self, p) for p in scope._probes]
         self.subscriptions = [SubscriptionBinding(self, s) for s in scope._subscriptions]
-        # Every process starts from the same view: each input of each worker holds epoch 0.
-        initial = {(_from_flat((0,)), s.index): self.peers for s in graph.stages if s.kind == StageKind.INPUT}
+        # Every process starts from the same view: each input of each worker holds epoch 0
+        # (or the epoch after the checkpoint it resumes from).
+        initial = {(_from_flat((start,)), s.index): self.peers for s in graph.stages if s.kind == StageKind.INPUT}
         if initial:
             self.tracker.update(initial)
         if self.link is not None:
             self.link.start()  # only now: remote progress must land on the initial state
+        if checkpoints is not None:
+            from .recovery import Recovery
+
+            self.recovery = Recovery(self, checkpoints, resume)
+            self.recovery.restore()
 
     # Construction ------------------------------------------------------------------------------
     def _make_vertex(self, spec: StageSpec) -> Vertex:
@@ -335,6 +353,10 @@ class ProcessRuntime:
                 self._notes_dirty = False
                 if self._deliver_notifications():
                     did = True
+            if self._checkpoint_due and self._checkpoint_ready():
+                self._checkpoint_due = False
+                self.recovery.take()  # type: ignore[union-attr]
+                did = True
             if not did:
                 return False
             if _time.perf_counter() > deadline:
@@ -350,6 +372,7 @@ class ProcessRuntime:
         limit = DRAIN_LIMIT
         clock = _time.perf_counter
         started = clock()
+        fence = self.fence
         while queue and limit and clock() <= deadline:
             limit -= 1
             item = queue.popleft()
@@ -358,6 +381,10 @@ class ProcessRuntime:
             key = (ctx, port, time)
             if waiting.get(key) is item:
                 del waiting[key]
+            if fence is not None and time[0] > fence:
+                w.fenced.append(item)
+                self._held_back += count
+                continue
             if ctx.busy:
                 ctx.backlog.append(item)
                 self._held_back += count
@@ -385,12 +412,15 @@ class ProcessRuntime:
     def _flush(self, ctx: VertexRuntime) -> None:
         """Route what the callback sent and register what it asked for."""
         pending = self.pending
+        fence = self.fence
         for port, buffer in enumerate(ctx.buffers):
             if buffer:
                 routes = ctx.routes[port]
                 for time, records in buffer.items():
                     if not records:
                         continue
+                    if fence is not None and time[0] > fence:
+                        self.recovery.carry(ctx, port, time, records)  # type: ignore[union-attr]
                     ctx.records_sent += len(records)
                     first = True
                     for route in routes:
@@ -428,7 +458,12 @@ class ProcessRuntime:
             notes = w.notifications
             if not notes:
                 continue
-            ready = [n for n in notes if not w.vertices[n[1]].busy and self._deliverable(n[0], n[1])]
+            fence = self.fence
+            ready = [
+                n
+                for n in notes
+                if not w.vertices[n[1]].busy and (fence is None or n[0][0] <= fence) and self._deliverable(n[0], n[1])
+            ]
             for note in ready:
                 notes.remove(note)
                 guarantee, stage, cap = note
@@ -543,6 +578,11 @@ class ProcessRuntime:
     def _frontier_changed(self) -> None:
         for sub in self.subscriptions:
             sub.deliver()
+        fence = self.fence
+        if fence is not None and not self._checkpoint_due:
+            frontier = self.tracker.frontier
+            if frontier and all(p[0][0] > fence for p in frontier):
+                self._checkpoint_due = True
         if self._waiters:
             still = []
             for waiter in self._waiters:
@@ -553,6 +593,13 @@ class ProcessRuntime:
                 else:
                     still.append(waiter)
             self._waiters = still
+
+    def _checkpoint_ready(self) -> bool:
+        """Everything up to the fence is done here: no callback running, no notification due."""
+        if self._in_flight:
+            return False
+        fence = self.fence
+        return fence is not None and not any(n[0][0] <= fence for w in self.workers for n in w.notifications)
 
     def wait_passed(self, location: int, time: Timestamp) -> asyncio.Future[None]:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -757,6 +804,7 @@ class ProcessRuntime:
             elapsed_seconds=_time.perf_counter() - self.started_at,
             max_queued_messages=self.max_backlog,
             network=self.link.statistics() if self.link is not None else {},
+            checkpoints=self.recovery.statistics() if self.recovery is not None else {},
         )
 
     def vertices(self, stage_name: str) -> list[Vertex]:
@@ -774,13 +822,16 @@ def _order(p: Pointstamp) -> tuple[Any, ...]:
 class InputBinding:
     """The running side of an `Input`: feeds this process's instances of the input stage."""
 
-    def __init__(self, runtime: ProcessRuntime, handle: Input) -> None:
+    def __init__(self, runtime: ProcessRuntime, handle: Input, epoch: int = 0) -> None:
         self.runtime = runtime
         self.stage = handle._stage
         self.name = handle.name
-        self.epoch = 0
+        self.epoch = epoch
         self.closed = False
-        self._time = _from_flat((0,))
+        self._time = _from_flat((epoch,))
+        self.logging = False
+        """Keep this epoch's records for the input log (the runtime turns it on with checkpoints)."""
+        self._unsealed: list[Any] = []
         self._next = 0  # round-robin over local workers
         self.contexts = [w.vertices[self.stage] for w in runtime.workers]
         self.throttle: tuple[Probe, int] | None = handle._throttle
@@ -792,6 +843,8 @@ class InputBinding:
         batch = records if isinstance(records, list) else list(records)
         if not batch:
             return
+        if self.logging:
+            self._unsealed.extend(batch)
         rt = self.runtime
         contexts = self.contexts
         time = self._time
@@ -814,6 +867,8 @@ class InputBinding:
             raise InputError(f"input {self.name!r} is at epoch {self.epoch}; it cannot go to {epoch!r}")
         if epoch == self.epoch:
             return
+        if self.logging:
+            self._seal(epoch)
         n = len(self.contexts)
         pending = self.runtime.pending
         old, new = (self._time, self.stage), (_from_flat((epoch,)), self.stage)
@@ -828,9 +883,16 @@ class InputBinding:
                 target = _from_flat((epoch - ahead - 1,))
                 self.runtime.driver(lambda: not probe.frontier().less_equal(target), None)
 
+    def _seal(self, next_epoch: int | None) -> None:
+        """Log the records of the epoch that ends now (before anyone can see it end)."""
+        records, self._unsealed = self._unsealed, []
+        self.runtime.recovery.seal(self, self.epoch, records, next_epoch)  # type: ignore[union-attr]
+
     def close(self) -> None:
         if self.closed:
             return
+        if self.logging:
+            self._seal(None)
         key = (self._time, self.stage)
         pending = self.runtime.pending
         pending[key] = pending.get(key, 0) - len(self.contexts)
@@ -884,14 +946,19 @@ class SubscriptionBinding(ProbeBinding):
             return
         frontier = self.frontier()
         done = sorted({t for c in self.collectors for t in c.pending if not frontier.less_equal(t)})
+        recovery = self.runtime.recovery
         for t in done:
             records: list[Any] = []
             for c in self.collectors:
                 part = c.pending.pop(t, None)
                 if part:
                     records.extend(part)
+            if recovery is not None and t[0] <= recovery.delivered.get(self.name, -1):
+                continue  # delivered before a restart
             try:
                 self.fn(t, records)
+                if recovery is not None:
+                    recovery.mark_delivered(self, t[0])
             except BaseException as exc:
                 err = VertexError(
                     f"subscriber {self.name!r} raised {type(exc).__name__} at time {t}: {exc}",

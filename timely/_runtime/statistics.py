@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["WorkerStatistics", "ComputationStatistics"]
 
@@ -30,6 +31,8 @@ class ComputationStatistics:
     """The most messages this process held queued at once (bounded by backpressure)."""
     network: dict[str, int] = field(default_factory=dict)
     """Bytes and frames of data and of progress this process sent and received."""
+    checkpoints: dict[str, Any] = field(default_factory=dict)
+    """Checkpoints taken (count, seconds, the last one's epoch and size) and what a resume restored."""
 
     @property
     def messages_delivered(self) -> int:

@@ -1,0 +1,199 @@
+"""A fault-tolerance workload for real processes, and what it delivered, on disk.
+
+    timely run -n 2 --restarts 3 --checkpoint-dir CK tests/ft_program.py WORKLOAD OUT [KILL]
+
+Every process builds the same dataflow and feeds its share of each epoch from ``Input.epoch``
+on (after a restart the runtime has replayed the logged epochs, so the program goes on from
+there). Each epoch's output is appended to ``OUT/p<index>.jsonl`` as
+``{"attempt", "epoch", "records"}``; the test merges the files of a disturbed run and compares
+them with an undisturbed one.
+
+``KILL`` says where one process SIGKILLs itself, on the first attempt only unless the point
+is ``recovery`` (``PROCESS:POINT:EPOCH``):
+    ``epoch``       in the middle of feeding EPOCH (half its records sent)
+    ``checkpoint``  inside the checkpoint taken after EPOCH (while its part is being saved)
+    ``recovery``    on the second attempt, while the vertices are being restored
+    ``random``      after a random delay of up to EPOCH milliseconds (seeded by the run)
+
+Workloads: ``cc`` (libs.linq connected components over epochs of edge changes), ``sum``
+(a core vertex keeping running sums by key), ``pregel`` (libs.pregel components per epoch).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import random
+import signal
+import sys
+import threading
+from collections import defaultdict
+from typing import Any
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+import timely
+
+EPOCHS = 12
+NODES = 1500
+
+
+def edge_epochs(seed: int = 7) -> list[list[tuple[tuple[int, int], int]]]:
+    """Per epoch, ``((u, v), diff)`` changes of an undirected graph's edge set."""
+    rng = random.Random(seed)
+    present: set[tuple[int, int]] = set()
+    epochs = []
+    for epoch in range(EPOCHS):
+        changes: list[tuple[tuple[int, int], int]] = []
+        if epoch:
+            for edge in rng.sample(sorted(present), 15):
+                present.discard(edge)
+                changes.append((edge, -1))
+        target = NODES if epoch == 0 else 25
+        added = 0
+        while added < target:
+            u, v = rng.randrange(NODES), rng.randrange(NODES)
+            edge = (min(u, v), max(u, v))
+            if u != v and edge not in present and (edge, -1) not in changes:
+                present.add(edge)
+                changes.append((edge, 1))
+                added += 1
+        epochs.append(changes)
+    return epochs
+
+
+def sum_epochs() -> list[list[tuple[int, int]]]:
+    rng = random.Random(11)
+    return [[(rng.randrange(50), rng.randrange(100)) for _ in range(400)] for _ in range(EPOCHS)]
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class KillSwitch:
+    def __init__(self, spec: str, process: int) -> None:
+        self.process, self.point, self.arg = -1, "", -1
+        if spec:
+            p, self.point, a = spec.split(":")
+            self.process, self.arg = int(p), int(a)
+        self.me = process
+        self.attempt = int(os.environ.get("TIMELY_RESTART", "0"))
+
+    def armed(self, point: str, arg: int | None = None) -> bool:
+        attempt = 1 if point == "recovery" else 0
+        return self.point == point and self.me == self.process and self.attempt == attempt and arg in (None, self.arg)
+
+
+KILL = KillSwitch("", 0)
+
+
+class Witness(timely.Vertex):
+    """Passes records on; dies inside a checkpoint or a restore when the kill switch says so."""
+
+    def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
+        self.send_by(self.outputs[0], records, time)
+
+    def checkpoint(self) -> Any:
+        if _RUNTIME is not None and KILL.armed("checkpoint", _RUNTIME.fence):
+            _die()
+        return True
+
+    def restore(self, state: Any) -> None:
+        if KILL.armed("recovery"):
+            _die()
+
+
+_RUNTIME: Any = None
+
+
+class Sums(timely.Vertex):
+    def __init__(self) -> None:
+        self.sums: dict[int, int] = defaultdict(int)
+        self.waiting: dict[timely.Timestamp, list[tuple[int, int]]] = {}
+
+    def on_recv(self, edge: int, records: list[tuple[int, int]], time: timely.Timestamp) -> None:
+        self.waiting.setdefault(time, []).extend(records)
+        self.notify_at(time)
+
+    def on_notify(self, time: timely.Timestamp) -> None:
+        keys = set()
+        for k, v in self.waiting.pop(time, []):
+            self.sums[k] += v
+            keys.add(k)
+        self.send_by(self.outputs[0], [(k, self.sums[k]) for k in sorted(keys)], time)
+
+    def checkpoint(self) -> Any:
+        return timely.KeyedState([(k, (k, v)) for k, v in self.sums.items()])
+
+    def restore(self, state: Any) -> None:
+        for _, (k, v) in state.pieces:
+            self.sums[k] = v
+
+
+def main(argv: list[str]) -> None:
+    global KILL, _RUNTIME
+    workload, out = argv[0], pathlib.Path(argv[1])
+    spec = argv[2] if len(argv) > 2 else ""
+    out.mkdir(parents=True, exist_ok=True)
+    index = int(os.environ.get("TIMELY_PROCESS_INDEX", "0"))
+    processes = int(os.environ.get("TIMELY_PROCESSES", "1"))
+    KILL = KillSwitch(spec, index)
+    sink = open(out / f"p{index}.jsonl", "a")  # noqa: SIM115 - open for the run
+
+    def deliver(epoch: int, records: list[Any]) -> None:
+        line = {"attempt": KILL.attempt, "epoch": epoch, "records": sorted(json.loads(json.dumps(records)))}
+        sink.write(json.dumps(line) + "\n")
+        sink.flush()
+
+    if workload == "cc":
+        from libs import linq
+
+        epochs: list[list[Any]] = edge_epochs()
+
+        def build(scope: timely.Scope) -> Any:
+            edges = linq.new_input(scope, "edges")
+            marked = edges.collection.stream.stage("witness", Witness)
+            labels = linq.connected_components(linq.Collection(marked))
+            output = linq.CollectionOutput(labels, on_change=deliver, name="labels")
+            return edges.input, output.probe
+
+    elif workload == "sum":
+        epochs = sum_epochs()
+
+        def build(scope: timely.Scope) -> Any:
+            inp = scope.new_input("values")
+            sums = inp.stage("witness", Witness).stage("sums", Sums, exchange=lambda r: r[0])
+            sums.subscribe(lambda t, recs: deliver(t.epoch, recs), name="sums.out")
+            return inp, sums.probe()
+
+    else:
+        raise SystemExit(f"unknown workload {workload!r}")
+
+    if KILL.armed("random"):
+        delay = random.Random(f"{spec}/{index}").uniform(0.05, KILL.arg / 1000)
+        threading.Timer(delay, _die).start()
+
+    with timely.execute(build, timeout=120) as (comp, handles):
+        _RUNTIME = comp.runtime
+        inp = handles[0]
+        first = inp.epoch
+        for epoch in range(first, EPOCHS):
+            mine = [c for i, c in enumerate(epochs[epoch]) if i % processes == index]
+            half = len(mine) // 2
+            inp.send(mine[:half])
+            if KILL.armed("epoch", epoch):
+                comp.runtime.step()
+                _die()
+            inp.send(mine[half:])
+            inp.advance_to(epoch + 1)
+            if epoch >= 1:  # at most two epochs in flight: the kill points fall mid-run
+                comp.wait_passed(handles[1], epoch - 1)
+    print(f"RESULT {json.dumps({'first_epoch': first, 'attempt': KILL.attempt})}", flush=True)
+    sink.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,67 @@
+"""Fault tolerance (Naiad §3.4): consistent checkpoints, input logs and recovery.
+
+Give `execute` a `Checkpoints` policy (or run under ``timely run --checkpoint-dir``) and the
+runtime, every ``every_epochs`` epochs, saves each vertex's `Vertex.checkpoint` state once
+the frontier has passed the epoch, logs every input's sealed epochs, and remembers the last
+epoch each subscription delivered. A computation started on a directory that holds a
+complete checkpoint resumes from it: vertices are restored, inputs replay their logged
+epochs, and the program goes on feeding from ``Input.epoch``. See docs/fault-tolerance.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._store import CheckpointError, CheckpointInfo, latest_checkpoint
+
+__all__ = ["Checkpoints", "CheckpointError", "CheckpointInfo", "latest_checkpoint", "checkpoints_from_env"]
+
+ENV_CHECKPOINT_DIR = "TIMELY_CHECKPOINT_DIR"
+ENV_CHECKPOINT_EVERY = "TIMELY_CHECKPOINT_EVERY"
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """Where and how often a computation checkpoints.
+
+    ``every_epochs``: take a checkpoint after epochs ``k-1, 2k-1, ...`` (None: never; the
+    inputs are still logged when ``log_inputs``, and a directory's existing checkpoint is
+    still resumed from). ``keep``: complete checkpoints kept (older ones and the log
+    segments only they need are deleted). ``fsync``: force parts and log frames to disk, so
+    a checkpoint survives the machine, not only the process. ``resume``: start from the
+    newest complete checkpoint in ``directory`` if there is one.
+    """
+
+    directory: str | os.PathLike[str]
+    every_epochs: int | None = 10
+    log_inputs: bool = True
+    keep: int = 2
+    fsync: bool = True
+    resume: bool = True
+
+    def __post_init__(self) -> None:
+        if self.every_epochs is not None and self.every_epochs < 1:
+            raise ValueError("every_epochs must be at least 1 (or None for no checkpoints)")
+        if self.keep < 1:
+            raise ValueError("keep must be at least 1")
+
+    @property
+    def path(self) -> Path:
+        return Path(self.directory)
+
+    def is_checkpoint_epoch(self, epoch: int) -> bool:
+        k = self.every_epochs
+        return k is not None and (epoch + 1) % k == 0
+
+
+def checkpoints_from_env(environ: Mapping[str, str] | None = None) -> Checkpoints | None:
+    """The policy ``timely run --checkpoint-dir DIR [--checkpoint-every K]`` set, if any."""
+    env = os.environ if environ is None else environ
+    directory = env.get(ENV_CHECKPOINT_DIR)
+    if not directory:
+        return None
+    every = env.get(ENV_CHECKPOINT_EVERY)
+    return Checkpoints(directory, every_epochs=int(every) if every else 10)

@@ -1,0 +1,345 @@
+"""The checkpoint directory: parts, input logs and delivery marks, written so that a crash at
+any instant leaves either the old or the new version of every file, never a torn one that is
+believed.
+
+Layout under the directory::
+
+    checkpoints/epoch-000000000009/part-0-of-2   one per process: vertex states, notification
+                                                 requests, messages carried past the epoch
+    inputs/p0/<input>/from-000000000010          input log segments: sealed epochs, appended
+    delivered/p0/<subscription>                  the last epoch a subscription delivered
+
+A part is ``MAGIC | length | payload | sha256(payload)``, written to a temporary name,
+flushed (and fsynced unless asked not to) and renamed, so it exists whole or not at all; a
+checkpoint counts only when every process's part is there and verifies. An input log is a
+sequence of frames ``length | crc32 | payload``; a torn or corrupt tail ends the log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from ..errors import TimelyError
+from ..net.codec import Codec
+
+MAGIC = b"TIMELY-CHECKPOINT-1\n"
+_LENGTH = struct.Struct(">Q")
+_FRAME = struct.Struct(">II")
+_DIGEST = 32
+
+CODEC = Codec(allow_pickle=True)
+"""Checkpoint files are this program's own, so state the codec cannot say natively may be pickled."""
+
+
+class CheckpointError(TimelyError):
+    """A checkpoint directory that cannot be used as asked (wrong program, unreadable state)."""
+
+
+def _name(text: str) -> str:
+    return quote(text, safe="")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes, fsync: bool) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        if fsync:
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+    if fsync:
+        _fsync_dir(path.parent)
+
+
+# Checkpoint parts ------------------------------------------------------------------------------
+
+
+def checkpoint_dir(root: Path, epoch: int) -> Path:
+    return root / "checkpoints" / f"epoch-{epoch:012d}"
+
+
+def part_path(root: Path, epoch: int, process: int, processes: int) -> Path:
+    return checkpoint_dir(root, epoch) / f"part-{process}-of-{processes}"
+
+
+def write_part(root: Path, epoch: int, process: int, processes: int, content: dict[str, Any], fsync: bool) -> int:
+    """Write this process's part of the checkpoint at ``epoch``; the number of bytes written."""
+    payload = CODEC.encode(content)
+    data = b"".join((MAGIC, _LENGTH.pack(len(payload)), payload, hashlib.sha256(payload).digest()))
+    write_atomic(part_path(root, epoch, process, processes), data, fsync)
+    return len(data)
+
+
+def read_part(path: Path) -> dict[str, Any]:
+    """A part's content; `CheckpointError` if it is truncated, corrupt or not a part."""
+    data = path.read_bytes()
+    head = len(MAGIC) + _LENGTH.size
+    if not data.startswith(MAGIC) or len(data) < head + _DIGEST:
+        raise CheckpointError(f"{path}: not a timely checkpoint part (bad header or truncated)")
+    (length,) = _LENGTH.unpack_from(data, len(MAGIC))
+    if len(data) != head + length + _DIGEST:
+        raise CheckpointError(f"{path}: truncated ({len(data)} bytes, the header promises {head + length + _DIGEST})")
+    payload = data[head : head + length]
+    if hashlib.sha256(payload).digest() != data[head + length :]:
+        raise CheckpointError(f"{path}: corrupt (checksum mismatch)")
+    content = CODEC.decode(payload)
+    if not isinstance(content, dict):
+        raise CheckpointError(f"{path}: corrupt (payload is not a part)")
+    return content
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """A complete checkpoint: every process's part is present and verifies."""
+
+    epoch: int
+    processes: int
+    parts: list[dict[str, Any]]
+    """Every process's part, in process order."""
+
+
+def _epochs(root: Path) -> list[int]:
+    base = root / "checkpoints"
+    if not base.is_dir():
+        return []
+    epochs = []
+    for entry in base.iterdir():
+        if entry.name.startswith("epoch-"):
+            try:
+                epochs.append(int(entry.name[len("epoch-") :]))
+            except ValueError:
+                continue
+    return sorted(epochs)
+
+
+def _complete(root: Path, epoch: int) -> tuple[int, list[Path]] | None:
+    """The process count and part paths of the checkpoint at ``epoch`` if every part is there."""
+    names = [p.name for p in checkpoint_dir(root, epoch).iterdir() if p.name.startswith("part-")]
+    counts = {int(n.rsplit("-of-", 1)[1]) for n in names if "-of-" in n and n.rsplit("-of-", 1)[1].isdigit()}
+    for processes in sorted(counts, reverse=True):
+        paths = [part_path(root, epoch, i, processes) for i in range(processes)]
+        if all(p.exists() for p in paths):
+            return processes, paths
+    return None
+
+
+def complete_epochs(root: Path) -> list[int]:
+    """Epochs with a part from every process (not yet verified), oldest first."""
+    return [e for e in _epochs(root) if _complete(root, e) is not None]
+
+
+def latest_checkpoint(root: str | os.PathLike[str], fingerprint: str | None = None) -> CheckpointInfo | None:
+    """The newest checkpoint under ``root`` whose parts are all present and verify; older ones
+    are tried when a newer one is partial or corrupt (each skip is logged). None if there is none."""
+    import logging
+
+    log = logging.getLogger("timely")
+    base = Path(root)
+    for epoch in reversed(_epochs(base)):
+        found = _complete(base, epoch)
+        if found is None:
+            log.info("checkpoint at epoch %d is partial (not every process wrote its part); skipped", epoch)
+            continue
+        processes, paths = found
+        try:
+            parts = [read_part(p) for p in paths]
+        except (CheckpointError, OSError) as e:
+            log.warning("checkpoint at epoch %d is unusable, trying an older one: %s", epoch, e)
+            continue
+        if fingerprint is not None:
+            theirs = {p.get("fingerprint") for p in parts}
+            if theirs != {fingerprint}:
+                raise CheckpointError(
+                    f"the checkpoint at epoch {epoch} in {base} was written by a different dataflow "
+                    "(graph fingerprint differs); resume with the same program, or use another directory"
+                )
+        return CheckpointInfo(epoch, processes, parts)
+    return None
+
+
+def prune(root: Path, process: int, keep: int) -> None:
+    """Delete this process's parts of checkpoints older than the ``keep`` newest complete ones,
+    and its input log segments that only those older checkpoints needed."""
+    complete = complete_epochs(root)
+    if len(complete) <= keep:
+        return
+    oldest_kept = complete[-keep]
+    for epoch in _epochs(root):
+        if epoch >= oldest_kept:
+            break
+        d = checkpoint_dir(root, epoch)
+        for p in d.glob(f"part-{process}-of-*"):
+            p.unlink(missing_ok=True)
+        try:
+            d.rmdir()  # the last process to prune removes the directory
+        except OSError:
+            pass
+    prune_logs(root, process, oldest_kept)
+
+
+# Input logs ------------------------------------------------------------------------------------
+#
+# A log is a stream of frames over numbered segment files ``seg-000001``, ``seg-000002``, ...:
+#   (SEAL, epoch, records, next)   the records of a finished epoch; the input went on to
+#                                  epoch ``next`` (None: it was closed)
+#   (RESUME, epoch, retired)       a restart resumed this input at ``epoch``: frames before it
+#                                  at ``epoch`` or later are void (the program feeds them
+#                                  again); ``retired``: no process writes this log any more
+#   (AT, epoch)                    the input is at ``epoch`` (first frame of a new segment)
+
+SEAL, RESUME, AT = 0, 1, 2
+
+
+def log_dir(root: Path, process: int, input_name: str) -> Path:
+    return root / "inputs" / f"p{process}" / _name(input_name)
+
+
+def _segments(d: Path) -> list[Path]:
+    return sorted(p for p in d.glob("seg-*") if not p.name.endswith(".tmp"))
+
+
+class InputLog:
+    """Appends frames to one process's log of one input."""
+
+    def __init__(self, root: Path, process: int, input_name: str, fsync: bool) -> None:
+        self.dir = log_dir(root, process, input_name)
+        self.fsync = fsync
+        self._file: Any = None
+        self.last_epoch = -1
+
+    def rotate(self, epoch: int) -> None:
+        """Start a new segment, at ``epoch``, so that segments older checkpoints alone need can
+        be deleted whole. The finished segment is renamed to say its last epoch."""
+        if self._file is not None:
+            self._file.close()
+            old = Path(self._file.name)
+            old.rename(old.with_name(f"{old.name}.upto-{self.last_epoch:012d}"))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        segments = _segments(self.dir)
+        number = int(segments[-1].name[4:10]) + 1 if segments else 1
+        self._file = open(self.dir / f"seg-{number:06d}", "ab", buffering=0)  # noqa: SIM115 - kept open
+        self.last_epoch = -1
+        self.write((AT, epoch))
+
+    def write(self, frame: tuple[Any, ...]) -> None:
+        if self._file is None:
+            raise CheckpointError(f"input log {self.dir} is not open")
+        if frame[0] == SEAL:
+            self.last_epoch = max(self.last_epoch, frame[1])
+        payload = CODEC.encode(frame)
+        self._file.write(_FRAME.pack(len(payload), zlib.crc32(payload)) + payload)
+        if self.fsync:
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def append_frame(root: Path, process: int, input_name: str, frame: tuple[Any, ...]) -> None:
+    """Append one frame to another (retired) process's log, in a segment of its own."""
+    log = InputLog(root, process, input_name, fsync=True)
+    log.rotate(frame[1])
+    log.write(frame)
+    log.close()
+
+
+@dataclass
+class LogState:
+    """What one log says: the records of its valid sealed epochs, and where the input is."""
+
+    records: dict[int, list[Any]]
+    position: int | None
+    """The epoch the input is at after the last valid frame; None: closed."""
+    retired: bool
+
+
+def read_log(root: Path, process: int, input_name: str) -> LogState | None:
+    """One process's log of one input; None if there is none. A torn tail ends it."""
+    d = log_dir(root, process, input_name)
+    if not d.is_dir():
+        return None
+    state = LogState({}, 0, False)
+    for seg in _segments(d):
+        data = seg.read_bytes()
+        at = 0
+        while at + _FRAME.size <= len(data):
+            length, crc = _FRAME.unpack_from(data, at)
+            payload = data[at + _FRAME.size : at + _FRAME.size + length]
+            if len(payload) < length or zlib.crc32(payload) != crc:
+                break  # torn by a crash mid-write: nothing after it was written whole
+            at += _FRAME.size + length
+            frame = CODEC.decode(payload)
+            if frame[0] == SEAL:
+                _, epoch, records, next_epoch = frame
+                state.records.setdefault(epoch, []).extend(records)
+                state.position = next_epoch
+            elif frame[0] == RESUME:
+                _, epoch, retired = frame
+                for e in [e for e in state.records if e >= epoch]:
+                    del state.records[e]
+                state.position, state.retired = epoch, bool(retired)
+            elif frame[0] == AT and state.position is not None:
+                state.position = frame[1]
+    return state
+
+
+def log_processes(root: Path, input_name: str) -> list[int]:
+    """The processes that ever logged ``input_name``."""
+    base = root / "inputs"
+    if not base.is_dir():
+        return []
+    found = []
+    for d in base.iterdir():
+        if d.name.startswith("p") and d.name[1:].isdigit() and (d / _name(input_name)).is_dir():
+            found.append(int(d.name[1:]))
+    return sorted(found)
+
+
+def prune_logs(root: Path, process: int, oldest_kept: int) -> None:
+    """Delete this process's finished log segments whose epochs are all at or before
+    ``oldest_kept`` (no kept checkpoint replays them)."""
+    logs = root / "inputs" / f"p{process}"
+    if not logs.is_dir():
+        return
+    for input_dir in logs.iterdir():
+        for seg in _segments(input_dir):
+            if ".upto-" in seg.name and int(seg.name.split(".upto-")[1]) <= oldest_kept:
+                seg.unlink(missing_ok=True)
+
+
+# Delivery marks -----------------------------------------------------------------------------------
+
+
+def delivered_path(root: Path, process: int, subscription: str) -> Path:
+    return root / "delivered" / f"p{process}" / _name(subscription)
+
+
+def write_delivered(root: Path, process: int, subscription: str, epoch: int) -> None:
+    write_atomic(delivered_path(root, process, subscription), str(epoch).encode(), fsync=False)
+
+
+def read_delivered(root: Path, process: int, subscription: str) -> int:
+    """The last epoch this process's subscription delivered; -1 if none."""
+    try:
+        return int(delivered_path(root, process, subscription).read_text())
+    except (OSError, ValueError):
+        return -1
