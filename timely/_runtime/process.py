@@ -664,8 +664,12 @@ class ProcessRuntime:
         Async callbacks run in an anyio task group, so that a failure anywhere cancels them
         all and nothing is left running when this returns.
         """
-        with _fewer_collections():
-            await self._run()
+        try:
+            with _fewer_collections():
+                await self._run()
+        finally:
+            if self.recovery is not None:
+                self.recovery.close()
 
     async def _run(self) -> None:
         async with anyio.create_task_group() as tg:

@@ -297,6 +297,13 @@ class Recovery:
         self.delivered[sub.name] = epoch
         write_delivered(self.root, self.rt.process_index, sub.name, epoch)
 
+    def close(self) -> None:
+        """Close the input logs (the computation has ended, one way or another)."""
+        for log_ in self.logs.values():
+            log_.close()
+        for binding in self.rt.inputs:
+            binding.logging = False
+
     def statistics(self) -> dict[str, Any]:
         return {
             "checkpoints": self.checkpoints,
