@@ -8,8 +8,8 @@ there). Each epoch's output is appended to ``OUT/p<index>.jsonl`` as
 ``{"attempt", "epoch", "records"}``; the test merges the files of a disturbed run and compares
 them with an undisturbed one.
 
-``KILL`` says where one process SIGKILLs itself, on the first attempt only unless the point
-is ``recovery`` (``PROCESS:POINT:EPOCH``):
+``KILL`` says where processes SIGKILL themselves, on the first attempt only unless the point
+is ``recovery`` (``PROCESS:POINT:EPOCH``, several separated by commas):
     ``epoch``       in the middle of feeding EPOCH (half its records sent)
     ``checkpoint``  inside the checkpoint taken after EPOCH (while its part is being saved)
     ``recovery``    on the second attempt, while the vertices are being restored
@@ -74,17 +74,22 @@ def _die() -> None:
 
 
 class KillSwitch:
+    """The kill points of ``PROCESS:POINT:ARG[,PROCESS:POINT:ARG...]`` that concern this process."""
+
     def __init__(self, spec: str, process: int) -> None:
-        self.process, self.point, self.arg = -1, "", -1
-        if spec:
-            p, self.point, a = spec.split(":")
-            self.process, self.arg = int(p), int(a)
-        self.me = process
+        self.points: list[tuple[str, int]] = []
+        for item in filter(None, spec.split(",")):
+            p, point, arg = item.split(":")
+            if int(p) == process:
+                self.points.append((point, int(arg)))
         self.attempt = int(os.environ.get("TIMELY_RESTART", "0"))
 
     def armed(self, point: str, arg: int | None = None) -> bool:
         attempt = 1 if point == "recovery" else 0
-        return self.point == point and self.me == self.process and self.attempt == attempt and arg in (None, self.arg)
+        return self.attempt == attempt and any(p == point and arg in (None, a) for p, a in self.points)
+
+    def arg(self, point: str) -> int:
+        return next(a for p, a in self.points if p == point)
 
 
 KILL = KillSwitch("", 0)
@@ -99,7 +104,7 @@ class Witness(timely.Vertex):
     def checkpoint(self) -> Any:
         if _RUNTIME is not None and KILL.armed("checkpoint", _RUNTIME.fence):
             _die()
-        return True
+        return timely.KeyedState([])  # keyed (if empty): resumable on any number of processes
 
     def restore(self, state: Any) -> None:
         if KILL.armed("recovery"):
@@ -173,7 +178,7 @@ def main(argv: list[str]) -> None:
         raise SystemExit(f"unknown workload {workload!r}")
 
     if KILL.armed("random"):
-        delay = random.Random(f"{spec}/{index}").uniform(0.05, KILL.arg / 1000)
+        delay = random.Random(f"{spec}/{index}").uniform(0.05, KILL.arg("random") / 1000)
         threading.Timer(delay, _die).start()
 
     with timely.execute(build, timeout=120) as (comp, handles):

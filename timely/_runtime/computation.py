@@ -17,7 +17,7 @@ import time as _time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from ..checkpoint import Checkpoints, checkpoints_from_env, latest_checkpoint
+from ..checkpoint import CheckpointInfo, Checkpoints, checkpoints_from_env, latest_checkpoint
 from ..dataflow import Probe, Scope, _as_time
 from ..errors import ComputationFailed, StalledError, TimelyError
 from ..graph import FrozenGraph
@@ -26,6 +26,7 @@ from ..timestamp import Timestamp
 from ..vertex import Vertex
 from .config import ClusterConfig, cluster_from_env
 from .process import SHUTDOWN_SECONDS, ProcessRuntime
+from .recovery import ReplayPlan, plan_replay
 from .statistics import ComputationStatistics
 
 __all__ = ["execute", "execute_async", "Computation", "AsyncComputation"]
@@ -80,15 +81,23 @@ class _Setup(Generic[T]):
         if checkpoints is None and (cluster is not None or transport is None):
             checkpoints = checkpoints_from_env()
         self.checkpoints = checkpoints
-        self.resume = (
-            None if checkpoints is None else latest_checkpoint(checkpoints.directory, self.graph.fingerprint())
-        )
+        self.resume: CheckpointInfo | None = None
+        self.replay: ReplayPlan | None = None
+        if checkpoints is not None:
+            # read before joining the other processes: no one writes until all have joined
+            self.resume = latest_checkpoint(checkpoints.directory, self.graph.fingerprint())
+            start = 0 if self.resume is None else self.resume.epoch + 1
+            names = [i.name for i in self.scope._inputs]
+            self.replay = plan_replay(checkpoints, names, index, processes, start)
 
     def fingerprint(self) -> str:
         """The graph's fingerprint and the checkpoint resumed from: processes that would resume
         from different checkpoints refuse each other."""
-        resume = "" if self.resume is None else f"@{self.resume.epoch}"
-        return self.graph.fingerprint() + resume
+        if self.replay is None:
+            return self.graph.fingerprint()
+        epoch = -1 if self.resume is None else self.resume.epoch
+        inputs = ",".join(f"{until}" for _, _, until in self.replay.values())
+        return f"{self.graph.fingerprint()}@{epoch}/{inputs}"
 
     async def join(self) -> Transport | None:
         """Connect to every peer (authenticated, with this graph's fingerprint)."""
@@ -276,6 +285,7 @@ class _Execution(Generic[T]):
             transport=transport,
             checkpoints=setup.checkpoints,
             resume=setup.resume,
+            replay=setup.replay,
         )
 
 

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ..net.codec import Codec
     from ..net.transport import Transport
     from .cluster import ClusterLink
-    from .recovery import Recovery
+    from .recovery import Recovery, ReplayPlan
 
 __all__ = ["ProcessRuntime"]
 
@@ -235,6 +235,7 @@ class ProcessRuntime:
         codec: Codec | None = None,
         checkpoints: Checkpoints | None = None,
         resume: CheckpointInfo | None = None,
+        replay: ReplayPlan | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("a process needs at least one worker")
@@ -292,9 +293,12 @@ class ProcessRuntime:
         if self.link is not None:
             self.link.start()  # only now: remote progress must land on the initial state
         if checkpoints is not None:
-            from .recovery import Recovery
+            from .recovery import Recovery, plan_replay
 
-            self.recovery = Recovery(self, checkpoints, resume)
+            if replay is None:
+                names = [b.name for b in self.inputs]
+                replay = plan_replay(checkpoints, names, process_index, processes, start)
+            self.recovery = Recovery(self, checkpoints, resume, replay)
             self.recovery.restore()
 
     # Construction ------------------------------------------------------------------------------

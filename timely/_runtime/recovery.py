@@ -48,12 +48,44 @@ if TYPE_CHECKING:
 log = logging.getLogger("timely")
 
 
+ReplayPlan = dict[str, tuple[list[int], dict[int, list[Any]], int | None]]
+"""Per input: the old processes whose logs this process replays, their records by epoch, and
+the epoch the input resumes at (None: every log says it was closed)."""
+
+
+def plan_replay(policy: Checkpoints, inputs: list[str], process: int, processes: int, start: int) -> ReplayPlan:
+    """Read the input logs and decide what this process replays. Every process reads before it
+    joins the others and none writes a log before all have joined, so all read the same logs
+    and agree on where each input resumes: the earliest epoch some log has not sealed."""
+    plan: ReplayPlan = {}
+    root = policy.path
+    for name in inputs:
+        states = {j: read_log(root, j, name) for j in log_processes(root, name)}
+        positions = [s.position for s in states.values() if s is not None and not s.retired]
+        resume_at: float = float(start)
+        if positions:
+            resume_at = max(min(math.inf if p is None else p for p in positions), start)
+        mine = [j for j, s in states.items() if s is not None and j % processes == process]
+        by_epoch: dict[int, list[Any]] = {}
+        for j in mine:
+            state = states[j]
+            assert state is not None
+            for epoch, records in state.records.items():
+                if start <= epoch < resume_at:
+                    by_epoch.setdefault(epoch, []).extend(records)
+        plan[name] = (mine, by_epoch, None if resume_at == math.inf else int(resume_at))
+    return plan
+
+
 class Recovery:
     """One process's side of fault tolerance: the fence, the parts it writes, its input logs
     and delivery marks, and restoring from a checkpoint."""
 
-    def __init__(self, runtime: ProcessRuntime, policy: Checkpoints, resume: CheckpointInfo | None) -> None:
+    def __init__(
+        self, runtime: ProcessRuntime, policy: Checkpoints, resume: CheckpointInfo | None, plan: ReplayPlan
+    ) -> None:
         self.rt = runtime
+        self.plan = plan
         self.policy = policy
         self.root: Path = policy.path
         self.resume = resume
@@ -236,21 +268,7 @@ class Recovery:
         replayed_records = 0
         replayed_epochs = 0
         for binding in rt.inputs:
-            states = {j: read_log(self.root, j, binding.name) for j in log_processes(self.root, binding.name)}
-            positions = [s.position for s in states.values() if s is not None and not s.retired]
-            resume_at: float = float(start)
-            if positions:
-                resume_at = min(math.inf if p is None else p for p in positions)
-                resume_at = max(resume_at, start)
-            mine = [j for j, s in states.items() if s is not None and j % processes == me]
-            by_epoch: dict[int, list[Any]] = {}
-            for j in mine:
-                state = states[j]
-                assert state is not None
-                for epoch, records in state.records.items():
-                    if start <= epoch < resume_at:
-                        by_epoch.setdefault(epoch, []).extend(records)
-            until = None if resume_at == math.inf else int(resume_at)
+            mine, by_epoch, until = self.plan[binding.name]
             if binding.closed:
                 continue
             if self.policy.log_inputs and until is not None:
