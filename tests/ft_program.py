@@ -181,7 +181,12 @@ def main(argv: list[str]) -> None:
         delay = random.Random(f"{spec}/{index}").uniform(0.05, KILL.arg("random") / 1000)
         threading.Timer(delay, _die).start()
 
-    with timely.execute(build, timeout=120) as (comp, handles):
+    policy = None
+    if os.environ.get("FT_EVERY_SECONDS"):
+        policy = timely.Checkpoints(
+            os.environ["TIMELY_CHECKPOINT_DIR"], every_seconds=float(os.environ["FT_EVERY_SECONDS"])
+        )
+    with timely.execute(build, timeout=120, checkpoints=policy) as (comp, handles):
         _RUNTIME = comp.runtime
         inp = handles[0]
         first = inp.epoch
@@ -196,7 +201,8 @@ def main(argv: list[str]) -> None:
             inp.advance_to(epoch + 1)
             if epoch >= 1:  # at most two epochs in flight: the kill points fall mid-run
                 comp.wait_passed(handles[1], epoch - 1)
-    print(f"RESULT {json.dumps({'first_epoch': first, 'attempt': KILL.attempt})}", flush=True)
+    taken = comp.statistics().checkpoints.get("checkpoints", 0)
+    print(f"RESULT {json.dumps({'first_epoch': first, 'attempt': KILL.attempt, 'checkpoints': taken})}", flush=True)
     sink.close()
 
 

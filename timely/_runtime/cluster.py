@@ -35,7 +35,7 @@ __all__ = ["ClusterLink", "DATA", "PROGRESS", "ERROR", "BYE"]
 
 log = logging.getLogger("timely")
 
-DATA, PROGRESS, ERROR, BYE = 1, 2, 3, 4
+DATA, PROGRESS, ERROR, BYE, CHECKPOINT = 1, 2, 3, 4, 5
 RECEIVE_HIGH = 256
 """Queued messages above which this process stops reading from peers (they slow down)."""
 RECEIVE_LOW = 64
@@ -103,6 +103,12 @@ class ClusterLink:
                 self.transport.send(p, payload)
             self.bye_sent = True
 
+    def send_checkpoint_decision(self, epoch: int, take: bool) -> None:
+        """Process 0 tells the others whether the epoch at the fence is checkpointed (time policy)."""
+        payload = msgpack.packb([CHECKPOINT, epoch, take])
+        for p in self.peers:
+            self.transport.send(p, payload)
+
     def send_error(self, err: BaseException) -> None:
         """Tell every peer that the computation failed, so they stop within moments. A peer's
         failure is passed on as it came, so every process names the same origin even if it
@@ -154,6 +160,8 @@ class ClusterLink:
             elif kind == ERROR:
                 info = frame[1]
                 rt.fail(PeerError(f"process {info['process']} failed: {info['message']}", info))
+            elif kind == CHECKPOINT and rt.recovery is not None:
+                rt.recovery.decided(int(frame[1]), bool(frame[2]))
             elif kind == BYE:
                 self.byes.add(peer)
                 if len(self.byes) == len(self.peers):

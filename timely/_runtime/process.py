@@ -357,9 +357,8 @@ class ProcessRuntime:
                 self._notes_dirty = False
                 if self._deliver_notifications():
                     did = True
-            if self._checkpoint_due and self._checkpoint_ready():
+            if self._checkpoint_due and self._checkpoint_ready() and self.recovery.at_fence():  # type: ignore[union-attr]
                 self._checkpoint_due = False
-                self.recovery.take()  # type: ignore[union-attr]
                 did = True
             if not did:
                 return False

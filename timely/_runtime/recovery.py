@@ -99,14 +99,57 @@ class Recovery:
         self.checkpoint_seconds = 0.0
         self.last_checkpoint: dict[str, Any] = {}
         self.resumed: dict[str, Any] = {}
+        self.decisions: dict[int, bool] = {}
+        self.last_taken = _time.monotonic()
         k = policy.every_epochs
-        runtime.fence = None if k is None else self.start_epoch + k - 1
+        if policy.every_seconds is not None:
+            runtime.fence = self.start_epoch  # every epoch is a candidate; process 0 decides
+        else:
+            runtime.fence = None if k is None else self.start_epoch + k - 1
         for sub in runtime.subscriptions:
             self.delivered[sub.name] = self._delivered(sub)
 
     # Taking checkpoints ------------------------------------------------------------------------
     def carry(self, ctx: VertexRuntime, port: int, time: tuple[int, ...], records: list[Any]) -> None:
         self.carried.append((ctx.stage, ctx.worker, port, tuple(time), list(records)))
+
+    def at_fence(self) -> bool:
+        """The fence epoch is complete here: checkpoint (or, under a time policy, do what process
+        0 decided for this epoch). False while that decision has not arrived."""
+        epoch = self.rt.fence
+        assert epoch is not None
+        if self.policy.every_seconds is None:
+            self.take()
+            return True
+        link = self.rt.link
+        if self.rt.process_index == 0:
+            take = _time.monotonic() - self.last_taken >= self.policy.every_seconds
+            if link is not None:
+                link.send_checkpoint_decision(epoch, take)
+        elif epoch in self.decisions:
+            take = self.decisions.pop(epoch)
+        else:
+            return False
+        if take:
+            self.take()
+        else:
+            self._lift(epoch)
+        return True
+
+    def decided(self, epoch: int, take: bool) -> None:
+        """Process 0's decision for a fence epoch (time policy)."""
+        self.decisions[epoch] = take
+
+    def _lift(self, epoch: int) -> None:
+        """Move the fence past ``epoch`` and release what waited behind it."""
+        rt = self.rt
+        k = self.policy.every_epochs
+        rt.fence = epoch + (k if k is not None else 1)
+        self.carried = [c for c in self.carried if c[3][0] > rt.fence]
+        for w in rt.workers:
+            if w.fenced:
+                rt._held_back -= w.requeue(w.fenced)
+                w.fenced.clear()
 
     def take(self) -> None:
         """Save this process's part of the checkpoint at the fence epoch, then lift the fence."""
@@ -160,15 +203,9 @@ class Recovery:
             if log_ is not None and not binding.closed:
                 log_.rotate(binding.epoch)
         prune(self.root, rt.process_index, self.policy.keep)
-        k = self.policy.every_epochs
-        assert k is not None
-        rt.fence = epoch + k
-        self.carried = [c for c in self.carried if c[3][0] > rt.fence]
-        for w in rt.workers:
-            if w.fenced:
-                rt._held_back -= w.requeue(w.fenced)
-                w.fenced.clear()
+        self._lift(epoch)
         seconds = _time.perf_counter() - started
+        self.last_taken = _time.monotonic()
         self.checkpoints += 1
         self.checkpoint_seconds += seconds
         self.last_checkpoint = {"epoch": epoch, "bytes": size, "seconds": seconds, "vertices": len(vertices)}

@@ -29,20 +29,27 @@ class Checkpoints:
 
     ``every_epochs``: take a checkpoint after epochs ``k-1, 2k-1, ...`` (None: never; the
     inputs are still logged when ``log_inputs``, and a directory's existing checkpoint is
-    still resumed from). ``keep``: complete checkpoints kept (older ones and the log
-    segments only they need are deleted). ``fsync``: force parts and log frames to disk, so
-    a checkpoint survives the machine, not only the process. ``resume``: start from the
-    newest complete checkpoint in ``directory`` if there is one.
+    still resumed from). ``every_seconds``, when given, replaces it: after each epoch,
+    process 0 decides whether ``t`` seconds have passed since the last checkpoint and tells
+    the others; every epoch boundary is then a fence, so epochs no longer overlap (use
+    ``every_epochs`` for pipelined streams). ``keep``: complete checkpoints kept (older ones
+    and the log segments only they need are deleted). ``fsync``: force parts and log frames
+    to disk, so a checkpoint survives the machine, not only the process. A directory holds
+    one computation: started on a directory with state, a computation resumes from it.
     """
 
     directory: str | os.PathLike[str]
     every_epochs: int | None = 10
+    every_seconds: float | None = None
     log_inputs: bool = True
     keep: int = 2
     fsync: bool = True
-    resume: bool = True
 
     def __post_init__(self) -> None:
+        if self.every_seconds is not None:
+            if self.every_seconds <= 0:
+                raise ValueError("every_seconds must be positive")
+            object.__setattr__(self, "every_epochs", None)
         if self.every_epochs is not None and self.every_epochs < 1:
             raise ValueError("every_epochs must be at least 1 (or None for no checkpoints)")
         if self.keep < 1:
@@ -51,10 +58,6 @@ class Checkpoints:
     @property
     def path(self) -> Path:
         return Path(self.directory)
-
-    def is_checkpoint_epoch(self, epoch: int) -> bool:
-        k = self.every_epochs
-        return k is not None and (epoch + 1) % k == 0
 
 
 def checkpoints_from_env(environ: Mapping[str, str] | None = None) -> Checkpoints | None:
