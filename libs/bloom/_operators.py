@@ -18,6 +18,15 @@ So an operator never needs to know that an epoch is complete to say something tr
 and a fact derived from facts of two epochs is sent at the later one (a vertex may always send
 later than it holds). The answer is final once a probe after the loop has passed the epoch.
 
+Checkpoints (Naiad §3.4). `Vertex.checkpoint` is called once every epoch up to some F is
+complete and before anything of a later epoch has been delivered. What is then kept for a
+single epoch — records held for a notification, scratch facts, `not_in`'s per-epoch sends —
+belongs to a complete epoch and is never read again; what persists across epochs is saved: the
+persistent facts `distinct`, `join` and `not_in` have seen, each key's latest value in
+`aggregate`, the keys `when` has fired for. It is saved as a `KeyedState`, one piece per route
+(the exchange function's value for the piece's records), so a computation can resume on
+another number of workers: a worker gets the pieces whose records would now be sent to it.
+
 Termination. Records move only while something new is derived: `distinct` and `join` drop what
 they have already seen (at the same or an earlier epoch), `aggregate` drops what does not make
 its value grow. With finitely many facts, and lattice values that can grow only finitely often,
@@ -27,10 +36,10 @@ the loop drains and the computation ends without anyone counting iterations.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sized
 from typing import Any
 
-from timely import Stream, Timestamp, Vertex
+from timely import KeyedState, Stream, Timestamp, Vertex
 
 from .._hash import by_first, stable_hash
 from ._errors import BloomError
@@ -66,15 +75,51 @@ def _unhashable(op: str, record: Any, exc: BaseException) -> BloomError:
     return BloomError(f"{op}: record {record!r} cannot be kept in a set ({exc})")
 
 
+# Checkpoints -------------------------------------------------------------------------------------
+def _keyed(entries: Iterable[tuple[int, Any]]) -> KeyedState | None:
+    """``(route, item)`` entries as a `KeyedState` with one piece (a list of items) per route;
+    None if there are none (nothing to restore)."""
+    pieces: dict[int, list[Any]] = {}
+    for route, item in entries:
+        piece = pieces.get(route)
+        if piece is None:
+            pieces[route] = [item]
+        else:
+            piece.append(item)
+    return KeyedState(list(pieces.items())) if pieces else None
+
+
+def _items(op: str, state: Any) -> Iterator[Any]:
+    """The items of every piece of a restored `KeyedState`, whichever old instances they came from."""
+    if not isinstance(state, KeyedState):
+        raise BloomError(f"{op}: restore() needs the KeyedState its checkpoint() returned, got {type(state).__name__}")
+    for _, piece in state.pieces:
+        yield from piece
+
+
+def _complete(op: str, waiting: Sized) -> None:
+    """Refuse a checkpoint while records wait for a notification: the checkpoint would come
+    before a time it covers is complete."""
+    if waiting:
+        raise BloomError(
+            f"{op}: checkpoint() while {len(waiting)} time(s) still wait for a notification; a checkpoint "
+            "must come after every time it covers is complete"
+        )
+
+
 # distinct --------------------------------------------------------------------------------------
 class _Distinct(Vertex):
     """Sends each fact the first time it holds: once per fact (persistent), or once per fact and
     epoch (scratch). Coordinated: the same facts, but sent in ``on_notify`` once per time."""
 
-    def __init__(self, name: str, persistent: bool, coordinated: bool) -> None:
+    def __init__(
+        self, name: str, persistent: bool, coordinated: bool, route: Callable[[Any], int] | None = stable_hash
+    ) -> None:
         self.name = name
         self.persistent = persistent
         self.coordinated = coordinated
+        self.route = route
+        """The stage's exchange function (None: records are not exchanged)."""
         self.first: dict[Any, int] = {}
         """Persistent: fact -> the earliest epoch it was sent at."""
         self.by_epoch: dict[int, set[Any]] = {}
@@ -115,6 +160,26 @@ class _Distinct(Vertex):
             raise _unhashable(f"distinct {self.name!r}", bad, exc) from exc
         return fresh
 
+    def checkpoint(self) -> Any:
+        """Persistent: ``KeyedState`` of ``(fact, first epoch)`` items, routed by the exchange
+        function (a plain dict when the stage does not exchange: no rescaling). Scratch: None,
+        its facts hold at complete epochs only."""
+        _complete(f"distinct {self.name!r}", self.pending)
+        if not self.persistent or not self.first:
+            return None
+        route = self.route
+        if route is None:
+            return dict(self.first)
+        return _keyed((int(route(fact)), (fact, epoch)) for fact, epoch in self.first.items())
+
+    def restore(self, state: Any) -> None:
+        items = state.items() if isinstance(state, dict) else _items(f"distinct {self.name!r}", state)
+        first = self.first
+        for fact, epoch in items:
+            seen = first.get(fact)
+            if seen is None or epoch < seen:
+                first[fact] = epoch
+
 
 def distinct(
     stream: Stream,
@@ -129,7 +194,7 @@ def distinct(
     Coordination-free unless ``coordinated``, which holds new facts until their time is
     complete and sends them in one batch per time (one notification per time)."""
     _check_scope(f"distinct {name!r}", stream)
-    return stream.stage(name, lambda: _Distinct(name, persistent, coordinated), exchange=exchange)  # type: ignore[no-any-return]
+    return stream.stage(name, lambda: _Distinct(name, persistent, coordinated, exchange), exchange=exchange)  # type: ignore[no-any-return]
 
 
 # join ------------------------------------------------------------------------------------------
@@ -210,6 +275,26 @@ class _Join(Vertex):
             self.send_by(self.outputs[0], now, time)
         for e, out in later.items():
             self.send_by(self.outputs[0], out, time.with_epoch(e))
+
+    def checkpoint(self) -> Any:
+        """``KeyedState`` of ``(input, key, ((record, first epoch), ...))`` items, routed by
+        `stable_hash` of the key (as both inputs are exchanged). Only persistent inputs: a
+        scratch record matches at its own epoch only, which is complete."""
+        entries = []
+        for side in (0, 1):
+            if self.persistent[side]:
+                for key, bucket in self.index[side].items():
+                    if bucket:
+                        entries.append((stable_hash(key), (side, key, tuple(bucket.items()))))
+        return _keyed(entries)
+
+    def restore(self, state: Any) -> None:
+        for side, key, records in _items(f"join {self.name!r}", state):
+            bucket = self.index[side].setdefault(key, {})
+            for r, epoch in records:
+                old = bucket.get(r)
+                if old is None or epoch < old:
+                    bucket[r] = epoch
 
 
 def join(
@@ -358,6 +443,23 @@ class _Aggregate(Vertex):
         h = self.history.get(key)
         return None if h is None else h.upto(epoch)
 
+    def checkpoint(self) -> Any:
+        """``KeyedState`` of ``(key, epoch, value)`` items routed by `stable_hash` of the key: each
+        key's value at the latest epoch it changed, the only one later epochs build on (the
+        values of earlier, complete epochs are not kept; a restored `value` of those epochs is
+        None)."""
+        _complete(f"aggregate {self.name!r}", self.pending)
+        return _keyed((stable_hash(key), (key, h.epochs[-1], h.values[-1])) for key, h in self.history.items())
+
+    def restore(self, state: Any) -> None:
+        history = self.history
+        for key, epoch, value in _items(f"aggregate {self.name!r}", state):
+            h = history.get(key)
+            if h is None:
+                history[key] = _History(epoch, value)
+            else:
+                h.absorb(epoch, value)
+
 
 def aggregate(
     stream: Stream,
@@ -436,6 +538,17 @@ class _When(Vertex):
         if out:
             self.send_by(self.outputs[0], out, time)
 
+    def checkpoint(self) -> Any:
+        """``KeyedState`` of ``(key, epoch fired)`` items, routed by `stable_hash` of the key."""
+        return _keyed((stable_hash(key), (key, epoch)) for key, epoch in self.fired.items())
+
+    def restore(self, state: Any) -> None:
+        fired = self.fired
+        for key, epoch in _items(f"when {self.name!r}", state):
+            seen = fired.get(key)
+            if seen is None or epoch < seen:
+                fired[key] = epoch
+
 
 def when(stream: Stream, predicate: Callable[[Lattice], Any], name: str = "when") -> Stream:
     """The keys of a lattice stream whose value satisfies ``predicate``, each sent once, as
@@ -492,6 +605,23 @@ class _NotIn(Vertex):
                 out.append(r)
         if out:
             self.send_by(self.outputs[0], out, time)
+
+    def checkpoint(self) -> Any:
+        """``KeyedState`` of ``(input, fact, first epoch)`` items, routed as the inputs are
+        exchanged: a fact of input 0 by `stable_hash` of its key, a negated key by its own. What
+        was sent is per epoch (scratch), so it is not kept."""
+        _complete(f"not_in {self.name!r}", self.asked)
+        key = self.key
+        entries = [(stable_hash(key(r)), (0, r, epoch)) for r, epoch in self.positive.items()]
+        entries.extend((stable_hash(k), (1, k, epoch)) for k, epoch in self.negative.items())
+        return _keyed(entries)
+
+    def restore(self, state: Any) -> None:
+        for edge, fact, epoch in _items(f"not_in {self.name!r}", state):
+            facts = self.negative if edge else self.positive
+            seen = facts.get(fact)
+            if seen is None or epoch < seen:
+                facts[fact] = epoch
 
 
 def not_in(stream: Stream, negated: Stream, key: Callable[[Any], Any] | None = None, name: str = "not_in") -> Stream:

@@ -247,15 +247,15 @@ class Collection(Expr):
             if not isinstance(source, Stream) or source.scope.depth != 0:
                 raise BloomError(f"collection {name!r}: the source must be a root-scope stream, got {source!r}")
             inputs.append(program.loop.ingress(source, f"{name}.source"))
-        stream = program.loop.stage(name, self._vertex(name, kind), inputs, exchange=[route] * len(inputs))
+        stream = program.loop.stage(name, self._vertex(name, kind, route), inputs, exchange=[route] * len(inputs))
         super().__init__(program, name, stream, kind)
         self.rules: list[Stream] = []
         program.collections.append(self)
 
-    def _vertex(self, name: str, kind: Kind) -> Callable[[], Any]:
+    def _vertex(self, name: str, kind: Kind, route: Callable[[Any], int]) -> Callable[[], Any]:
         persistent = kind == "persistent"
         coordinated = self.coordinated
-        return lambda: _Distinct(name, persistent, coordinated)
+        return lambda: _Distinct(name, persistent, coordinated, route)
 
     def merge(self, expr: Expr) -> Self:
         """Add the rule ``self <= expr``: everything ``expr`` derives goes into this collection."""
@@ -277,8 +277,8 @@ class LatticeCollection(Collection):
         self.lattice = lattice
         super().__init__(program, name, "persistent", source, by_first)
 
-    def _vertex(self, name: str, kind: Kind) -> Callable[[], Any]:
-        lattice = self.lattice
+    def _vertex(self, name: str, kind: Kind, route: Callable[[Any], int]) -> Callable[[], Any]:
+        lattice = self.lattice  # ``route`` is by_first: the aggregate's checkpoint routes its keys alike
         return lambda: _Aggregate(name, lattice, coordinated=False)
 
     def apply(self, fn: Callable[[Lattice], Lattice]) -> LatticeExpr:

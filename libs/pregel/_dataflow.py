@@ -13,6 +13,13 @@ partial (vertex and message counts, aggregator contributions), runs the program'
 ``master_compute``, and sends every worker the control record for the next superstep: go
 on with these aggregated values, or halt and emit your vertices' final values. Every worker
 takes part in every superstep, so the master hears from all of them each time.
+
+Checkpoints (Naiad §3.4): nothing outlives an epoch. Each epoch's graph is a separate run,
+and an epoch is complete only once its run has halted, emitted its values and dropped its
+engines; a checkpoint comes after every epoch it covers is complete and before anything of a
+later epoch is delivered, so both stages have nothing to save (`checkpoint` returns None, and
+a resumed computation may have any number of workers). A checkpoint taken while a run is still
+in flight breaks that contract and is refused with a `PregelError`.
 """
 
 from __future__ import annotations
@@ -175,6 +182,19 @@ class _Superstep(Vertex):
             self.send_by(self.outputs[OUT_MUTATIONS], list(mutations_out.items()), time)
         self.send_by(self.outputs[OUT_PARTIALS], [(0, partial)], time)
 
+    def checkpoint(self) -> None:
+        """None: every run a checkpoint covers has ended (see the module's docstring)."""
+        _idle(self.name, "superstep", {t.epoch for t in self.inboxes} | set(self.engines))
+
+
+def _idle(name: str, stage: str, epochs: set[int]) -> None:
+    """Refuse a checkpoint while the runs of ``epochs`` are in flight (it would lose them)."""
+    if epochs:
+        raise PregelError(
+            f"pregel {name!r}: checkpoint() of the {stage} stage while the run(s) of epoch(s) "
+            f"{sorted(epochs)} are in flight; a checkpoint must come after every epoch it covers is complete"
+        )
+
 
 class _Master(Vertex):
     """Worker 0's instance merges the partials of each superstep and decides what comes next."""
@@ -245,6 +265,10 @@ class _Master(Vertex):
             self.last[time.epoch] = aggregated
         record = (halt, superstep, vertices, aggregated)
         self.send_by(self.outputs[0], [(w, record) for w in range(self.peers)], time)
+
+    def checkpoint(self) -> None:
+        """None: every run a checkpoint covers has ended (see the module's docstring)."""
+        _idle(self.name, "master", {t.epoch for t in self.partials} | set(self.last) | set(self.started))
 
     def _report(self, epoch: int, superstep: int, vertices: int, active: int, sent: int, halt: bool) -> None:
         now = _time.monotonic()
