@@ -10,6 +10,9 @@ its place in the cluster from environment variables, which the launcher sets::
     TIMELY_WORKERS        workers per process (default 1)
     TIMELY_SECRET         the shared secret, hex (HMAC authentication between processes)
     PYTHONHASHSEED        "0" unless the user set it, so that hash(str) agrees across processes
+    TIMELY_RESTART        which attempt this is: 0 at first, k after the k-th restart (--restarts)
+    TIMELY_CHECKPOINT_DIR   with --checkpoint-dir: where to checkpoint and resume from (absolute)
+    TIMELY_CHECKPOINT_EVERY with --checkpoint-every: checkpoint every K epochs
 
 `cluster_from_env` parses them (the runtime calls it); ``timely run`` sets them::
 
@@ -22,6 +25,13 @@ stderr), and exits 0 only if every process did. When one fails, the others get a
 to stop by themselves (the runtime makes peers fail quickly), then SIGTERM, then SIGKILL; the
 launcher exits with the first failure's status (128+signal for a signal) and prints a one-line
 summary. Ctrl-C or SIGTERM to the launcher is forwarded to every process.
+
+With ``--restarts R`` a failure (a process exiting non-zero or killed by a signal the launcher
+did not send) instead stops the other processes at once and starts all of them again, with
+fresh ports and ``TIMELY_RESTART`` counting the restarts, up to R times; a program that
+checkpoints (``--checkpoint-dir``) resumes from its last complete checkpoint. In the hosts-file
+mode only this machine's process restarts, at the same address; the launchers of the other
+machines restart theirs.
 
 The cluster configuration it sets up is parsed by `timely._runtime.config`, shared with the runtime.
 """
@@ -38,6 +48,7 @@ import signal
 import socket
 import stat
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
@@ -45,8 +56,11 @@ from typing import IO, Any
 from timely._runtime.config import (
     _SECRET_HINT,
     ENV_ADDRESSES,
+    ENV_CHECKPOINT_DIR,
+    ENV_CHECKPOINT_EVERY,
     ENV_PROCESS_INDEX,
     ENV_PROCESSES,
+    ENV_RESTART,
     ENV_SECRET,
     ENV_WORKERS,
     SECRET_BYTES,
@@ -61,8 +75,11 @@ from timely._runtime.config import (
 
 __all__ = [
     "ENV_ADDRESSES",
+    "ENV_CHECKPOINT_DIR",
+    "ENV_CHECKPOINT_EVERY",
     "ENV_PROCESSES",
     "ENV_PROCESS_INDEX",
+    "ENV_RESTART",
     "ENV_SECRET",
     "ENV_WORKERS",
     "ClusterConfig",
@@ -85,6 +102,9 @@ MAX_LINE = 1 << 20
 """A child's line longer than this (bytes) is passed on in pieces rather than buffered whole."""
 DRAIN_TIMEOUT = 5.0
 """Seconds to wait, after every child has exited, for output still in the pipes."""
+RESTART_DRAIN_TIMEOUT = 1.0
+"""Before a restart, seconds to wait for the stopped children's output still in the pipes (what
+comes later is still passed on, after the restart line)."""
 
 
 def read_hosts_file(path: str) -> list[tuple[str, int]]:
@@ -252,7 +272,11 @@ class _Stop:
 
 
 class _Supervisor:
-    """Runs the children, watches them, and stops them all when one fails or on a signal."""
+    """Runs the children, watches them, and stops them all when one fails or on a signal.
+
+    With ``restarts`` > 0, a failure stops the other children at once and `renew` gives the
+    children of the next attempt (its argument: the attempt, 1 for the first restart), up to
+    ``restarts`` times; only the last attempt's failures are reported at the end."""
 
     def __init__(
         self,
@@ -264,12 +288,23 @@ class _Supervisor:
         stdin_index: int | None,
         out: _Sink | None = None,
         err: _Sink | None = None,
+        restarts: int = 0,
+        renew: Callable[[int], list[_Child]] | None = None,
     ) -> None:
+        if restarts and renew is None:
+            raise ValueError("restarts need `renew`, to make the children of the next attempt")
         self.argv = argv
         self.children = children
         self.grace = grace
         self.kill_after = kill_after
         self.stdin_index = stdin_index
+        self.restarts = restarts
+        self.renew = renew
+        self.attempt = 0
+        """0 for the first attempt; k after the k-th restart."""
+        self.restart_seconds: list[float] = []
+        """For each restart, the seconds from the failure being noticed to the respawn."""
+        self._failure_noticed: float | None = None
         self.out = out if out is not None else _Sink(sys.stdout, self._on_stdout_closed)
         self.err = err if err is not None else _Sink(sys.stderr)
         self.failures: list[_Child] = []
@@ -303,6 +338,8 @@ class _Supervisor:
         returncode = await child.proc.wait()
         child.returncode = returncode
         if returncode != 0 and child.stopped_with is None:
+            if not self.failures:
+                self._failure_noticed = time.monotonic()
             self.failures.append(child)
         self._poke()
 
@@ -357,6 +394,10 @@ class _Supervisor:
             try:
                 await self._spawn_all()
                 await self._supervise()
+                while self._restart_due():
+                    await self._restart()
+                    await self._spawn_all()
+                    await self._supervise()
             finally:
                 self.kill_all_now()
                 if self._tasks:
@@ -372,12 +413,51 @@ class _Supervisor:
                 loop.remove_signal_handler(number)
         return self._report()
 
+    def _restart_due(self) -> bool:
+        """Whether this attempt's failure calls for a restart: one left, and no stop asked for."""
+        return bool(self.failures) and self.attempt < self.restarts and self.stop is None and self.spawn_error is None
+
+    async def _restart(self) -> None:
+        """Between two attempts (every child of this one has exited): sweep their process groups,
+        let their last output through, make the next attempt's children and say so."""
+        assert self.renew is not None and self.failures and self._failure_noticed is not None
+        first = self.failures[0]
+        assert first.returncode is not None
+        self.kill_all_now()  # whatever the children started and left behind
+        pending = [task for task in self._pumps if not task.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=RESTART_DRAIN_TIMEOUT)
+        if self.stop is not None:  # interrupted meanwhile: no restart (_spawn_all starts nothing)
+            return
+        self.attempt += 1
+        try:
+            children = self.renew(self.attempt)
+        except (OSError, ClusterConfigError) as e:
+            self.spawn_error = f"cannot restart: {e}"
+            self.attempt -= 1
+            return
+        seconds = time.monotonic() - self._failure_noticed
+        self.restart_seconds.append(seconds)
+        who = f"p{children[0].index}" if len(children) == 1 else f"all {len(children)} processes"
+        self.err.write(
+            f"timely: p{first.index} {_describe(first.returncode)}; restarting {who} "
+            f"(restart {self.attempt} of {self.restarts}) after {seconds:.2f} s\n".encode()
+        )
+        self.children = children
+        self.failures = []
+        self.grace_expired = False
+        self._failure_noticed = None
+
     async def _spawn_all(self) -> None:
+        if self.spawn_error is not None:
+            return
         preexec = _death_signal_preexec()
         for child in self.children:
             if self.stop is not None:
                 return
-            stdin: Any = None if child.index == self.stdin_index else asyncio.subprocess.DEVNULL
+            # Stdin goes to the first attempt only: a restarted process reads an empty one.
+            reads = child.index == self.stdin_index and self.attempt == 0
+            stdin: Any = None if reads else asyncio.subprocess.DEVNULL
             posix: dict[str, Any] = {"process_group": 0} if os.name == "posix" else {}
             try:
                 child.proc = await asyncio.create_subprocess_exec(
@@ -422,6 +502,9 @@ class _Supervisor:
                 return
             timeout = None
             if self.failures:
+                if self._restart_due():  # no grace: stop the others now, and start again
+                    await self._terminate(int(signal.SIGTERM))
+                    return
                 if grace_deadline is None:
                     grace_deadline = loop.time() + self.grace
                 timeout = grace_deadline - loop.time()
@@ -493,6 +576,8 @@ class _Supervisor:
             parts.append(f"{lead}{stops}{tail}")
         if code == 0 and not parts:
             return 0
+        if self.attempt:
+            parts.append(f"restarts used: {self.attempt} of {self.restarts}")
         code = code or 1
         self.err.write(f"timely: {'; '.join(parts)}; exit status {code}\n".encode())
         return code
@@ -553,6 +638,15 @@ get --grace seconds to stop by themselves, then SIGTERM, then SIGKILL
 for a signal). Ctrl-C or SIGTERM is forwarded to every process. Process 0 (or
 the one process with --hosts) reads the launcher's stdin unless it is a terminal;
 the others read an empty stdin.
+
+With --restarts R, a failure instead stops the others at once (SIGTERM, then
+SIGKILL after --kill-after) and starts every process again, up to R times, with
+fresh ports and TIMELY_RESTART=k for the k-th restart (0 at first); a restarted
+process reads an empty stdin. With --hosts only this machine's process restarts,
+at the same address: run every machine's launcher with the same --restarts.
+A program that checkpoints (--checkpoint-dir, which sets TIMELY_CHECKPOINT_DIR,
+and --checkpoint-every, TIMELY_CHECKPOINT_EVERY) resumes from its last complete
+checkpoint; one that does not starts over. Ctrl-C never restarts.
 """
 
 _RUN_EPILOG = """\
@@ -561,6 +655,8 @@ examples:
   timely run -n 2 --workers 3 -m examples.connected_components
   # on machine k of a cluster (hosts.txt: one host:port per line, the same file everywhere)
   TIMELY_SECRET=$(cat secret.hex) timely run --hosts hosts.txt --process k prog.py
+  # survive up to 3 failures, resuming from a checkpoint taken every 10 epochs
+  timely run -n 4 --restarts 3 --checkpoint-dir ckpt --checkpoint-every 10 prog.py
 
 Everything after the program (or -m module) is passed to it unchanged.
 """
@@ -591,7 +687,8 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run.prog = "timely run"
     run.usage = (
         "timely run [-n N] [--base-port P] [--hosts FILE --process I] [--workers W] [--secret-file F]\n"
-        "                  [--grace S] [--kill-after S] (prog.py | -m module) [args...]"
+        "                  [--grace S] [--kill-after S] [--restarts R] [--checkpoint-dir DIR]\n"
+        "                  [--checkpoint-every K] (prog.py | -m module) [args...]"
     )
     local = run.add_argument_group("on this machine")
     local.add_argument(
@@ -630,6 +727,25 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         default=DEFAULT_KILL_AFTER,
         metavar="S",
         help=f"seconds between SIGTERM and SIGKILL (default {DEFAULT_KILL_AFTER:g})",
+    )
+    recovery = run.add_argument_group("fault tolerance")
+    recovery.add_argument(
+        "--restarts",
+        type=_index,
+        default=0,
+        metavar="R",
+        help="when a process fails, restart all of them (with --hosts, this one), up to R times (default 0)",
+    )
+    recovery.add_argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        help=f"checkpoint to DIR and resume from it after a restart (sets {ENV_CHECKPOINT_DIR}, made absolute)",
+    )
+    recovery.add_argument(
+        "--checkpoint-every",
+        type=_positive_int,
+        metavar="K",
+        help=f"checkpoint every K epochs (sets {ENV_CHECKPOINT_EVERY}; default: the runtime's)",
     )
     program = run.add_argument_group("the program")
     program.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m does")
@@ -699,9 +815,31 @@ def _resolve_secret(args: argparse.Namespace, env: Mapping[str, str], required: 
     return secrets.token_bytes(SECRET_BYTES)
 
 
-def _child_env(base: Mapping[str, str], config: ClusterConfig) -> dict[str, str]:
+def _recovery_env(args: argparse.Namespace, env: Mapping[str, str], parser: argparse.ArgumentParser) -> dict[str, str]:
+    """The checkpoint settings for the children: what --checkpoint-dir and --checkpoint-every say
+    (the directory made absolute, since a child may change directory)."""
+    extra = {}
+    if args.checkpoint_dir is not None:
+        if not args.checkpoint_dir:
+            parser.error("argument --checkpoint-dir: expected a directory")
+        directory = os.path.abspath(args.checkpoint_dir)
+        if os.path.exists(directory) and not os.path.isdir(directory):
+            parser.error(f"--checkpoint-dir {args.checkpoint_dir}: not a directory")
+        extra[ENV_CHECKPOINT_DIR] = directory
+    elif args.checkpoint_every is not None and not env.get(ENV_CHECKPOINT_DIR):
+        parser.error("--checkpoint-every needs --checkpoint-dir (where to checkpoint)")
+    if args.checkpoint_every is not None:
+        extra[ENV_CHECKPOINT_EVERY] = str(args.checkpoint_every)
+    return extra
+
+
+def _child_env(
+    base: Mapping[str, str], config: ClusterConfig, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
     env = dict(base)
     env.update(config.to_env())
+    if extra:
+        env.update(extra)
     env.setdefault("PYTHONHASHSEED", DEFAULT_HASH_SEED)
     env.setdefault("PYTHONUNBUFFERED", "1")  # so that output streams live
     return env
@@ -753,12 +891,26 @@ def _run(argv: list[str], parser: argparse.ArgumentParser) -> int:
             addresses = [("127.0.0.1", port) for port in ports]
             secret = _resolve_secret(args, env, required=False)
             indices = list(range(processes))
-        children = [
-            _Child(i, _child_env(env, ClusterConfig(len(addresses), i, addresses, workers, secret))) for i in indices
-        ]
+        recovery_env = _recovery_env(args, env, parser)
+
+        def children_of(attempt: int, addresses: list[tuple[str, int]], secret: bytes) -> list[_Child]:
+            extra = {ENV_RESTART: str(attempt), **recovery_env}
+            config = [ClusterConfig(len(addresses), i, addresses, workers, secret) for i in indices]
+            return [_Child(i, _child_env(env, c, extra)) for i, c in zip(indices, config, strict=True)]
+
+        children = children_of(0, addresses, secret)
     except ClusterConfigError as e:
         print(f"timely run: error: {e}", file=sys.stderr)
         return 2
+    # A restart on this machine gets fresh ports (the old ones may linger in TIME_WAIT) unless
+    # they were given, and a fresh secret unless one was given; a cluster keeps both.
+    fresh_ports = args.hosts is None and args.base_port is None
+    fresh_secret = args.hosts is None and args.secret_file is None and ENV_SECRET not in env
+
+    def renew(attempt: int) -> list[_Child]:
+        again = [("127.0.0.1", port) for port in _free_ports("127.0.0.1", len(addresses))] if fresh_ports else addresses
+        return children_of(attempt, again, secrets.token_bytes(SECRET_BYTES) if fresh_secret else secret)
+
     if env.get("PYTHONHASHSEED") == "random":
         print(
             "timely: warning: PYTHONHASHSEED=random makes hash(str) differ between processes; "
@@ -769,7 +921,15 @@ def _run(argv: list[str], parser: argparse.ArgumentParser) -> int:
     with contextlib.suppress(AttributeError, OSError, ValueError):
         if not os.isatty(sys.stdin.fileno()):
             stdin_index = indices[0]
-    supervisor = _Supervisor(command, children, grace=args.grace, kill_after=args.kill_after, stdin_index=stdin_index)
+    supervisor = _Supervisor(
+        command,
+        children,
+        grace=args.grace,
+        kill_after=args.kill_after,
+        stdin_index=stdin_index,
+        restarts=args.restarts,
+        renew=renew,
+    )
     try:
         return asyncio.run(supervisor.run())
     except BaseException:

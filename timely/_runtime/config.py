@@ -18,8 +18,11 @@ from ..errors import TimelyError
 
 __all__ = [
     "ENV_ADDRESSES",
+    "ENV_CHECKPOINT_DIR",
+    "ENV_CHECKPOINT_EVERY",
     "ENV_PROCESSES",
     "ENV_PROCESS_INDEX",
+    "ENV_RESTART",
     "ENV_SECRET",
     "ENV_WORKERS",
     "SECRET_BYTES",
@@ -35,6 +38,13 @@ ENV_PROCESS_INDEX = "TIMELY_PROCESS_INDEX"
 ENV_ADDRESSES = "TIMELY_ADDRESSES"
 ENV_WORKERS = "TIMELY_WORKERS"
 ENV_SECRET = "TIMELY_SECRET"
+# Fault tolerance: set by `timely run` (--restarts, --checkpoint-dir, --checkpoint-every).
+ENV_RESTART = "TIMELY_RESTART"
+"""Which attempt this is: 0 for the first start, k for the k-th restart after a failure."""
+ENV_CHECKPOINT_DIR = "TIMELY_CHECKPOINT_DIR"
+"""Absolute path of the directory the computation checkpoints to and resumes from."""
+ENV_CHECKPOINT_EVERY = "TIMELY_CHECKPOINT_EVERY"
+"""Checkpoint every this many epochs."""
 
 SECRET_BYTES = 32
 _SECRET_HINT = "create one with: python -c 'import secrets; print(secrets.token_hex(32))' > secret.hex"

@@ -15,12 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._runtime.config import ENV_CHECKPOINT_DIR, ENV_CHECKPOINT_EVERY
 from ._store import CheckpointError, CheckpointInfo, latest_checkpoint
 
 __all__ = ["Checkpoints", "CheckpointError", "CheckpointInfo", "latest_checkpoint", "checkpoints_from_env"]
 
-ENV_CHECKPOINT_DIR = "TIMELY_CHECKPOINT_DIR"
-ENV_CHECKPOINT_EVERY = "TIMELY_CHECKPOINT_EVERY"
 
 
 @dataclass(frozen=True)
