@@ -21,7 +21,6 @@ from ._store import CheckpointError, CheckpointInfo, latest_checkpoint
 __all__ = ["Checkpoints", "CheckpointError", "CheckpointInfo", "latest_checkpoint", "checkpoints_from_env"]
 
 
-
 @dataclass(frozen=True)
 class Checkpoints:
     """Where and how often a computation checkpoints.
