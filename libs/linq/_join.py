@@ -4,6 +4,10 @@ A batch from one input at time ``t`` joins with everything the other input has s
 then enters its own input's trace; every pair of differences meets exactly once, and their
 product is sent at the least upper bound of their two times, the first time at which both
 are part of the collections.
+
+Checkpoint: one piece per key, ``(key, dirty, trace0, trace1)``, each trace
+``{time: ((record, diff), ...)}`` or None when that side has nothing for the key; routed
+by the key's hash, the route of both inputs' records of the key.
 """
 
 from __future__ import annotations
@@ -11,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from timely import Timestamp
+from timely import KeyedState, Timestamp
 
 from ._lattice import Lattice
-from ._stateful import Stateful, compact_times, merge_lists
+from ._stateful import Stateful, compact_times, merge_lists, paused_gc, pieces_of, route
 
 Pairs = list[tuple[Any, int]]
 
@@ -94,3 +98,40 @@ class Join(Stateful):
                     trace[k] = moved
                 else:
                     del trace[k]
+
+    # Checkpoints -------------------------------------------------------------------------------
+    def checkpoint(self) -> KeyedState | None:
+        first, second = self.traces
+        if not first and not second:
+            return None
+        dirty = self.dirty
+        with paused_gc():
+            pieces: list[tuple[int, Any]] = []
+            add = pieces.append
+            for k, times in first.items():
+                other = second.get(k)
+                add((route(k), (k, k in dirty, _flat(times), None if other is None else _flat(other))))
+            for k, times in second.items():
+                if k not in first:
+                    add((route(k), (k, k in dirty, None, _flat(times))))
+        return KeyedState(pieces)
+
+    def restore(self, state: Any) -> None:
+        dirty = self.dirty
+        with paused_gc():
+            for _, (k, is_dirty, *sides) in pieces_of(self.op, state):
+                for trace, saved in zip(self.traces, sides):
+                    if saved is None:
+                        continue
+                    times = trace.get(k)
+                    if times is None:
+                        trace[k] = {t: list(pairs) for t, pairs in saved.items()}
+                    else:  # the key came from two instances: their differences add up
+                        for t, pairs in saved.items():
+                            times.setdefault(t, []).extend(pairs)
+                if is_dirty:
+                    dirty.add(k)
+
+
+def _flat(times: dict[Any, Pairs]) -> dict[Any, tuple[Any, ...]]:
+    return {t: tuple(lst) for t, lst in times.items()}

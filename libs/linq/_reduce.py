@@ -10,6 +10,19 @@ incomparable time ``s`` in the key's history (TR §4.3), so those times are sche
 
 The fast path: when every time in a key's history is ``<= t`` (always so within one epoch
 of a loop), the group at ``t`` is simply the key's running total, kept alongside the trace.
+
+Checkpoint: a `KeyedState` routed by key hash with three kinds of piece, told apart by
+their first item:
+
+- ``(0, key, tidy, dirty, upper, inputs, outputs)``: a key's traces, ``inputs`` as
+  ``{time: ((record, diff), ...)}`` (records tagged ``(input, record)`` with two
+  inputs) and ``outputs`` as ``{time: {record: diff}}``; the running totals are their sums,
+  rebuilt on restore;
+- ``(1, key, times)``: the key is to be evaluated at each of ``times`` (pending notifications);
+- ``(2, time, input, pairs)``: input differences received at ``time`` and not yet absorbed.
+
+The last two are empty at a checkpoint unless a time after the checkpoint's epoch had
+records before it was complete; the runtime restores the notifications they wait for.
 """
 
 from __future__ import annotations
@@ -18,11 +31,11 @@ from collections.abc import Callable
 from itertools import chain
 from typing import Any
 
-from timely import Timestamp, Vertex
+from timely import KeyedState, Timestamp, Vertex
 
 from ._errors import OperatorError
 from ._lattice import Lattice
-from ._stateful import Stateful, compact_times, merge_lists
+from ._stateful import Stateful, compact_times, merge_lists, paused_gc, pieces_of, route
 
 Counts = dict[Any, int]
 Evaluate = Callable[[Any, Counts], Counts]
@@ -248,6 +261,93 @@ class Reduce(Stateful):
                 up = t if up is None else join(up, t)
             st.upper = up
 
+    # Checkpoints -------------------------------------------------------------------------------
+    def checkpoint(self) -> KeyedState | None:
+        if not self.state and not self.pending:
+            return None
+        dirty = self.dirty
+        with paused_gc():
+            pieces: list[tuple[int, Any]] = [
+                (
+                    route(k),
+                    (
+                        0,
+                        k,
+                        st.tidy,
+                        k in dirty,
+                        st.upper,
+                        {t: tuple(diffs) for t, diffs in st.inputs.items()},
+                        {t: dict(diffs) for t, diffs in st.outputs.items()},
+                    ),
+                )
+                for k, st in self.state.items()
+            ]
+            scheduled: dict[Any, list[Any]] = {}
+            for t, due in self.pending.items():
+                for k in due:
+                    scheduled.setdefault(k, []).append(t)
+            pieces.extend((route(k), (1, k, tuple(times))) for k, times in scheduled.items())
+            for t, batches in self.staged.items():
+                by_route: dict[tuple[int, int], list[tuple[Any, int]]] = {}
+                for edge, records in batches:
+                    keyfn = self.keys[edge]
+                    for pair in records:
+                        try:
+                            r = route(keyfn(pair[0]))
+                        except Exception:
+                            r = 0  # as the exchange routed it; absorbing it will name the error
+                        by_route.setdefault((r, edge), []).append(pair)
+                pieces.extend((r, (2, t, edge, tuple(pairs))) for (r, edge), pairs in by_route.items())
+        return KeyedState(pieces)
+
+    def restore(self, state: Any) -> None:
+        with paused_gc():
+            for _, piece in pieces_of(self.op, state):
+                kind = piece[0]
+                if kind == 0:
+                    self._restore_key(*piece[1:])
+                elif kind == 1:
+                    _, k, times = piece
+                    for t in times:
+                        self.pending.setdefault(tuple(t), set()).add(k)
+                else:
+                    _, t, edge, pairs = piece
+                    t = tuple(t)
+                    self.staged.setdefault(t, []).append((edge, list(pairs)))
+                    self.pending.setdefault(t, set())
+
+    def _restore_key(self, k: Any, tidy: int, is_dirty: bool, upper: Any, inputs: Any, outputs: Any) -> None:
+        st = _Key(tuple(upper))
+        st.tidy = tidy
+        st.inputs = {t: list(pairs) for t, pairs in inputs.items()}
+        st.outputs = {t: dict(diffs) for t, diffs in outputs.items()}
+        old = self.state.get(k)
+        if old is not None:  # the key came from two instances: their differences add up
+            st = _merged(old, st, self.lattice)
+        total: Counts = {}
+        for diffs in st.inputs.values():
+            for d, r in diffs:
+                total[d] = total.get(d, 0) + r
+        st.total = {d: c for d, c in total.items() if c}
+        total = {}
+        for counts in st.outputs.values():
+            for d, r in counts.items():
+                total[d] = total.get(d, 0) + r
+        st.out_total = {d: c for d, c in total.items() if c}
+        self.state[k] = st
+        if is_dirty:
+            self.dirty.add(k)
+
+
+def _merged(a: _Key, b: _Key, lattice: Lattice) -> _Key:
+    for t, diffs in b.inputs.items():
+        a.inputs.setdefault(t, []).extend(diffs)
+    for t, counts in b.outputs.items():
+        a.outputs[t] = merge_counts(a.outputs.get(t, {}), counts)
+    a.tidy = 0  # lists of one time from both are not consolidated together
+    a.upper = lattice.join(a.upper, b.upper)
+    return a
+
 
 def _accumulate_lists(
     times: dict[Any, list[tuple[Any, int]]], everything: Counts, time: Any, le: Callable[[Any, Any], bool]
@@ -288,7 +388,11 @@ def _accumulate(times: dict[Any, Counts], time: Any, le: Callable[[Any, Any], bo
 
 
 class Consolidate(Vertex):
-    """Sums the differences of each record at each time once the time is complete; keeps nothing after."""
+    """Sums the differences of each record at each time once the time is complete; keeps nothing after.
+
+    Checkpoint: what awaits a time that is not complete, as pieces ``(time, ((record, diff),
+    ...))`` routed by each record's hash (its exchange); None (nothing) at a
+    checkpoint taken between epochs, unless a later time had records before it was complete."""
 
     def __init__(self, op: str) -> None:
         self.op = op
@@ -317,3 +421,20 @@ class Consolidate(Vertex):
         out = [(d, r) for d, r in total.items() if r]
         if out:
             self.send_by(self.outputs[0], out, time)
+
+    def checkpoint(self) -> KeyedState | None:
+        if not self.staged:
+            return None
+        pieces: list[tuple[int, Any]] = []
+        for t, batches in self.staged.items():
+            by_route: dict[int, list[tuple[Any, int]]] = {}
+            for records in batches:
+                for pair in records:
+                    by_route.setdefault(route(pair[0]), []).append(pair)
+            pieces.extend((r, (t, tuple(pairs))) for r, pairs in by_route.items())
+        return KeyedState(pieces)
+
+    def restore(self, state: Any) -> None:
+        staged = self.staged
+        for _, (t, pairs) in pieces_of(self.op, state):
+            staged.setdefault(tuple(t), []).append(list(pairs))

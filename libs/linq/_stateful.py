@@ -8,15 +8,26 @@ stops growing with the number of epochs: it holds one entry per record and loop 
 
 An operator learns that an epoch is complete through a notification that holds no
 capability (``notify_at(end_of_epoch, capability=None)``), which delays no one.
+
+Checkpoints (Naiad §3.4). Every stateful operator's `checkpoint` returns a
+`timely.KeyedState`: one piece per key (or per record), routed as the operator's exchange
+function routes that key's records (`route`), so a computation can resume on another number
+of workers. The per-instance bookkeeping is not saved: a restored operator starts with
+``latest_epoch = -1`` (it asks again to hear of the next epoch's end) and ``compacted_to =
+0`` (it compacts again at the next epoch's end), both of which only cost a spare
+notification or compaction pass; which keys await compaction is saved with each key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from timely import Timestamp, Vertex
+from timely import KeyedState, Timestamp, Vertex
 
+from .._hash import stable_hash
 from ._errors import OperatorError
 from ._lattice import FAR, Lattice, advance_epoch
 
@@ -72,6 +83,38 @@ class Stateful(Vertex):
                 "(use tuples, not lists)"
             )
         return OperatorError(f"{self.op}: the {what} raised {type(exc).__name__}: {exc} on record {record!r}")
+
+
+def route(key: Any) -> int:
+    """The int the exchange functions of `collection` (``by_key``, ``by_record``) give the
+    records of ``key``: its stable hash, or 0 when that fails (such records go to worker 0)."""
+    try:
+        return stable_hash(key)
+    except Exception:
+        return 0
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection while a checkpoint is built or restored: they make millions
+    of tuples and lists (no cycles among them), and the collector would scan the growing heap
+    again and again (two to three times the work of building them)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def pieces_of(op: str, state: Any) -> Any:
+    """The ``(route, piece)`` pairs of a restored `KeyedState` (or of a bare sequence of them)."""
+    if isinstance(state, KeyedState):
+        return state.pieces
+    if isinstance(state, list | tuple):
+        return state
+    raise OperatorError(f"{op}: cannot restore from {type(state).__name__}; expected the KeyedState of a checkpoint")
 
 
 def compact_times(times: dict[Time, Any], epoch: int, merge: Callable[[Any, Any], Any]) -> dict[Time, Any] | None:
