@@ -15,11 +15,16 @@ barrier ResultStage"). Spark cannot tell a vertex's bug from a lost machine, so 
 deterministic failure costs all 4 attempts (about 2.5 s each for a small 2-process run) before
 the job fails with the timely error's text. The result is persisted and counted inside `run`, so the computation
 runs exactly once per call, not once per action on the returned DataFrame.
+
+With ``checkpoint_dir`` (`run_epochs`), a retried stage resumes from the processes' last
+complete checkpoint instead of rerunning from the inputs, and re-emits the output the failed
+attempt had delivered from the tasks' output log (see _task.py).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import secrets
@@ -37,7 +42,7 @@ import timely
 
 from ._errors import SparkBridgeError
 from ._session import quiet_pandas_warning
-from ._task import TAG, TaskPlan, input_column, run_task
+from ._task import OUTPUT_DIR, TAG, TaskPlan, input_column, run_task
 
 __all__ = ["epochs_from_directory", "run", "run_epochs", "task_slots"]
 
@@ -80,6 +85,8 @@ def run_epochs(
     processes: int | None = None,
     timeout: float | None = 600.0,
     seconds: dict[int, float] | None = None,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
+    checkpoint_every: int = 10,
 ) -> DataFrame:
     """Feed ``epochs[i]`` into one running computation as epoch ``i``, and return what the output
     stream produced at each epoch, with a leading ``epoch`` (int) column.
@@ -92,13 +99,33 @@ def run_epochs(
     Every name that appears in some epoch is one input of ``build`` for all epochs; a name
     missing from an epoch has no records at that epoch. A name's DataFrames must have the same
     columns in every epoch. Otherwise as `run`.
+
+    ``checkpoint_dir`` (a path every executor and the driver see, such as a shared mount)
+    makes the processes checkpoint every ``checkpoint_every`` epochs (`timely.Checkpoints`)
+    and log their output there: when Spark retries the stage after a task died, the new
+    attempt resumes from the last complete checkpoint, and the result still holds every
+    epoch's rows exactly once. A later call on the same directory resumes that computation
+    too (same build, processes and epochs expected); use a fresh directory for a new one.
     """
     if not epochs:
         raise ValueError("run_epochs needs at least one epoch")
     if not any(epochs):
         raise ValueError("run_epochs needs at least one input DataFrame in some epoch")
+    if checkpoint_dir is not None and not isinstance(checkpoint_dir, (str, os.PathLike)):
+        raise TypeError(f"checkpoint_dir must be a path, not {type(checkpoint_dir).__name__}")
+    if type(checkpoint_every) is not int or checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be an int >= 1, not {checkpoint_every!r}")
     return _launch(
-        session, build, [dict(e) for e in epochs], schema, processes, timeout, epochs_column=True, seconds=seconds
+        session,
+        build,
+        [dict(e) for e in epochs],
+        schema,
+        processes,
+        timeout,
+        epochs_column=True,
+        seconds=seconds,
+        checkpoint_dir=None if checkpoint_dir is None else os.fspath(checkpoint_dir),
+        checkpoint_every=checkpoint_every,
     )
 
 
@@ -229,6 +256,8 @@ def _launch(
     timeout: float | None,
     epochs_column: bool,
     seconds: dict[int, float] | None = None,
+    checkpoint_dir: str | None = None,
+    checkpoint_every: int = 10,
 ) -> DataFrame:
     if not callable(build):
         raise TypeError("build must be a function (scope, inputs) -> stream")
@@ -241,16 +270,21 @@ def _launch(
         out = user
     names = _names_and_schemas(epochs)
     n = _processes(session.sparkContext, processes)
+    arrow = to_arrow_schema(out)
+    if checkpoint_dir is not None:
+        checkpoint_dir = _claim(checkpoint_dir, n, len(epochs), names, arrow)
     latency = session.sparkContext.accumulator({}, _SlowestPerEpoch())
     plan = TaskPlan(
         build=build,
         names=tuple(names),
-        schema=to_arrow_schema(out),
+        schema=arrow,
         epochs=epochs_column,
         processes=n,
         timeout=timeout,
         secret=secrets.token_bytes(32),
         latency=latency,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_every=checkpoint_every,
     )
     packed = _pack(epochs, names, n, sort=epochs_column)
     with quiet_pandas_warning():
@@ -264,6 +298,50 @@ def _launch(
     if seconds is not None:
         seconds.update(latency.value)
     return result
+
+
+MANIFEST = "spark-run.json"
+"""What computation a checkpoint directory belongs to: its processes, epochs, inputs, schema."""
+
+
+def _claim(directory: str, processes: int, epochs: int, names: list[str], schema: Any) -> str:
+    """The absolute checkpoint directory, made and labelled with this computation's shape; a
+    directory holding another shape's state is refused (the tasks would resume it wrongly:
+    the output log and delivered marks are per process)."""
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", directory) and not directory.startswith("file://"):
+        raise ValueError(
+            f"checkpoint_dir must be a file system path the executors share (a local or mounted one), "
+            f"not {directory!r}: timely writes checkpoints with ordinary file I/O"
+        )
+    root = os.path.abspath(directory.removeprefix("file://"))
+    mine = {"processes": processes, "epochs": epochs, "inputs": names, "schema": str(schema)}
+    path = os.path.join(root, MANIFEST)
+    try:
+        with open(path, encoding="utf-8") as f:
+            theirs = json.load(f)
+    except FileNotFoundError:
+        theirs = None
+    except (OSError, ValueError) as e:
+        raise SparkBridgeError(f"checkpoint_dir {root} has an unreadable {MANIFEST}: {e}") from e
+    if theirs is None:
+        if os.path.isdir(root) and any(
+            os.path.exists(os.path.join(root, d)) for d in ("checkpoints", "inputs", "delivered", OUTPUT_DIR)
+        ):
+            raise SparkBridgeError(
+                f"checkpoint_dir {root} holds timely state that no run_epochs call labelled; use an empty directory"
+            )
+        os.makedirs(root, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(mine, f, sort_keys=True)
+        os.replace(tmp, path)
+    elif theirs != mine:
+        differ = ", ".join(f"{k} {theirs.get(k)!r} then, {v!r} now" for k, v in mine.items() if theirs.get(k) != v)
+        raise SparkBridgeError(
+            f"checkpoint_dir {root} holds the state of another computation ({differ}); "
+            "resume it with the same processes, epochs, inputs and schema, or use a fresh directory"
+        )
+    return root
 
 
 class _SlowestPerEpoch(AccumulatorParam):  # type: ignore[type-arg]

@@ -4,6 +4,13 @@ Each task reserves a port, learns every task's address with one ``allGather`` (t
 barrier call: each costs about a second, as Spark polls once per second), joins the timely
 cluster over authenticated TCP, feeds its partition into the named inputs epoch by epoch, and
 yields what the output stream delivers on this process as Arrow batches.
+
+With a checkpoint directory (`run_epochs`'s ``checkpoint_dir``) the process checkpoints, and
+keeps an *output log*: each epoch's output, as Arrow IPC, in
+``spark-output/p<index>/epoch-<e>``, written (atomically, fsynced) by the subscription callback
+before it returns, so before the runtime marks the epoch delivered. A retried task first
+re-emits every logged epoch, then resumes the computation, skipping the input epochs the
+runtime replayed from its log, and drops a re-delivered epoch it has already re-emitted.
 """
 
 from __future__ import annotations
@@ -15,22 +22,28 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 import timely
+from timely.checkpoint import ENV_CHECKPOINT_DIR, ENV_CHECKPOINT_EVERY
 
 from ._convert import BATCH_ROWS, rows_of, to_batches
 from ._errors import SparkBridgeError
 
-__all__ = ["OUTPUT_NAME", "TAG", "TaskPlan", "input_column", "run_task"]
+__all__ = ["ATTEMPTS_DIR", "OUTPUT_DIR", "OUTPUT_NAME", "TAG", "TaskPlan", "input_column", "run_task"]
 
 TAG = "__timely_tag"
 """The column that says which input and epoch a row belongs to: ``epoch * inputs + input``."""
 OUTPUT_NAME = "spark_output"
 """The subscription the bridge attaches to the stream ``build`` returns."""
+OUTPUT_DIR = "spark-output"
+"""Under the checkpoint directory: ``p<index>/epoch-<e>``, each epoch's output rows (Arrow IPC)."""
+ATTEMPTS_DIR = "spark-attempts"
+"""Under the checkpoint directory: ``p<index>/task-<id>.json``, what each task attempt did."""
 
 
 def input_column(k: int) -> str:
@@ -52,6 +65,9 @@ class TaskPlan:
     secret: bytes = field(repr=False)
     latency: Any = None
     """A Spark accumulator taking ``{epoch: seconds}`` (run_epochs), or None."""
+    checkpoint_dir: str | None = None
+    """Where the processes checkpoint and log their output (an absolute path every task sees)."""
+    checkpoint_every: int = 10
 
 
 def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -62,8 +78,12 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     index = ctx.partitionId()
     where = f"timely process {index} of {plan.processes} (Spark stage {ctx.stageId()}, partition {index})"
     try:
+        log = None
+        if plan.checkpoint_dir is not None:
+            log = _OutputLog(plan, index, f"task-{ctx.taskAttemptId()}", ctx.stageId())
+            yield from log.reemit()  # before anything can be delivered again
         cluster = _rendezvous(ctx, plan, index)
-        yield from _compute(plan, cluster, batches)
+        yield from _compute(plan, cluster, batches, log)
     except SparkBridgeError as e:
         raise SparkBridgeError(f"{where}: {e}") from e
     except Exception as e:
@@ -97,31 +117,148 @@ def _rendezvous(ctx: Any, plan: TaskPlan, index: int) -> timely.ClusterConfig:
     return timely.ClusterConfig(plan.processes, index, addresses, workers=1, secret=plan.secret)
 
 
-class _Output:
-    """What the output stream delivers on this process, per epoch, until it is yielded."""
+class _OutputLog:
+    """This process's output log under the checkpoint directory, and the record of its attempt.
 
-    def __init__(self, plan: TaskPlan) -> None:
+    Exactly once per row across a retried stage: Spark keeps no output of a failed attempt,
+    and the runtime does not deliver an epoch again once its delivered mark is written, which
+    happens right after the subscription callback returns. The callback writes the epoch's
+    file (atomically) before it returns, so every epoch is logged, or not yet marked delivered
+    and delivered again after a restart, or both (killed in between). A new attempt emits
+    every logged epoch first, then drops a delivery of an epoch it has emitted from the log;
+    an epoch not in the log at its start it emits when the runtime delivers it.
+    """
+
+    def __init__(self, plan: TaskPlan, index: int, attempt: str, stage: int) -> None:
+        assert plan.checkpoint_dir is not None
+        self.root = Path(plan.checkpoint_dir)
+        self.schema = plan.schema
+        self.dir = self.root / OUTPUT_DIR / f"p{index}"
+        self.reemitted: set[int] = set()
+        self.redelivered: list[int] = []
+        self.record_path = self.root / ATTEMPTS_DIR / f"p{index}" / f"{attempt}.json"
+        self.record: dict[str, Any] = {"process": index, "stage": stage, "started": time.time()}
+        self._began = time.perf_counter()
+
+    def _logged(self) -> list[tuple[int, Path]]:
+        if not self.dir.is_dir():
+            return []
+        found = []
+        for path in self.dir.iterdir():
+            name = path.name
+            if name.startswith("epoch-") and name[len("epoch-") :].isdigit():
+                found.append((int(name[len("epoch-") :]), path))
+        return sorted(found)
+
+    def reemit(self) -> Iterator[pa.RecordBatch]:
+        """The batches of every epoch an earlier attempt logged, in epoch order."""
+        logged = self._logged()
+        self.reemitted = {epoch for epoch, _ in logged}
+        rows = 0
+        for _, path in logged:
+            with pa.OSFile(str(path), "rb") as f:
+                reader = pa.ipc.open_stream(f)
+                if not reader.schema.equals(self.schema, check_metadata=False):
+                    raise SparkBridgeError(
+                        f"{path} holds rows of schema {reader.schema}, not {self.schema}: "
+                        "the checkpoint directory belongs to another computation"
+                    )
+                for batch in reader:
+                    rows += batch.num_rows
+                    yield batch
+        self.record.update(reemitted_epochs=sorted(self.reemitted), reemitted_rows=rows, reemit_seconds=self.seconds)
+
+    def write(self, epoch: int, batches: list[pa.RecordBatch]) -> None:
+        """Log one epoch's output: its file exists whole, or not at all."""
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, self.schema) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+        _write_atomic(self.dir / f"epoch-{epoch:012d}", sink.getvalue())
+
+    def save_record(self, **what: Any) -> None:
+        """Write down what this attempt did (ended: its seconds; killed: no ``seconds``)."""
+        self.record.update(what, redelivered_epochs=list(self.redelivered))
+        data = json.dumps(self.record, sort_keys=True).encode()
+        _write_atomic(self.record_path, data, fsync=False)
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self._began
+
+
+def _write_atomic(path: Path, data: Any, fsync: bool = True) -> None:
+    """Write ``data`` to ``path`` through a temporary name and a rename (fsynced: as durable
+    as the runtime's own delivered marks, which must never outlive the log)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+    if fsync:
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class _Output:
+    """What the output stream delivers on this process, per epoch, until it is yielded. With
+    an output log, each epoch is converted and logged inside the subscription callback."""
+
+    def __init__(self, plan: TaskPlan, log: _OutputLog | None) -> None:
         self.plan = plan
+        self.log = log
         self.parts: list[tuple[int, list[Any]]] = []
+        self.logged: list[pa.RecordBatch] = []
         self.pending = 0
 
     def receive(self, time: timely.Timestamp, records: list[Any]) -> None:
-        self.parts.append((time[0], records))
+        log = self.log
+        if log is None:
+            self.parts.append((time[0], records))
+            self.pending += len(records)
+            return
+        epoch = time[0]
+        if epoch in log.reemitted:  # logged by an earlier attempt and emitted from the log
+            log.redelivered.append(epoch)
+            return
+        batches = list(to_batches(records, self.plan.schema, epoch if self.plan.epochs else None))
+        log.write(epoch, batches)
+        self.logged.extend(batches)
         self.pending += len(records)
 
     def drain(self) -> Iterator[pa.RecordBatch]:
         parts, self.parts, self.pending = self.parts, [], 0
+        logged, self.logged = self.logged, []
+        yield from logged
         for epoch, records in parts:
             yield from to_batches(records, self.plan.schema, epoch if self.plan.epochs else None)
 
 
+@contextlib.contextmanager
+def _policy_of_the_bridge() -> Iterator[None]:
+    """Hide ``TIMELY_CHECKPOINT_DIR``/``_EVERY`` from `timely.execute` while a task runs: the
+    bridge decides whether its processes checkpoint (an environment policy without the
+    output log would lose the rows of epochs delivered before a retry)."""
+    saved = {k: os.environ.pop(k) for k in (ENV_CHECKPOINT_DIR, ENV_CHECKPOINT_EVERY) if k in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
 def _compute(
-    plan: TaskPlan, cluster: timely.ClusterConfig, batches: Iterator[pa.RecordBatch]
+    plan: TaskPlan, cluster: timely.ClusterConfig, batches: Iterator[pa.RecordBatch], log: _OutputLog | None = None
 ) -> Iterator[pa.RecordBatch]:
-    out = _Output(plan)
+    out = _Output(plan, log)
     names = plan.names
 
-    def build(scope: timely.Scope) -> list[timely.Input]:
+    def build(scope: timely.Scope) -> tuple[list[timely.Input], timely.Subscription]:
         inputs = {name: scope.new_input(name) for name in names}
         stream = plan.build(scope, dict(inputs))
         if not isinstance(stream, timely.Stream):
@@ -129,20 +266,42 @@ def _compute(
         probe = stream.subscribe(out.receive, name=OUTPUT_NAME)
         return [inputs[name] for name in names], probe
 
+    policy = None
+    if log is not None:
+        policy = timely.Checkpoints(log.root, every_epochs=plan.checkpoint_every)
     latency: dict[int, float] = {}
-    with timely.execute(build, cluster=cluster, timeout=plan.timeout) as (comp, (inputs, probe)):
-        epoch = 0
+    with (
+        _policy_of_the_bridge(),
+        timely.execute(build, cluster=cluster, timeout=plan.timeout, checkpoints=policy) as (comp, (inputs, probe)),
+    ):
+        # After a restart the runtime has replayed the logged epochs: each input goes on from
+        # its own epoch (equal unless the crash fell between two inputs' advances), or is closed.
+        starts = [None if handle.closed else handle.epoch for handle in inputs]
+        open_starts = [e for e in starts if e is not None]
+        epoch = min(open_starts, default=0)
+        width = len(names)
+        if log is not None:
+            resumed = comp.statistics().checkpoints.get("resumed", {})
+            log.save_record(resumed=resumed, first_epoch=epoch if open_starts else None, ready_seconds=log.seconds)
+
+        def resumed_past(tag: int) -> bool:
+            e, k = divmod(tag, width)
+            first = starts[k]
+            return first is not None and e >= first
+
+        wanted = None if log is None else resumed_past
         began = time.perf_counter()
         for batch in batches:
-            for tag, rows in _split(batch, len(names)):
-                e, k = divmod(tag, len(names))
+            for tag, rows in _split(batch, width, wanted):
+                e, k = divmod(tag, width)
                 if e != epoch:
                     if e < epoch:
                         raise SparkBridgeError(
                             f"rows of epoch {e} arrived after epoch {epoch} (the input is not sorted)"
                         )
                     for handle in inputs:
-                        handle.advance_to(e)
+                        if not handle.closed and handle.epoch < e:
+                            handle.advance_to(e)
                     if plan.epochs:  # a stream brings epochs one after the other: finish this one
                         for done in range(epoch, e):
                             comp.wait_passed(probe, done)
@@ -155,21 +314,31 @@ def _compute(
         for handle in inputs:
             handle.close()
         comp.run()
-        latency[epoch] = time.perf_counter() - began
+        if open_starts:
+            latency[epoch] = time.perf_counter() - began
+        if log is not None:
+            stats = comp.statistics().checkpoints
+            log.save_record(seconds=log.seconds, checkpoints=stats.get("checkpoints", 0), finished=time.time())
     if plan.latency is not None and plan.epochs:
         plan.latency.add(latency)
     yield from out.drain()
 
 
-def _split(batch: pa.RecordBatch, inputs: int) -> Iterator[tuple[int, list[tuple[Any, ...]]]]:
-    """``(tag, rows)`` for each tag in the batch, in increasing tag order."""
+def _split(
+    batch: pa.RecordBatch, inputs: int, wanted: Callable[[int], bool] | None = None
+) -> Iterator[tuple[int, list[tuple[Any, ...]]]]:
+    """``(tag, rows)`` for each tag in the batch that is ``wanted`` (default: all), in
+    increasing tag order; the rows of other tags are not converted."""
     if batch.num_rows == 0:
         return
     tags = batch.column(TAG).to_numpy()
     first = int(tags[0])
     if (tags == first).all():  # the usual case: the batch holds one input's rows of one epoch
-        yield first, rows_of(batch.column(input_column(first % inputs)))
+        if wanted is None or wanted(first):
+            yield first, rows_of(batch.column(input_column(first % inputs)))
         return
     for tag in np.unique(tags).tolist():
+        if wanted is not None and not wanted(tag):
+            continue
         mask = pa.array(tags == tag)
         yield tag, rows_of(batch.column(input_column(tag % inputs)).filter(mask))
