@@ -23,13 +23,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
 
 import timely
-from timely.checkpoint import ENV_CHECKPOINT_DIR, ENV_CHECKPOINT_EVERY
 
 from ._convert import BATCH_ROWS, rows_of, to_batches
 from ._errors import SparkBridgeError
@@ -240,18 +239,6 @@ class _Output:
             yield from to_batches(records, self.plan.schema, epoch if self.plan.epochs else None)
 
 
-@contextlib.contextmanager
-def _policy_of_the_bridge() -> Iterator[None]:
-    """Hide ``TIMELY_CHECKPOINT_DIR``/``_EVERY`` from `timely.execute` while a task runs: the
-    bridge decides whether its processes checkpoint (an environment policy without the
-    output log would lose the rows of epochs delivered before a retry)."""
-    saved = {k: os.environ.pop(k) for k in (ENV_CHECKPOINT_DIR, ENV_CHECKPOINT_EVERY) if k in os.environ}
-    try:
-        yield
-    finally:
-        os.environ.update(saved)
-
-
 def _compute(
     plan: TaskPlan, cluster: timely.ClusterConfig, batches: Iterator[pa.RecordBatch], log: _OutputLog | None = None
 ) -> Iterator[pa.RecordBatch]:
@@ -266,14 +253,13 @@ def _compute(
         probe = stream.subscribe(out.receive, name=OUTPUT_NAME)
         return [inputs[name] for name in names], probe
 
-    policy = None
+    # The bridge decides, not the environment: a policy without the output log would lose
+    # the rows of epochs delivered before a retry.
+    policy: timely.Checkpoints | Literal[False] = False
     if log is not None:
         policy = timely.Checkpoints(log.root, every_epochs=plan.checkpoint_every)
     latency: dict[int, float] = {}
-    with (
-        _policy_of_the_bridge(),
-        timely.execute(build, cluster=cluster, timeout=plan.timeout, checkpoints=policy) as (comp, (inputs, probe)),
-    ):
+    with timely.execute(build, cluster=cluster, timeout=plan.timeout, checkpoints=policy) as (comp, (inputs, probe)):
         # After a restart the runtime has replayed the logged epochs: each input goes on from
         # its own epoch (equal unless the crash fell between two inputs' advances), or is closed.
         starts = [None if handle.closed else handle.epoch for handle in inputs]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time as _time
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from ..checkpoint import CheckpointInfo, Checkpoints, checkpoints_from_env, latest_checkpoint
 from ..dataflow import Probe, Scope, _as_time
@@ -60,7 +60,7 @@ class _Setup(Generic[T]):
         workers: int | None,
         transport: Transport | None,
         cluster: ClusterConfig | None,
-        checkpoints: Checkpoints | None = None,
+        checkpoints: Checkpoints | Literal[False] | None = None,
     ) -> None:
         if transport is None and cluster is None:
             cluster = cluster_from_env()
@@ -80,10 +80,11 @@ class _Setup(Generic[T]):
         self.scope, self.result, self.graph = _build(build, workers, index, processes)
         if checkpoints is None and (cluster is not None or transport is None):
             checkpoints = checkpoints_from_env()
-        self.checkpoints = checkpoints
+        self.checkpoints = checkpoints or None
         self.resume: CheckpointInfo | None = None
         self.replay: ReplayPlan | None = None
-        if checkpoints is not None:
+        if self.checkpoints is not None:
+            checkpoints = self.checkpoints
             # read before joining the other processes: no one writes until all have joined
             self.resume = latest_checkpoint(checkpoints.directory, self.graph.fingerprint())
             start = 0 if self.resume is None else self.resume.epoch + 1
@@ -249,7 +250,8 @@ class _Execution(Generic[T]):
     ``transport`` or ``cluster`` place this process in a computation of several (by default
     the environment set by ``timely run`` decides). ``checkpoints`` (a `timely.Checkpoints`)
     makes it fault tolerant: it checkpoints, logs its inputs, and resumes from the newest
-    complete checkpoint in the directory (by default ``timely run --checkpoint-dir`` decides).
+    complete checkpoint in the directory (by default ``timely run --checkpoint-dir`` decides;
+    ``False``: never, whatever the environment says).
     """
 
     def __init__(
@@ -261,7 +263,7 @@ class _Execution(Generic[T]):
         stall_log_after: float | None = 10.0,
         transport: Transport | None = None,
         cluster: ClusterConfig | None = None,
-        checkpoints: Checkpoints | None = None,
+        checkpoints: Checkpoints | Literal[False] | None = None,
     ) -> None:
         self._build = build
         self._checkpoints = checkpoints
