@@ -192,18 +192,20 @@ class Recovery:
                 name = w.vertices[stage].stage_name
                 notifications.append((name, w.index, tuple(guarantee), None if cap is TOP else tuple(cap)))
         names = [s.name for s in rt.graph.stages]
-        content = {
+        header = {
             "epoch": epoch,
             "process": rt.process_index,
             "processes": rt.processes,
             "workers": rt.workers_per_process,
             "fingerprint": rt.graph.fingerprint(),
+            "inputs": [(b.name, b.closed) for b in rt.inputs],
+        }
+        body = {
             "vertices": vertices,
             "notifications": notifications,
             "carried": [(names[s], w, port, t, recs) for s, w, port, t, recs in self.carried],
-            "inputs": [(b.name, b.closed) for b in rt.inputs],
         }
-        size = write_part(self.root, epoch, rt.process_index, rt.processes, content, self.policy.fsync)
+        size = write_part(self.root, epoch, rt.process_index, rt.processes, header, body, self.policy.fsync)
         for binding in rt.inputs:
             log_ = self.logs.get(binding.name)
             if log_ is not None and not binding.closed:
@@ -234,8 +236,8 @@ class Recovery:
     def _restore(self, info: CheckpointInfo) -> None:
         started = _time.perf_counter()
         rt = self.rt
-        same = info.processes == rt.processes and all(p["workers"] == rt.workers_per_process for p in info.parts)
-        mine = [info.parts[rt.process_index]] if same else info.parts
+        same = info.processes == rt.processes and all(p.header["workers"] == rt.workers_per_process for p in info.parts)
+        mine = [info.parts[rt.process_index].body()] if same else [p.body() for p in info.parts]
         local = {w.index: w for w in rt.workers}
         by_stage: dict[str, list[tuple[int, int, Any]]] = {}
         for part in mine:
@@ -257,7 +259,7 @@ class Recovery:
                 raise CheckpointError(
                     f"stage {name!r} keeps state that is not keyed (its checkpoint() does not return a "
                     f"KeyedState), so it cannot be resumed on {rt.peers} workers; the checkpoint at epoch "
-                    f"{info.epoch} has {info.processes} process(es) of {info.parts[0]['workers']} worker(s)"
+                    f"{info.epoch} has {info.processes} process(es) of {info.parts[0].header['workers']} worker(s)"
                 )
             pieces: dict[int, list[tuple[int, Any]]] = {w: [] for w in local}
             for _, _, state in states:
@@ -283,7 +285,7 @@ class Recovery:
                 ctx.buffers[port].setdefault(_from_flat(tuple(time)), []).extend(records)
                 rt._flush(ctx)
         for binding in rt.inputs:
-            flags = [closed for part in info.parts for name, closed in part["inputs"] if name == binding.name]
+            flags = [closed for p in info.parts for name, closed in p.header["inputs"] if name == binding.name]
             if flags and all(flags):
                 binding.close()
         self.resumed = {

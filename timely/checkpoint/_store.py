@@ -95,16 +95,35 @@ def part_path(root: Path, epoch: int, process: int, processes: int) -> Path:
     return checkpoint_dir(root, epoch) / f"part-{process}-of-{processes}"
 
 
-def write_part(root: Path, epoch: int, process: int, processes: int, content: dict[str, Any], fsync: bool) -> int:
-    """Write this process's part of the checkpoint at ``epoch``; the number of bytes written."""
-    payload = CODEC.encode(content)
+def write_part(
+    root: Path, epoch: int, process: int, processes: int, header: dict[str, Any], body: dict[str, Any], fsync: bool
+) -> int:
+    """Write this process's part of the checkpoint at ``epoch``; the number of bytes written.
+    The small ``header`` is encoded apart from the ``body`` (the states), so that recovery
+    decodes only the bodies it needs."""
+    payload = CODEC.encode((CODEC.encode(header), CODEC.encode(body)))
     data = b"".join((MAGIC, _LENGTH.pack(len(payload)), payload, hashlib.sha256(payload).digest()))
     write_atomic(part_path(root, epoch, process, processes), data, fsync)
     return len(data)
 
 
-def read_part(path: Path) -> dict[str, Any]:
-    """A part's content; `CheckpointError` if it is truncated, corrupt or not a part."""
+@dataclass
+class Part:
+    """One process's part: its header, and its body decoded on demand."""
+
+    header: dict[str, Any]
+    _body: bytes
+
+    def body(self) -> dict[str, Any]:
+        with collector_paused():
+            content = CODEC.decode(self._body)
+        if not isinstance(content, dict):
+            raise CheckpointError("corrupt checkpoint part (its body is not a mapping)")
+        return content
+
+
+def read_part(path: Path) -> Part:
+    """A part, checksum verified; `CheckpointError` if it is truncated, corrupt or not a part."""
     data = path.read_bytes()
     head = len(MAGIC) + _LENGTH.size
     if not data.startswith(MAGIC) or len(data) < head + _DIGEST:
@@ -115,11 +134,14 @@ def read_part(path: Path) -> dict[str, Any]:
     payload = data[head : head + length]
     if hashlib.sha256(payload).digest() != data[head + length :]:
         raise CheckpointError(f"{path}: corrupt (checksum mismatch)")
-    with collector_paused():
-        content = CODEC.decode(payload)
-    if not isinstance(content, dict):
+    try:
+        header_bytes, body = CODEC.decode(payload)
+        header = CODEC.decode(header_bytes)
+    except Exception as e:
+        raise CheckpointError(f"{path}: corrupt (payload is not a part: {e})") from e
+    if not isinstance(header, dict) or not isinstance(body, bytes):
         raise CheckpointError(f"{path}: corrupt (payload is not a part)")
-    return content
+    return Part(header, body)
 
 
 @dataclass(frozen=True)
@@ -128,7 +150,7 @@ class CheckpointInfo:
 
     epoch: int
     processes: int
-    parts: list[dict[str, Any]]
+    parts: list[Part]
     """Every process's part, in process order."""
 
 
@@ -181,7 +203,7 @@ def latest_checkpoint(root: str | os.PathLike[str], fingerprint: str | None = No
             log.warning("checkpoint at epoch %d is unusable, trying an older one: %s", epoch, e)
             continue
         if fingerprint is not None:
-            theirs = {p.get("fingerprint") for p in parts}
+            theirs = {p.header.get("fingerprint") for p in parts}
             if theirs != {fingerprint}:
                 raise CheckpointError(
                     f"the checkpoint at epoch {epoch} in {base} was written by a different dataflow "
