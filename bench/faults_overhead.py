@@ -283,8 +283,8 @@ def recovery(ctx: Context, size: dict[str, int]) -> None:
         f"  within resume: restore() {resumed.get('restore_seconds', 0):.2f} s "
         f"({resumed.get('vertices', 0)} vertex states from the checkpoint at epoch {resumed.get('epoch')}), "
         f"{resumed.get('replayed_epochs', 0)} epoch(s) replayed ({resumed.get('replayed_records', 0)} records); "
-        f"reading + verifying + decoding every part takes {load_seconds:.2f} s, reading every input log "
-        f"{log_seconds:.2f} s (each measured apart, in this process, after the run)"
+        f"before joining, finding and verifying the checkpoint (latest_checkpoint) takes {load_seconds:.2f} s, "
+        f"reading every input log {log_seconds:.2f} s (each measured apart, in this process, after the run)"
     )
     ctx.record("faults.overhead.recovery.checkpoint_load", load_seconds, "s")
     ctx.record("faults.overhead.recovery.input_log_read", log_seconds, "s")
@@ -306,8 +306,9 @@ def recovery(ctx: Context, size: dict[str, int]) -> None:
 
 def read_apart(directory: Path) -> tuple[float, float, Any]:
     """What every resumed process reads before it joins the others, timed here on its own: the
-    newest complete checkpoint (every part read, verified and decoded) and every process's log
-    of the edge input (every frame decoded). Returns the two times and the checkpoint."""
+    newest complete checkpoint (`latest_checkpoint`: every part read and verified) and every
+    process's log of the edge input (every frame decoded). Returns the two times and the
+    checkpoint."""
     from timely.checkpoint import latest_checkpoint
     from timely.checkpoint._store import log_processes, read_log
 

@@ -296,3 +296,41 @@ def test_without_checkpoints_the_input_log_alone_replays_from_the_start(tmp_path
     delivered.extend(got)
     assert merged(delivered) == expected
     assert sorted(e for e, _ in delivered) == list(range(EPOCHS))
+
+
+def test_an_input_jumping_past_several_fences_does_not_stall(tmp_path: Path) -> None:
+    policy = timely.Checkpoints(tmp_path, every_epochs=2, fsync=False)
+    with timely.execute(sums_build(), workers=2, timeout=20, checkpoints=policy) as (comp, (inp, probe, got)):
+        for epoch in (0, 5, 10):
+            inp.send(data(epoch))
+            inp.advance_to(epoch + 5)
+            comp.wait_passed(probe, epoch)
+        taken = comp.statistics().checkpoints["checkpoints"]
+    assert sorted(e for e, _ in got) == [0, 5, 10]
+    assert taken >= 3
+
+
+def test_no_usable_checkpoint_and_pruned_logs_is_an_error_not_a_silent_restart(tmp_path: Path) -> None:
+    policy = timely.Checkpoints(tmp_path, every_epochs=2, keep=1, fsync=False)
+    with pytest.raises(Crash):
+        with timely.execute(sums_build(), workers=2, timeout=20, checkpoints=policy) as (comp, (inp, probe, _)):
+            for epoch in range(10):
+                inp.send(data(epoch))
+                inp.advance_to(epoch + 1)
+                comp.wait_passed(probe, epoch)
+            raise Crash
+    (newest,) = (tmp_path / "checkpoints").iterdir()
+    part = next(newest.iterdir())
+    part.write_bytes(part.read_bytes()[:-10])  # truncated: unusable, and the older ones are pruned
+    with pytest.raises(timely.CheckpointError, match="cannot be rebuilt"):
+        with timely.execute(sums_build(), workers=2, timeout=20, checkpoints=policy):
+            pass
+
+
+def test_a_part_of_an_older_format_is_named_as_such(tmp_path: Path) -> None:
+    from timely.checkpoint._store import read_part
+
+    old = tmp_path / "part-0-of-1"
+    old.write_bytes(b"TIMELY-CHECKPOINT-1\n" + b"\0" * 64)
+    with pytest.raises(timely.CheckpointError, match="older version"):
+        read_part(old)

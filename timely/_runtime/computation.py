@@ -17,7 +17,8 @@ import time as _time
 from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
 
-from ..checkpoint import CheckpointInfo, Checkpoints, checkpoints_from_env, latest_checkpoint
+from ..checkpoint import CheckpointError, CheckpointInfo, Checkpoints, checkpoints_from_env, latest_checkpoint
+from ..checkpoint._store import history_lost
 from ..dataflow import Probe, Scope, _as_time
 from ..errors import ComputationFailed, StalledError, TimelyError
 from ..graph import FrozenGraph
@@ -87,6 +88,12 @@ class _Setup(Generic[T]):
             checkpoints = self.checkpoints
             # read before joining the other processes: no one writes until all have joined
             self.resume = latest_checkpoint(checkpoints.directory, self.graph.fingerprint())
+            if self.resume is None and history_lost(checkpoints.path):
+                raise CheckpointError(
+                    f"{checkpoints.path} holds no usable checkpoint (see the log for why each was skipped), and "
+                    "the input logs of the epochs before the pruned checkpoints are gone: the computation cannot "
+                    "be rebuilt from this directory; keep more checkpoints (keep=) or start over in a fresh one"
+                )
             start = 0 if self.resume is None else self.resume.epoch + 1
             names = [i.name for i in self.scope._inputs]
             self.replay = plan_replay(checkpoints, names, index, processes, start)

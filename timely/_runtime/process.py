@@ -359,6 +359,7 @@ class ProcessRuntime:
                     did = True
             if self._checkpoint_due and self._checkpoint_ready() and self.recovery.at_fence():  # type: ignore[union-attr]
                 self._checkpoint_due = False
+                self.check_fence()
                 did = True
             if not did:
                 return False
@@ -581,11 +582,7 @@ class ProcessRuntime:
     def _frontier_changed(self) -> None:
         for sub in self.subscriptions:
             sub.deliver()
-        fence = self.fence
-        if fence is not None and not self._checkpoint_due:
-            frontier = self.tracker.frontier
-            if frontier and all(p[0][0] > fence for p in frontier):
-                self._checkpoint_due = True
+        self.check_fence()
         if self._waiters:
             still = []
             for waiter in self._waiters:
@@ -596,6 +593,15 @@ class ProcessRuntime:
                 else:
                     still.append(waiter)
             self._waiters = still
+
+    def check_fence(self) -> None:
+        """Mark a checkpoint due once the frontier has passed the fence epoch (also called after
+        the fence moves, since an input may already have jumped past the new fence)."""
+        fence = self.fence
+        if fence is not None and not self._checkpoint_due:
+            frontier = self.tracker.frontier
+            if frontier and all(p[0][0] > fence for p in frontier):
+                self._checkpoint_due = True
 
     def _checkpoint_ready(self) -> bool:
         """Everything up to the fence is done here: no callback running, no notification due."""

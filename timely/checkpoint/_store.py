@@ -32,7 +32,8 @@ from urllib.parse import quote
 from ..errors import TimelyError
 from ..net.codec import Codec
 
-MAGIC = b"TIMELY-CHECKPOINT-1\n"
+MAGIC = b"TIMELY-CHECKPOINT-2\n"
+_OLDER = b"TIMELY-CHECKPOINT-"
 _LENGTH = struct.Struct(">Q")
 _FRAME = struct.Struct(">II")
 _DIGEST = 32
@@ -126,6 +127,8 @@ def read_part(path: Path) -> Part:
     """A part, checksum verified; `CheckpointError` if it is truncated, corrupt or not a part."""
     data = path.read_bytes()
     head = len(MAGIC) + _LENGTH.size
+    if data.startswith(_OLDER) and not data.startswith(MAGIC):
+        raise CheckpointError(f"{path}: written by an older version of timely (format {data[: len(MAGIC)]!r})")
     if not data.startswith(MAGIC) or len(data) < head + _DIGEST:
         raise CheckpointError(f"{path}: not a timely checkpoint part (bad header or truncated)")
     (length,) = _LENGTH.unpack_from(data, len(MAGIC))
@@ -211,6 +214,18 @@ def latest_checkpoint(root: str | os.PathLike[str], fingerprint: str | None = No
                 )
         return CheckpointInfo(epoch, processes, parts)
     return None
+
+
+def history_lost(root: Path) -> bool:
+    """Checkpoints were written here and input log segments pruned: without a usable checkpoint
+    the epochs before the pruned ones cannot be replayed."""
+    if not _epochs(root):
+        return False
+    return any(
+        not (d / "seg-000001").exists() and not any(d.glob("seg-000001.upto-*"))
+        for d in (root / "inputs").glob("p*/*")
+        if d.is_dir()
+    )
 
 
 def prune(root: Path, process: int, keep: int) -> None:
