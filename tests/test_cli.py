@@ -21,6 +21,7 @@ from timely.cli import ClusterConfig, ClusterConfigError, _Sink, cluster_from_en
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the launcher's process handling is tested on POSIX")
 
+ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = [sys.executable, "-c", "import sys; from timely.cli import main; sys.exit(main())"]
 """``timely`` without relying on the console script being on PATH."""
 
@@ -29,11 +30,14 @@ SECRET = "00112233445566778899aabbccddeeff" * 2
 
 
 def clean_env(**extra: str) -> dict[str, str]:
+    """The test's environment without timely's variables, with the repository importable
+    (the programs run in temporary directories, installed package or not)."""
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith("TIMELY_") and k not in ("PYTHONHASHSEED", "PYTHONUNBUFFERED")
     }
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env.update(extra)
     return env
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.test_cli import SECRET, clean_env
 from timely.cli import main
 
 pytestmark = [
@@ -31,23 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = [sys.executable, "-m", "timely.cli"]
 RUN_TIMEOUT = 45.0
 """Seconds a launcher may run before the test kills it and fails."""
-SECRET = "00112233445566778899aabbccddeeff" * 2
 RESTART_LINE = re.compile(
     r"timely: p(?P<failed>\d+) (?P<how>exited with status \d+|killed by SIG\w+); "
     r"restarting (?P<who>all \d+ processes|p\d+) \(restart (?P<k>\d+) of (?P<of>\d+)\) after (?P<s>\d+\.\d\d) s"
 )
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """The test's environment without timely's variables, with the repository importable."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("TIMELY_") and k not in ("PYTHONHASHSEED", "PYTHONUNBUFFERED")
-    }
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-    env.update(extra)
-    return env
 
 
 def timely_run(

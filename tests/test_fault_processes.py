@@ -15,11 +15,10 @@ from typing import Any
 import networkx as nx
 import pytest
 
+from tests import ft_program
+
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = str(ROOT / "tests" / "ft_program.py")
-sys.path.insert(0, str(ROOT / "tests"))
-
-import ft_program  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 

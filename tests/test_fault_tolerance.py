@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import timely
+from tests.ft_program import Sums
 from timely.checkpoint import latest_checkpoint
 from timely.checkpoint._store import checkpoint_dir, log_dir
 
@@ -24,32 +25,6 @@ EPOCHS = 12
 
 class Crash(Exception):
     pass
-
-
-class Sums(timely.Vertex):
-    """Running sums by key, applied in time order at notification: deterministic per epoch."""
-
-    def __init__(self) -> None:
-        self.sums: dict[int, int] = defaultdict(int)
-        self.waiting: dict[timely.Timestamp, list[tuple[int, int]]] = {}
-
-    def on_recv(self, edge: int, records: list[tuple[int, int]], time: timely.Timestamp) -> None:
-        self.waiting.setdefault(time, []).extend(records)
-        self.notify_at(time)
-
-    def on_notify(self, time: timely.Timestamp) -> None:
-        keys = set()
-        for k, v in self.waiting.pop(time, []):
-            self.sums[k] += v
-            keys.add(k)
-        self.send_by(self.outputs[0], [(k, self.sums[k]) for k in sorted(keys)], time)
-
-    def checkpoint(self) -> Any:
-        return timely.KeyedState([(k, (k, v)) for k, v in self.sums.items()])
-
-    def restore(self, state: Any) -> None:
-        for _, (k, v) in state.pieces:
-            self.sums[k] += v
 
 
 class PlainSums(Sums):

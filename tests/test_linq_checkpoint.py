@@ -27,6 +27,7 @@ import timely
 from libs import linq
 from tests import linq_reference as ref
 from tests.conftest import TIMEOUT
+from tests.test_linq_algorithms import random_epochs
 
 CODEC = timely.Codec(allow_pickle=True)
 
@@ -204,41 +205,14 @@ def check_resume(
 # Workloads ------------------------------------------------------------------------------------------
 
 
-def random_epochs(
-    rng: random.Random, new: Callable[[], Any], initial: int, epochs: int, per_epoch: int = 5, delete: float = 0.45
-) -> list[Changes]:
-    """A first epoch of ``initial`` records, then epochs of insertions and deletions (of present
-    records, so no count goes negative), duplicates and records added and removed at once."""
-    records = [new() for _ in range(initial)]
-    present = Counter(records)
-    out: list[Changes] = [[(r, 1) for r in records]]
-    for _ in range(epochs):
-        changes: Changes = []
-        for _ in range(rng.randint(1, per_epoch)):
-            roll = rng.random()
-            if present and roll < delete:
-                record = rng.choice(sorted(present.elements()))
-                present[record] -= 1
-                present = +present
-                changes.append((record, -1))
-            elif present and roll < delete + 0.1:
-                record = rng.choice(sorted(present))
-                present[record] += 1
-                changes.append((record, 1))
-            elif roll < delete + 0.15:
-                record = new()
-                changes.extend([(record, 1), (record, -1)])
-            else:
-                record = new()
-                present[record] += 1
-                changes.append((record, 1))
-        out.append(changes)
-    return out
-
-
 def edge_epochs(seed: int, nodes: int = 30, initial: int = 35, epochs: int = 10) -> list[tuple[Changes]]:
     rng = random.Random(seed)
-    return [(e,) for e in random_epochs(rng, lambda: (rng.randrange(nodes), rng.randrange(nodes)), initial, epochs)]
+    return [
+        (e,)
+        for e in random_epochs(
+            rng, lambda: (rng.randrange(nodes), rng.randrange(nodes)), initial, epochs, per_epoch=5, delete=0.45
+        )
+    ]
 
 
 def components(edges: ref.Multiset) -> ref.Multiset:
@@ -261,7 +235,10 @@ def components(edges: ref.Multiset) -> ref.Multiset:
 
 def pair_epochs(seed: int, epochs: int = 8, inputs: int = 1, keys: int = 6) -> list[tuple[Changes, ...]]:
     rng = random.Random(seed)
-    per_input = [random_epochs(rng, lambda: (rng.randrange(keys), rng.randrange(5)), 12, epochs) for _ in range(inputs)]
+    per_input = [
+        random_epochs(rng, lambda: (rng.randrange(keys), rng.randrange(5)), 12, epochs, per_epoch=5, delete=0.45)
+        for _ in range(inputs)
+    ]
     return [tuple(e[i] for e in per_input) for i in range(epochs + 1)]
 
 
