@@ -97,6 +97,13 @@ def _items(op: str, state: Any) -> Iterator[Any]:
         yield from piece
 
 
+def _keep_earliest(table: dict[Any, int], key: Any, epoch: int) -> None:
+    """Restore ``key`` at ``epoch`` unless the table has it from earlier (pieces arrive in any order)."""
+    seen = table.get(key)
+    if seen is None or epoch < seen:
+        table[key] = epoch
+
+
 def _complete(op: str, waiting: Sized) -> None:
     """Refuse a checkpoint while records wait for a notification: the checkpoint would come
     before a time it covers is complete."""
@@ -174,11 +181,8 @@ class _Distinct(Vertex):
 
     def restore(self, state: Any) -> None:
         items = state.items() if isinstance(state, dict) else _items(f"distinct {self.name!r}", state)
-        first = self.first
         for fact, epoch in items:
-            seen = first.get(fact)
-            if seen is None or epoch < seen:
-                first[fact] = epoch
+            _keep_earliest(self.first, fact, epoch)
 
 
 def distinct(
@@ -292,9 +296,7 @@ class _Join(Vertex):
         for side, key, records in _items(f"join {self.name!r}", state):
             bucket = self.index[side].setdefault(key, {})
             for r, epoch in records:
-                old = bucket.get(r)
-                if old is None or epoch < old:
-                    bucket[r] = epoch
+                _keep_earliest(bucket, r, epoch)
 
 
 def join(
@@ -543,11 +545,8 @@ class _When(Vertex):
         return _keyed((stable_hash(key), (key, epoch)) for key, epoch in self.fired.items())
 
     def restore(self, state: Any) -> None:
-        fired = self.fired
         for key, epoch in _items(f"when {self.name!r}", state):
-            seen = fired.get(key)
-            if seen is None or epoch < seen:
-                fired[key] = epoch
+            _keep_earliest(self.fired, key, epoch)
 
 
 def when(stream: Stream, predicate: Callable[[Lattice], Any], name: str = "when") -> Stream:
@@ -618,10 +617,7 @@ class _NotIn(Vertex):
 
     def restore(self, state: Any) -> None:
         for edge, fact, epoch in _items(f"not_in {self.name!r}", state):
-            facts = self.negative if edge else self.positive
-            seen = facts.get(fact)
-            if seen is None or epoch < seen:
-                facts[fact] = epoch
+            _keep_earliest(self.negative if edge else self.positive, fact, epoch)
 
 
 def not_in(stream: Stream, negated: Stream, key: Callable[[Any], Any] | None = None, name: str = "not_in") -> Stream:
