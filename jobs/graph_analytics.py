@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -151,18 +152,55 @@ def edge_array(edges: Any) -> np.ndarray:
 
 # Progress -----------------------------------------------------------------------------------------
 class _Progress:
+    """The job's lines, ``[  12.3s] ...``: a line as each stage starts and ends, live figures
+    from the computation while it runs (`libs.spark.ConsoleProgress` on the job's stream), and
+    for a stage with nothing to observe (the JVM starting) a line every few seconds saying what
+    it waits for, so that no step is silent for long."""
+
+    QUIET = 4.0
+    """Seconds without a line after which a stage says what it is still doing (live figures,
+    when there are any, come every `EVERY` seconds)."""
+    EVERY = 3.0
+
     def __init__(self, out: Any = None) -> None:
         self.out = out or sys.stdout
         self.started = time.perf_counter()
+        self.last_line = self.started
+        self._lock = threading.Lock()
+        self._console: Any = None
 
     def say(self, message: str) -> None:
-        print(f"[{time.perf_counter() - self.started:7.1f}s] {message}", file=self.out, flush=True)
+        with self._lock:
+            self.last_line = time.perf_counter()
+            print(f"[{self.last_line - self.started:7.1f}s] {message}", file=self.out, flush=True)
+
+    @property
+    def console(self) -> Any:
+        """The live progress of Spark runs, shown through `say` (a bar on a terminal)."""
+        if self._console is None:
+            from libs.spark import ConsoleProgress
+
+            self._console = ConsoleProgress(self.out, every=self.EVERY, say=self.say)
+        return self._console
 
     @contextmanager
-    def stage(self, name: str, result: JobResult) -> Iterator[None]:
+    def stage(self, name: str, result: JobResult, waiting: str = "working") -> Iterator[None]:
         self.say(f"{name} ...")
         began = time.perf_counter()
-        yield
+        done = threading.Event()
+
+        def fallback() -> None:
+            while not done.wait(0.5):
+                if time.perf_counter() - self.last_line >= self.QUIET:
+                    self.say(f"{name}: {waiting}, {time.perf_counter() - began:.0f} s")
+
+        watcher = threading.Thread(target=fallback, name="job-progress", daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            done.set()
+            watcher.join()
         result.stages[name] = time.perf_counter() - began
         self.say(f"{name} done in {result.stages[name]:.2f} s")
 
@@ -262,13 +300,14 @@ def run_job(options: JobOptions, session: Any = None, out: Any = None) -> JobRes
     staging = output.parent / f".{output.name}.partial-{os.getpid()}"
     try:
         if own_session:
-            with progress.stage("spark", result):
+            with progress.stage("spark", result, waiting="starting the JVM and the SparkContext"):
                 conf = {"spark.master": options.master} if options.master else None
                 session = tspark.local_session(cores=options.processes, app_name="graph_analytics", conf=conf)
         staging.mkdir(parents=True)
         writer = _Writer(staging, options.format)
         if options.input is None:
-            writer.write("generated_edges", _frame(session, edges.pairs))
+            with progress.stage("write generated edges", result), tspark.watch(session, "write", progress.console):
+                writer.write("generated_edges", _frame(session, edges.pairs))
         components = [a for a in ("cc", "scc") if a in options.analyses]
         if components:
             _components(session, tspark, edges, changes, components, options, writer, progress, result)
@@ -340,11 +379,12 @@ def _components(
             processes=options.processes,
             timeout=options.timeout,
             seconds=seconds,
+            progress=progress.console,
         )
     if 0 in seconds:
         progress.say(f"epoch 0 (the whole graph): {seconds[0]:.2f} s")
     result.stages["components: epoch 0"] = seconds.get(0, float("nan"))
-    with progress.stage("write components", result):
+    with progress.stage("write components", result), tspark.watch(session, "write", progress.console):
         final = labels.groupBy("analysis", "node", "label").sum("diff").where("`sum(diff)` > 0")
         wide = final.groupBy("node").pivot("analysis", analyses).min("label").orderBy("node")
         writer.write("components", wide)
@@ -388,8 +428,10 @@ def _pagerank(
             schema=_dataflows.PAGERANK_SCHEMA,
             processes=options.processes,
             timeout=options.timeout,
+            progress=progress.console,
         )
-        writer.write("pagerank", ranks.orderBy("node"))
+        with tspark.watch(session, "write", progress.console):
+            writer.write("pagerank", ranks.orderBy("node"))
     top = ranks.orderBy("rank", ascending=False).limit(5).collect()
     result.counts["pagerank_top"] = [(int(r["node"]), float(r["rank"])) for r in top]
     ranks.unpersist()

@@ -295,3 +295,33 @@ def test_the_output_is_computed_once_not_once_per_action(session: SparkSession, 
     assert out.count() == 50
     assert out.filter("n > 10").count() == 39
     assert len(os.listdir(runs)) == 1
+
+
+# Progress --------------------------------------------------------------------------------------------
+
+
+def slow_identity(scope: timely.Scope, inputs: dict[str, timely.Input]) -> timely.Stream:
+    """Every row passes through, after 0.4 s per batch: an epoch takes a while."""
+
+    def pause(time_: timely.Timestamp, batch: list[Any]) -> None:
+        time.sleep(0.4)
+
+    return inputs["rows"].inspect_batch("pause", pause).map("same", lambda r: r)
+
+
+def test_progress_reports_what_the_processes_did_while_they_run(session: SparkSession) -> None:
+    rows = [[(e, i) for i in range(50)] for e in range(5)]
+    epochs = [{"rows": session.createDataFrame(batch, "e long, i long")} for batch in rows]
+    seen: list[tspark.Progress] = []
+    out = tspark.run_epochs(session, slow_identity, epochs, "e long, i long", timeout=TIMEOUT, progress=seen.append)
+    assert out.count() == 250
+    last = seen[-1]
+    assert last.done and last.label == "slow_identity" and last.processes == 2 and last.reporting == 2
+    assert (last.epochs, last.epochs_done, last.rows_in, last.rows_out) == (5, 5, 250, 250)
+    # Each record is received twice: by the inspect_batch and the map stages, then once by the output.
+    assert last.records == 3 * 250
+    live = [p for p in seen if not p.done and p.reporting == 2]
+    assert any(0 < p.epochs_done < 5 for p in live), "no snapshot while the epochs were running"
+    assert [p.epochs_done for p in live] == sorted(p.epochs_done for p in live)
+    assert all(p.rows_in <= 250 and p.records <= last.records for p in live)
+    assert "5/5 epochs done · 250 rows in" in last.describe()
