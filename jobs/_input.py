@@ -13,7 +13,7 @@ Local files only: ``.csv`` or ``.parquet`` files, or directories of them (such a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +34,7 @@ __all__ = [
     "dataset_files",
     "read_changes",
     "read_edges",
+    "synthetic",
 ]
 
 EDGE_COLUMNS = ("src", "dst")
@@ -397,7 +398,3 @@ def synthetic(pairs: Sequence[Sequence[tuple[int, int, int]]]) -> list[list[Rows
         [Rows(generated, np.array(batch, dtype=np.int64).reshape(-1, 3), np.arange(1, len(batch) + 1))]
         for batch in pairs
     ]
-
-
-def iter_rows(rows: Rows) -> Iterator[tuple[int, ...]]:
-    return map(tuple, rows.values.tolist())

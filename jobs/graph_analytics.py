@@ -164,14 +164,14 @@ class _Progress:
 
     def __init__(self, out: Any = None) -> None:
         self.out = out or sys.stdout
-        self.started = time.perf_counter()
+        self.started = time.monotonic()
         self.last_line = self.started
         self._lock = threading.Lock()
         self._console: Any = None
 
     def say(self, message: str) -> None:
         with self._lock:
-            self.last_line = time.perf_counter()
+            self.last_line = time.monotonic()
             print(f"[{self.last_line - self.started:7.1f}s] {message}", file=self.out, flush=True)
 
     @property
@@ -191,7 +191,8 @@ class _Progress:
 
         def fallback() -> None:
             while not done.wait(0.5):
-                if time.perf_counter() - self.last_line >= self.QUIET:
+                shown = max(self.last_line, self._console.last_shown if self._console is not None else 0.0)
+                if time.monotonic() - shown >= self.QUIET:
                     self.say(f"{name}: {waiting}, {time.perf_counter() - began:.0f} s")
 
         watcher = threading.Thread(target=fallback, name="job-progress", daemon=True)

@@ -106,9 +106,12 @@ class ConsoleProgress:
         self._last = 0.0
         self._epochs_done = -1
         self._printed = False
+        self.last_shown = 0.0
+        """When it last showed something (`time.monotonic`): lets a caller tell silence from a bar."""
 
     def __call__(self, p: Progress) -> None:
         if self.terminal:
+            self.last_shown = time.monotonic()
             self._draw(p)
             return
         now = time.monotonic()
@@ -120,17 +123,16 @@ class ConsoleProgress:
             if self._last == 0.0 and p.seconds < self.every - INTERVAL / 2:
                 return  # a step shorter than `every` needs no line
             self._last, self._epochs_done, self._printed = now, p.epochs_done, True
+            self.last_shown = now
             self.say(p.describe())
 
     def _draw(self, p: Progress) -> None:
         from tqdm import tqdm
 
         if self._bar is None:
-            self._bar = tqdm(
-                total=p.epochs, desc=p.label, unit="epoch", file=self.stream, leave=True, dynamic_ncols=True
-            )
+            self._bar = tqdm(total=p.epochs, file=self.stream, bar_format="|{bar:20}| {desc}", dynamic_ncols=True)
         self._bar.n = p.epochs_done
-        self._bar.set_postfix_str(p.describe().split(": ", 1)[1], refresh=False)
+        self._bar.set_description_str(p.describe(), refresh=False)
         self._bar.refresh()
         if p.done:
             self._bar.close()
