@@ -307,7 +307,10 @@ def run_job(options: JobOptions, session: Any = None, out: Any = None) -> JobRes
         staging.mkdir(parents=True)
         writer = _Writer(staging, options.format)
         if options.input is None:
-            with progress.stage("write generated edges", result), tspark.watch(session, "write", progress.console):
+            with (
+                progress.stage("write generated edges", result),
+                tspark.watch(session, "write generated edges", progress.console),
+            ):
                 writer.write("generated_edges", _frame(session, edges.pairs))
         components = [a for a in ("cc", "scc") if a in options.analyses]
         if components:
@@ -385,7 +388,7 @@ def _components(
     if 0 in seconds:
         progress.say(f"epoch 0 (the whole graph): {seconds[0]:.2f} s")
     result.stages["components: epoch 0"] = seconds.get(0, float("nan"))
-    with progress.stage("write components", result), tspark.watch(session, "write", progress.console):
+    with progress.stage("write components", result), tspark.watch(session, "write components", progress.console):
         final = labels.groupBy("analysis", "node", "label").sum("diff").where("`sum(diff)` > 0")
         wide = final.groupBy("node").pivot("analysis", analyses).min("label").orderBy("node")
         writer.write("components", wide)
@@ -431,7 +434,7 @@ def _pagerank(
             timeout=options.timeout,
             progress=progress.console,
         )
-        with tspark.watch(session, "write", progress.console):
+        with tspark.watch(session, "write pagerank", progress.console):
             writer.write("pagerank", ranks.orderBy("node"))
     top = ranks.orderBy("rank", ascending=False).limit(5).collect()
     result.counts["pagerank_top"] = [(int(r["node"]), float(r["rank"])) for r in top]

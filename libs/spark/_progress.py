@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
+import shutil
 import socket
 import sys
 import threading
@@ -75,7 +76,9 @@ class Progress:
                 parts.append(f"{self.reporting}/{self.processes} processes")
         elif self.spark:
             parts.append(f"Spark {self.spark}")
-        elif not self.done:
+        elif self.done:
+            parts.append("done")
+        else:
             parts.append("Spark is preparing the inputs" if self.processes else "no Spark stage running")
         return f"{self.label}: " + " · ".join(parts) + f" · {self.seconds:.0f} s"
 
@@ -130,7 +133,16 @@ class ConsoleProgress:
         from tqdm import tqdm
 
         if self._bar is None:
-            self._bar = tqdm(total=p.epochs, file=self.stream, bar_format="|{bar:20}| {desc}", dynamic_ncols=True)
+            size = shutil.get_terminal_size()  # (80, 24) where a pseudo-terminal says 0 x 0, as tqdm would hide the bar
+            bar = "|{bar:20}| {desc}"
+            self._bar = tqdm(
+                total=p.epochs,
+                desc=p.describe(),
+                file=self.stream,
+                bar_format=bar,
+                ncols=size.columns,
+                nrows=size.lines,
+            )
         self._bar.n = p.epochs_done
         self._bar.set_description_str(p.describe(), refresh=False)
         self._bar.refresh()
