@@ -294,12 +294,13 @@ def read_edges(path: Path, header: bool | None = None, skip_bad: bool = False) -
 def read_changes(path: Path, header: bool | None = None, skip_bad: bool = False) -> tuple[list[list[Rows]], Skipped]:
     """Epochs of change rows from ``path``: a file is one epoch, or as many as its ``epoch``
     column names; a directory is one epoch per entry (a file, or a directory of parts), in
-    order of name. Rows are ``(src, dst, diff)``, checked for form only (see `apply_changes`)."""
+    order of name, unless Spark wrote it (it has ``_SUCCESS``): then it is one data set. Rows are ``(src, dst, diff)``, checked for form only (see `apply_changes`)."""
     if not path.exists():
         raise InputError(f"--changes {path}: no such file or directory")
     skipped = Skipped()
     reader = _Reader(header, skip_bad, skipped)
-    if path.is_dir() and any(p.is_dir() or _format(p) for p in _visible(path)):
+    spark_wrote = (path / "_SUCCESS").exists()  # a directory Spark wrote is one data set, not epochs
+    if path.is_dir() and not spark_wrote and any(p.is_dir() or _format(p) for p in _visible(path)):
         entries = _visible(path)
     else:
         entries = [path]
