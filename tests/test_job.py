@@ -103,6 +103,7 @@ def graph_by_epoch() -> list[set[tuple[int, int]]]:
     return graphs
 
 
+@pytest.mark.slow  # a Spark session
 def test_generated_graph_results_equal_networkx_and_a_recomputation_per_epoch(
     job: tuple[Path, Any], spark_session: Any
 ) -> None:
@@ -113,6 +114,7 @@ def test_generated_graph_results_equal_networkx_and_a_recomputation_per_epoch(
     assert any(any(e["nodes_relabelled"].values()) for e in result.epochs), "no label changed: the test proves nothing"
 
 
+@pytest.mark.slow  # a Spark session
 def test_the_summary_names_what_it_counts(job: tuple[Path, Any]) -> None:
     out, result = job
     graphs = graph_by_epoch()
@@ -150,6 +152,7 @@ def random_graph(seed: int, nodes: int = 60, edges: int = 150) -> list[tuple[int
     return [(a, b) for a, b in pairs if a != b]
 
 
+@pytest.mark.slow  # a Spark session
 def test_user_csv_without_header_and_changes_from_a_directory(spark_session: Any, tmp_path: Path) -> None:
     """A headerless CSV keeps its first edge; repeated edges count once; one epoch per file of
     the changes directory (CSV with a header, then Parquet); CSV results; nothing invented."""
@@ -187,6 +190,7 @@ def test_user_csv_without_header_and_changes_from_a_directory(spark_session: Any
     assert not (out / "generated_edges.csv").exists()
 
 
+@pytest.mark.slow  # a Spark session
 def test_skip_bad_rows_skips_and_counts_them_and_the_rest_is_analysed(spark_session: Any, tmp_path: Path) -> None:
     edges = random_graph(2)
     lines = ["src,dst", *(f"{a},{b}" for a, b in edges)]
@@ -214,6 +218,7 @@ def test_skip_bad_rows_skips_and_counts_them_and_the_rest_is_analysed(spark_sess
     assert_results_match(spark_session, out, graphs)
 
 
+@pytest.mark.slow  # a Spark session
 def test_a_failure_inside_spark_leaves_no_output(spark_session: Any, tmp_path: Path) -> None:
     from libs.spark import SparkBridgeError
 
