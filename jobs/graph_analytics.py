@@ -368,6 +368,8 @@ def _components(
     progress: _Progress,
     result: JobResult,
 ) -> None:
+    from pyspark.sql import functions as F
+
     ones = np.column_stack([edges.pairs, np.ones(len(edges.pairs), dtype=np.int64)])
     names = ("src", "dst", "diff")
     epochs = [{"edges": _frame(session, ones, names)}]
@@ -389,15 +391,18 @@ def _components(
         progress.say(f"epoch 0 (the whole graph): {seconds[0]:.2f} s")
     result.stages["components: epoch 0"] = seconds.get(0, float("nan"))
     with progress.stage("write components", result), tspark.watch(session, "write components", progress.console):
-        final = labels.groupBy("analysis", "node", "label").sum("diff").where("`sum(diff)` > 0")
-        wide = final.groupBy("node").pivot("analysis", analyses).min("label").orderBy("node")
-        writer.write("components", wide)
+        final = labels.groupBy("analysis", "node", "label").sum("diff").where("`sum(diff)` > 0").persist()
+        writer.write("components", final.groupBy("node").pivot("analysis", analyses).min("label").orderBy("node"))
         if changes.epochs:
             writer.write("changes", labels.where("epoch > 0").orderBy("epoch", "analysis", "node", "diff"))
-        for a in analyses:
-            result.counts[f"{a}_components"] = final.where(f"analysis = '{a}'").select("label").distinct().count()
+        found = {
+            r["analysis"]: int(r["n"])
+            for r in final.groupBy("analysis").agg(F.countDistinct("label").alias("n")).collect()
+        }
+        result.counts.update({f"{a}_components": found.get(a, 0) for a in analyses})
         changed = labels.where("epoch > 0").select("epoch", "analysis", "node").distinct()
         per_epoch = changed.groupBy("epoch", "analysis").count().collect()
+        final.unpersist()
     by_epoch: dict[int, dict[str, int]] = {}
     for row in per_epoch:
         by_epoch.setdefault(int(row["epoch"]), {})[row["analysis"]] = int(row["count"])
