@@ -13,6 +13,7 @@ its place in the cluster from environment variables, which the launcher sets::
     TIMELY_RESTART        which attempt this is: 0 at first, k after the k-th restart (--restarts)
     TIMELY_CHECKPOINT_DIR   with --checkpoint-dir: where to checkpoint and resume from (absolute)
     TIMELY_CHECKPOINT_EVERY with --checkpoint-every: checkpoint every K epochs
+    TIMELY_PICKLE         "1" with --pickle: records without a codec travel pickled (trusted clusters)
 
 `cluster_from_env` parses them (the runtime calls it); ``timely run`` sets them::
 
@@ -58,6 +59,7 @@ from timely._runtime.config import (
     ENV_ADDRESSES,
     ENV_CHECKPOINT_DIR,
     ENV_CHECKPOINT_EVERY,
+    ENV_PICKLE,
     ENV_PROCESS_INDEX,
     ENV_PROCESSES,
     ENV_RESTART,
@@ -688,7 +690,7 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run.usage = (
         "timely run [-n N] [--base-port P] [--hosts FILE --process I] [--workers W] [--secret-file F]\n"
         "                  [--grace S] [--kill-after S] [--restarts R] [--checkpoint-dir DIR]\n"
-        "                  [--checkpoint-every K] (prog.py | -m module) [args...]"
+        "                  [--checkpoint-every K] [--pickle] (prog.py | -m module) [args...]"
     )
     local = run.add_argument_group("on this machine")
     local.add_argument(
@@ -727,6 +729,12 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         default=DEFAULT_KILL_AFTER,
         metavar="S",
         help=f"seconds between SIGTERM and SIGKILL (default {DEFAULT_KILL_AFTER:g})",
+    )
+    both.add_argument(
+        "--pickle",
+        action="store_true",
+        help=f"let records that have no codec (timely.register_codec) cross processes pickled (sets {ENV_PICKLE}=1); "
+        "unpickling runs code the sender chooses: only on a trusted cluster",
     )
     recovery = run.add_argument_group("fault tolerance")
     recovery.add_argument(
@@ -815,10 +823,12 @@ def _resolve_secret(args: argparse.Namespace, env: Mapping[str, str], required: 
     return secrets.token_bytes(SECRET_BYTES)
 
 
-def _recovery_env(args: argparse.Namespace, env: Mapping[str, str], parser: argparse.ArgumentParser) -> dict[str, str]:
-    """The checkpoint settings for the children: what --checkpoint-dir and --checkpoint-every say
-    (the directory made absolute, since a child may change directory)."""
+def _settings_env(args: argparse.Namespace, env: Mapping[str, str], parser: argparse.ArgumentParser) -> dict[str, str]:
+    """The run's settings for the children: what --checkpoint-dir and --checkpoint-every say
+    (the directory made absolute, since a child may change directory), and --pickle."""
     extra = {}
+    if args.pickle:
+        extra[ENV_PICKLE] = "1"
     if args.checkpoint_dir is not None:
         if not args.checkpoint_dir:
             parser.error("argument --checkpoint-dir: expected a directory")
@@ -891,10 +901,10 @@ def _run(argv: list[str], parser: argparse.ArgumentParser) -> int:
             addresses = [("127.0.0.1", port) for port in ports]
             secret = _resolve_secret(args, env, required=False)
             indices = list(range(processes))
-        recovery_env = _recovery_env(args, env, parser)
+        settings_env = _settings_env(args, env, parser)
 
         def children_of(attempt: int, addresses: list[tuple[str, int]], secret: bytes) -> list[_Child]:
-            extra = {ENV_RESTART: str(attempt), **recovery_env}
+            extra = {ENV_RESTART: str(attempt), **settings_env}
             config = [ClusterConfig(len(addresses), i, addresses, workers, secret) for i in indices]
             return [_Child(i, _child_env(env, c, extra)) for i, c in zip(indices, config, strict=True)]
 

@@ -34,11 +34,12 @@ async def simulated(
     workers: int = 1,
     seed: int = 0,
     timeout: float | None = 60.0,
+    pickle: bool = False,
 ) -> AsyncIterator[list[tuple[AsyncComputation, T]]]:
     network = MemoryNetwork(processes, seed)
     network.start()
     contexts = [
-        execute_async(build, workers=workers, transport=network.transports[i], timeout=timeout)
+        execute_async(build, workers=workers, transport=network.transports[i], timeout=timeout, pickle=pickle)
         for i in range(processes)
     ]
     runs: list[tuple[AsyncComputation, T]] = []

@@ -22,10 +22,11 @@ from ..checkpoint._store import history_lost
 from ..dataflow import Probe, Scope, _as_time
 from ..errors import ComputationFailed, StalledError, TimelyError
 from ..graph import FrozenGraph
+from ..net.codec import Codec
 from ..net.transport import Transport
 from ..timestamp import Timestamp
 from ..vertex import Vertex
-from .config import ClusterConfig, cluster_from_env
+from .config import ClusterConfig, cluster_from_env, pickle_from_env
 from .process import SHUTDOWN_SECONDS, ProcessRuntime
 from .recovery import ReplayPlan, plan_replay
 from .statistics import ComputationStatistics
@@ -258,7 +259,10 @@ class _Execution(Generic[T]):
     the environment set by ``timely run`` decides). ``checkpoints`` (a `timely.Checkpoints`)
     makes it fault tolerant: it checkpoints, logs its inputs, and resumes from the newest
     complete checkpoint in the directory (by default ``timely run --checkpoint-dir`` decides;
-    ``False``: never, whatever the environment says).
+    ``False``: never, whatever the environment says). ``pickle=True`` lets records that the
+    codec cannot otherwise encode (types without `timely.register_codec`) cross processes
+    pickled; unpickling runs code chosen by the sender, so enable it only on a trusted cluster,
+    in every process (by default ``timely run --pickle`` decides).
     """
 
     def __init__(
@@ -271,8 +275,10 @@ class _Execution(Generic[T]):
         transport: Transport | None = None,
         cluster: ClusterConfig | None = None,
         checkpoints: Checkpoints | Literal[False] | None = None,
+        pickle: bool | None = None,
     ) -> None:
         self._build = build
+        self._pickle = pickle_from_env() if pickle is None else pickle
         self._checkpoints = checkpoints
         self._workers = workers
         self._timeout = timeout
@@ -292,6 +298,7 @@ class _Execution(Generic[T]):
             workers=setup.workers,
             stall_log_after=self._stall,
             transport=transport,
+            codec=Codec(allow_pickle=self._pickle),
             checkpoints=setup.checkpoints,
             resume=setup.resume,
             replay=setup.replay,

@@ -862,13 +862,16 @@ class InputBinding:
         contexts = self.contexts
         time = self._time
         pending = rt.pending
-        for start in range(0, len(batch), MESSAGE_BATCH):
-            chunk = batch[start : start + MESSAGE_BATCH] if len(batch) > MESSAGE_BATCH else batch
-            ctx = contexts[self._next]
-            self._next = (self._next + 1) % len(contexts)
-            ctx.records_sent += len(chunk)
-            for i, route in enumerate(ctx.routes[0]):
-                ctx.messages_sent += route.send(chunk if i == 0 else list(chunk), time, pending)
+        try:
+            for start in range(0, len(batch), MESSAGE_BATCH):
+                chunk = batch[start : start + MESSAGE_BATCH] if len(batch) > MESSAGE_BATCH else batch
+                ctx = contexts[self._next]
+                self._next = (self._next + 1) % len(contexts)
+                ctx.records_sent += len(chunk)
+                for i, route in enumerate(ctx.routes[0]):
+                    ctx.messages_sent += route.send(chunk if i == 0 else list(chunk), time, pending)
+        except CodecError as exc:  # a record for another process: say which input sent it
+            raise CodecError(f"input {self.name!r} at epoch {self.epoch}: {exc}") from exc
         rt.wake()
         if rt.driver is not None and (rt.backlog() > INPUT_BACKLOG or rt.congested()):
             rt.driver(rt.ready, None)
