@@ -5,9 +5,9 @@ runs the same build), freeze it, start a `ProcessRuntime` and hand back a comput
 handle with whatever ``build`` returned (typically its inputs and probes).
 
 From synchronous code the event loop runs in the calling thread, but only while timely
-is called: a wait, an input that is sent more than it can queue, or leaving the ``with``
-block (which closes the inputs and runs the computation to its end). There is no
-background thread and no locking; parallelism comes from processes.
+is called: a wait, an input that is sent more than it can queue, `Computation.explain`, or
+leaving the ``with`` block (which closes the inputs and runs the computation to its end).
+There is no background thread and no locking; parallelism comes from processes.
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ from .statistics import ComputationStatistics
 __all__ = ["execute", "execute_async", "Computation", "AsyncComputation"]
 
 T = TypeVar("T")
+
+CATCH_UP_SECONDS = 1.0
+"""At most how long `Computation.explain` runs the computation, to take in what happened while
+the program was away from timely, before it answers."""
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
@@ -181,6 +185,26 @@ class Computation(_Handle):
         """Run until the computation is complete (close the inputs first)."""
         self._run(None, timeout, "the computation did not complete")
 
+    def explain(self) -> str:
+        """What holds progress back now.
+
+        The event loop runs only inside timely calls, so after the program slept, did I/O, or
+        advanced and closed inputs, the runtime has not yet taken that in (nor frames other
+        processes sent meanwhile). This first runs the computation until its scheduler is idle,
+        for at most `CATCH_UP_SECONDS`, and then answers about the present.
+        """
+        if not self._task.done() and not self._loop.is_running():
+            settled = self._loop.create_task(self.runtime.settled())
+            self._loop.run_until_complete(
+                asyncio.wait({self._task, settled}, timeout=CATCH_UP_SECONDS, return_when="FIRST_COMPLETED")
+            )
+            if not settled.done():
+                settled.cancel()
+                self._loop.run_until_complete(asyncio.wait({settled}))
+        failure = self.runtime.failure
+        explanation = self.runtime.explain()
+        return explanation if failure is None else f"the computation failed: {failure}\n{explanation}"
+
     def _drive(self, predicate: Callable[[], bool], timeout: float | None) -> None:
         async def wait() -> None:
             await self.runtime.when(predicate)
@@ -208,7 +232,7 @@ class Computation(_Handle):
         if target is None or target not in done:
             if target is not None:
                 target.cancel()
-            raise StalledError(f"{what} within {remaining:.1f} s", self.explain())
+            raise StalledError(f"{what} within {remaining:.1f} s", self.runtime.explain())
 
     def _close(self, error: BaseException | None) -> None:
         loop = self._loop
