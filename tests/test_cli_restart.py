@@ -132,8 +132,10 @@ def test_a_killed_process_restarts_the_computation(tmp_path: Path) -> None:
     prog = script(tmp_path, SUM)
     result = timely_run("run", "-n", "3", "--restarts", "2", prog, "1", cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    # one restart, although the survivors fail too (peer lost) or are stopped: one failure
+    # one restart, although the survivors fail too (peer lost) or are stopped: one failure, and
+    # one line — the survivors' PeerErrors are the launcher's to report, not theirs to print
     (line,) = restart_lines(result.stderr)
+    assert result.stderr.splitlines() == [line.group(0)]
     assert line["failed"] == "1" and line["how"] == "killed by SIGKILL", result.stderr
     assert (line["who"], line["k"], line["of"]) == ("all 3 processes", "1", "2")
     assert float(line["s"]) < 5.0  # SIGTERM ends the survivors at once: no --kill-after wait

@@ -29,6 +29,7 @@ from ..vertex import Vertex
 from .config import ClusterConfig, cluster_from_env, pickle_from_env
 from .process import SHUTDOWN_SECONDS, ProcessRuntime
 from .recovery import ReplayPlan, plan_replay
+from .report import install as install_failure_report
 from .statistics import ComputationStatistics
 
 __all__ = ["execute", "execute_async", "Computation", "AsyncComputation"]
@@ -311,7 +312,9 @@ class _Execution(Generic[T]):
         self._cluster = cluster
 
     def _prepare(self) -> tuple[_Setup[T], float | None]:
-        """Build the graph (deadline counted from here)."""
+        """Build the graph (deadline counted from here). A failure that escapes the program
+        will print as one block of the user's frames (`timely._runtime.report`)."""
+        install_failure_report()
         deadline = None if self._timeout is None else _time.monotonic() + self._timeout
         return _Setup(self._build, self._workers, self._transport, self._cluster, self._checkpoints), deadline
 

@@ -20,12 +20,16 @@ __all__ = [
     "ENV_ADDRESSES",
     "ENV_CHECKPOINT_DIR",
     "ENV_CHECKPOINT_EVERY",
+    "ENV_DEBUG",
+    "ENV_LAUNCHER",
     "ENV_PICKLE",
     "ENV_PROCESSES",
     "ENV_PROCESS_INDEX",
     "ENV_RESTART",
     "ENV_SECRET",
     "ENV_WORKERS",
+    "LAUNCHER_HOSTS",
+    "LAUNCHER_LOCAL",
     "SECRET_BYTES",
     "ClusterConfig",
     "ClusterConfigError",
@@ -47,6 +51,14 @@ ENV_CHECKPOINT_DIR = "TIMELY_CHECKPOINT_DIR"
 """Absolute path of the directory the computation checkpoints to and resumes from."""
 ENV_CHECKPOINT_EVERY = "TIMELY_CHECKPOINT_EVERY"
 """Checkpoint every this many epochs."""
+ENV_DEBUG = "TIMELY_DEBUG"
+"""``1``: print a failure with every frame, the runtime's included (``timely run --debug``)."""
+ENV_LAUNCHER = "TIMELY_LAUNCHER"
+"""Set by ``timely run`` for the processes it starts: `LAUNCHER_LOCAL` when it runs every process
+of the computation (so its summary reports each one's exit), `LAUNCHER_HOSTS` when it runs this
+machine's process of a multi-machine cluster."""
+LAUNCHER_LOCAL = "local"
+LAUNCHER_HOSTS = "hosts"
 ENV_PICKLE = "TIMELY_PICKLE"
 """``1``: records the codec cannot encode otherwise travel pickled (``timely run --pickle``)."""
 
