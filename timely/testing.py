@@ -7,7 +7,8 @@
 
 The processes talk through `timely.net.memory.MemoryNetwork`: real frames, real codec,
 real progress protocol, but channels in memory, and a seeded choice of which channel
-delivers next, so a failing interleaving replays with the same seed.
+delivers next, so a failing interleaving replays with the same seed. ``pickle=True`` is
+`timely.execute`'s option: records without a codec cross the simulated processes pickled.
 """
 
 from __future__ import annotations

@@ -104,16 +104,17 @@ def format_failure(exc: BaseException) -> str | None:
         return None
     shown = traceback.TracebackException.from_exception(exc)
     frames = _their_frames(shown.stack)
-    cause = exc.__cause__
-    if isinstance(exc, VertexError) and cause is not None and shown.__cause__ is not None:
+    hidden = len(shown.stack) - len(frames)
+    if isinstance(exc, VertexError) and shown.__cause__ is not None:
         # One story: the program's frames, then the callback's; the cause's own line is inside
         # the VertexError's message. What caused the user's exception, if anything, stays.
         inner = shown.__cause__
-        frames += _their_frames(inner.stack)
+        kept = _their_frames(inner.stack)
+        hidden += len(inner.stack) - len(kept)
+        frames += kept
         shown.__cause__ = inner.__cause__
         shown.__context__ = inner.__context__
         shown.__suppress_context__ = inner.__suppress_context__
-    hidden = len(shown.stack) - len(frames)
     shown.stack = traceback.StackSummary.from_list(frames)
     for link in _chain(shown):
         kept = _their_frames(link.stack)

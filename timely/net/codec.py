@@ -25,10 +25,10 @@ native type other than ``list``. A batch that holds a list (or an instance of a 
 a native type) is packed instead in msgpack's *strict* mode, where exact lists are arrays
 and everything else goes to ``default``: a tuple becomes an array ending in the `EXT_TUPLE`
 marker, and the whole batch is wrapped in `EXT_EXACT`, which unpacks arrays as lists and
-turns marked ones back into tuples (``list_hook``). Measured on (int, int) batches of 1024
-(see ``docs/network.md``): the census adds about a third to packing a list-free batch and
-nothing to unpacking it; a batch with lists costs about 3x to pack and 4x to unpack, where
-an extension type per tuple would cost 20x to pack.
+turns marked ones back into tuples (``list_hook``). The census costs about as much as packing
+a list-free batch and nothing on unpacking it; marking tuples costs far less than an extension
+type per tuple (about 20x on packing). ``python -m bench net.codec`` measures both paths, and
+``docs/network.md`` quotes the figures.
 
 Subclasses of the native types (a namedtuple, an ``IntEnum``, an ``OrderedDict``) reach
 ``default`` in the strict encoding: a codec registered for the class wins, then pickle if
@@ -158,6 +158,8 @@ def _needs_strict(values: list[Any]) -> bool:
             for t in types - _WALK:
                 if t not in _OPAQUE and issubclass(t, _NATIVE):
                     return True
+            if tuple not in types and dict not in types:
+                return False
             level = [x for x in level if type(x) is tuple or type(x) is dict]
         level = _get_referents(*level)
     return True
