@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_cli import SECRET, clean_env
+from tests.test_cli import SECRET, clean_env, interrupt, running
 from timely.cli import main
 
 pytestmark = [
@@ -425,21 +425,9 @@ def test_stdin_goes_to_the_first_attempt_only(tmp_path: Path) -> None:
 def test_ctrl_c_does_not_restart(tmp_path: Path, attempt: int) -> None:
     prog = script(tmp_path, PLAN)
     plan = ["*.0=sleep", "*.1=sleep", "*.2=sleep"] + (["0.1=exit:3"] if attempt else [])
-    with subprocess.Popen(
-        [*LAUNCHER, "run", "-n", "3", "--restarts", "3", str(prog), *plan],
-        cwd=tmp_path,
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as launcher:
-        try:
-            children = wait_for_pids(tmp_path, 3, attempt)
-            launcher.send_signal(signal.SIGINT)
-            _, err = launcher.communicate(timeout=RUN_TIMEOUT)
-        finally:
-            launcher.kill()
+    with running([*LAUNCHER, "run", "-n", "3", "--restarts", "3", str(prog), *plan], tmp_path) as launcher:
+        children = wait_for_pids(tmp_path, 3, attempt)
+        err = interrupt(launcher)
     assert launcher.returncode == 128 + signal.SIGINT
     assert len(restart_lines(err)) == attempt
     used = f"restarts used: {attempt} of 3; " if attempt else ""

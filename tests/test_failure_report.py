@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import timely
-from tests.test_cli import clean_env, script
+from tests.test_cli import clean_env, interrupt, running, script
 from timely._runtime.report import format_failure
 from timely.net.tcp import TcpTransport
 
@@ -140,23 +140,11 @@ SLEEPER = """
 
 def test_ctrl_c_is_one_line_for_the_whole_run(tmp_path: Path) -> None:
     prog = script(tmp_path, SLEEPER)
-    with subprocess.Popen(
-        [sys.executable, "-m", "timely", "run", "-n", "3", str(prog)],
-        cwd=tmp_path,
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as launcher:
-        try:
-            assert launcher.stdout is not None
-            ready = [launcher.stdout.readline() for _ in range(3)]
-            assert sorted(ready) == [f"[p{i}] ready\n" for i in range(3)]
-            launcher.send_signal(signal.SIGINT)
-            _, err = launcher.communicate(timeout=RUN_TIMEOUT)
-        finally:
-            launcher.kill()
+    with running([sys.executable, "-m", "timely", "run", "-n", "3", str(prog)], tmp_path) as launcher:
+        assert launcher.stdout is not None
+        ready = [launcher.stdout.readline() for _ in range(3)]
+        assert sorted(ready) == [f"[p{i}] ready\n" for i in range(3)]
+        err = interrupt(launcher)
     assert launcher.returncode == 128 + signal.SIGINT
     assert err.splitlines() == ["timely: interrupted by SIGINT; p0, p1, p2 stopped with SIGINT; exit status 130"]
 
