@@ -141,8 +141,8 @@ class Series:
         return f"Series({self.name!r}, {self.points!r})"
 
 
-timely.register_codec(Celsius, lambda c: c.degrees, Celsius)
-timely.register_codec(Series, lambda s: (s.name, s.points), lambda v: Series(*v))
+timely.register_codec(Celsius, lambda c: c.degrees, Celsius, code=120)  # explicit: derived codes may collide
+timely.register_codec(Series, lambda s: (s.name, s.points), lambda v: Series(*v), code=121)
 
 
 class Opaque:

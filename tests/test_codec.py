@@ -315,7 +315,7 @@ def test_registering_natively_encoded_types_is_refused(cls: type) -> None:
 def test_a_codec_registered_for_a_tuple_subclass_is_used() -> None:
     NT = namedtuple("NT", "a b")
     codec = Codec()
-    codec.register(NT, tuple, lambda v: NT(*v), code=60)
+    codec.register(NT, tuple, lambda v: NT(*v), code=61)
     out = codec.decode_records(codec.encode_records([NT(1, [2]), (NT(3, 4), 5)]))
     assert type(out[0]) is NT and out[0].b == [2] and type(out[1][0]) is NT
 
