@@ -10,7 +10,7 @@ See docs/spark.md.
 from ._driver import epochs_from_directory, run, run_epochs, task_slots
 from ._errors import SparkBridgeError
 from ._progress import ConsoleProgress, Progress, ProgressCallback, watch
-from ._session import local_session
+from ._session import local_session, session
 
 __all__ = [
     "ConsoleProgress",
@@ -21,6 +21,7 @@ __all__ = [
     "local_session",
     "run",
     "run_epochs",
+    "session",
     "task_slots",
     "watch",
 ]

@@ -62,6 +62,7 @@ def run(
     processes: int | None = None,
     timeout: float | None = 600.0,
     progress: bool | ProgressCallback = True,
+    timings: dict[str, float] | None = None,
 ) -> DataFrame:
     """Run ``build`` as a timely computation over ``inputs``, one Spark barrier task per process.
 
@@ -77,10 +78,23 @@ def run(
     ``progress``: once a second while it runs, a `Progress` snapshot from the processes (rows
     fed, records processed and their rates, rows out) and Spark's stages goes to this callback;
     True (the default) shows it on stderr (`ConsoleProgress`), False not at all.
+
+    ``timings``, if given, receives where the call's time went, in seconds: ``total``, ``spark``
+    (Spark's own share), ``joining``, ``computing`` and ``first_answer`` (see `TIMINGS`).
     """
     if not inputs:
         raise ValueError("run needs at least one input DataFrame")
-    return _launch(session, build, [dict(inputs)], schema, processes, timeout, epochs_column=False, progress=progress)
+    return _launch(
+        session,
+        build,
+        [dict(inputs)],
+        schema,
+        processes,
+        timeout,
+        epochs_column=False,
+        progress=progress,
+        timings=timings,
+    )
 
 
 def run_epochs(
@@ -94,6 +108,7 @@ def run_epochs(
     checkpoint_dir: str | os.PathLike[str] | None = None,
     checkpoint_every: int = 10,
     progress: bool | ProgressCallback = True,
+    timings: dict[str, float] | None = None,
 ) -> DataFrame:
     """Feed ``epochs[i]`` into one running computation as epoch ``i``, and return what the output
     stream produced at each epoch, with a leading ``epoch`` (int) column.
@@ -114,7 +129,8 @@ def run_epochs(
     epoch's rows exactly once. A later call on the same directory resumes that computation
     too (same build, processes and epochs expected); use a fresh directory for a new one.
 
-    ``progress`` as `run`'s; its snapshots also count the epochs every process has passed.
+    ``progress`` and ``timings`` as `run`'s; progress snapshots also count the epochs every
+    process has passed.
     """
     if not epochs:
         raise ValueError("run_epochs needs at least one epoch")
@@ -136,6 +152,7 @@ def run_epochs(
         checkpoint_dir=None if checkpoint_dir is None else os.fspath(checkpoint_dir),
         checkpoint_every=checkpoint_every,
         progress=progress,
+        timings=timings,
     )
 
 
@@ -269,6 +286,7 @@ def _launch(
     checkpoint_dir: str | None = None,
     checkpoint_every: int = 10,
     progress: bool | ProgressCallback = True,
+    timings: dict[str, float] | None = None,
 ) -> DataFrame:
     if not callable(build):
         raise TypeError("build must be a function (scope, inputs) -> stream")
@@ -284,14 +302,47 @@ def _launch(
     arrow = to_arrow_schema(out)
     if checkpoint_dir is not None:
         checkpoint_dir = _claim(checkpoint_dir, n, len(epochs), names, arrow)
-    latency = session.sparkContext.accumulator({}, _SlowestPerEpoch())
+    figures = session.sparkContext.accumulator({}, _Slowest())
     callback = ConsoleProgress() if progress is True else (progress or None)
+    began, began_at = time.perf_counter(), time.time()
     with monitor(session.sparkContext, _label(build), callback, processes=n, epochs=len(epochs)) as listener:
-        result = _run_stage(session, build, epochs, names, n, timeout, out, arrow, latency, listener,
+        result = _run_stage(session, build, epochs, names, n, timeout, out, arrow, figures, listener,
                             epochs_column, checkpoint_dir, checkpoint_every)  # fmt: skip
+    total = time.perf_counter() - began
+    tasks: dict[str, Any] = figures.value
     if seconds is not None:
-        seconds.update(latency.value)
+        seconds.update(tasks.get("epochs", {}))
+    if timings is not None:
+        timings.update(_timings(tasks, total, began_at))
     return result
+
+
+TIMINGS = {
+    "total": "the whole call",
+    "spark": "Spark's own share: preparing and shuffling the inputs, starting the tasks (and Python "
+    "workers), persisting the output; the call less the slowest task",
+    "joining": "the slowest process, from its task's start until the computation ran (the rendezvous, "
+    "connecting to the others, resuming from a checkpoint)",
+    "computing": "the slowest process, from running until its last output row left (feeding the "
+    "input, the computation, converting the output)",
+    "first_answer": "from the call until every process had the output of epoch 0 (only when this "
+    "call computed epoch 0)",
+}
+"""What the ``timings`` dict of `run` and `run_epochs` receives, in seconds."""
+
+
+def _timings(tasks: dict[str, Any], total: float, began_at: float) -> dict[str, float]:
+    joining = float(tasks.get("joining", 0.0))
+    computing = float(tasks.get("computing", 0.0))
+    out = {
+        "total": total,
+        "spark": max(0.0, total - float(tasks.get("task", joining + computing))),
+        "joining": joining,
+        "computing": computing,
+    }
+    if "first_answer_at" in tasks:
+        out["first_answer"] = max(0.0, float(tasks["first_answer_at"]) - began_at)
+    return out
 
 
 def _label(build: Build) -> str:
@@ -309,7 +360,7 @@ def _run_stage(
     timeout: float | None,
     out: StructType,
     arrow: Any,
-    latency: Any,
+    figures: Any,
     listener: tuple[str, int, str] | None,
     epochs_column: bool,
     checkpoint_dir: str | None,
@@ -323,7 +374,7 @@ def _run_stage(
         processes=n,
         timeout=timeout,
         secret=secrets.token_bytes(32),
-        latency=latency,
+        timings=figures,
         checkpoint_dir=checkpoint_dir,
         checkpoint_every=checkpoint_every,
         progress=listener,
@@ -384,15 +435,23 @@ def _claim(directory: str, processes: int, epochs: int, names: list[str], schema
     return root
 
 
-class _SlowestPerEpoch(AccumulatorParam):  # type: ignore[type-arg]
-    """Merges the tasks' ``{epoch: seconds}`` by keeping the slowest process's figure."""
+class _Slowest(AccumulatorParam):  # type: ignore[type-arg]
+    """Merges the tasks' figures (`_task.TaskPlan.timings`) by keeping the slowest process's,
+    per epoch for ``epochs``; ``task`` is the longest ``joining + computing`` of one task."""
 
-    def zero(self, value: dict[int, float]) -> dict[int, float]:
+    def zero(self, value: dict[str, Any]) -> dict[str, Any]:
         return {}
 
-    def addInPlace(self, a: dict[int, float], b: dict[int, float]) -> dict[int, float]:
-        for epoch, s in b.items():
-            a[epoch] = max(a.get(epoch, 0.0), s)
+    def addInPlace(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        for key, value in b.items():
+            if isinstance(value, dict):
+                mine = a.setdefault(key, {})
+                for k, v in value.items():
+                    mine[k] = max(mine.get(k, v), v)
+            else:
+                a[key] = max(a.get(key, value), value)
+        if "joining" in b and "computing" in b:
+            a["task"] = max(a.get("task", 0.0), b["joining"] + b["computing"])
         return a
 
 

@@ -16,6 +16,7 @@ runtime replayed from its log, and drops a re-delivered epoch it has already re-
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import socket
@@ -63,8 +64,10 @@ class TaskPlan:
     processes: int
     timeout: float | None
     secret: bytes = field(repr=False)
-    latency: Any = None
-    """A Spark accumulator taking ``{epoch: seconds}`` (run_epochs), or None."""
+    timings: Any = None
+    """A Spark accumulator taking each task's figures, merged by keeping the slowest process's:
+    ``{"epochs": {epoch: seconds}, "joining": s, "computing": s, "first_answer_at": unix time}``
+    (see `_driver.TIMINGS`), or None."""
     checkpoint_dir: str | None = None
     """Where the processes checkpoint and log their output (an absolute path every task sees)."""
     checkpoint_every: int = 10
@@ -76,6 +79,7 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     """The body of the barrier ``mapInArrow``: run this task's timely process."""
     from pyspark import BarrierTaskContext
 
+    entered = time.perf_counter()
     ctx = BarrierTaskContext.get()
     index = ctx.partitionId()
     where = f"timely process {index} of {plan.processes} (Spark stage {ctx.stageId()}, partition {index})"
@@ -85,7 +89,7 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
             log = _OutputLog(plan, index, f"task-{ctx.taskAttemptId()}", ctx.stageId())
             yield from log.reemit()  # before anything can be delivered again
         cluster = _rendezvous(ctx, plan, index)
-        yield from _compute(plan, cluster, batches, log)
+        yield from _compute(plan, cluster, batches, log, entered)
     except SparkBridgeError as e:
         raise SparkBridgeError(f"{where}: {e}") from e
     except Exception as e:
@@ -246,8 +250,35 @@ class _Output:
 
 
 def _compute(
-    plan: TaskPlan, cluster: timely.ClusterConfig, batches: Iterator[pa.RecordBatch], log: _OutputLog | None = None
+    plan: TaskPlan,
+    cluster: timely.ClusterConfig,
+    batches: Iterator[pa.RecordBatch],
+    log: _OutputLog | None = None,
+    entered: float | None = None,
 ) -> Iterator[pa.RecordBatch]:
+    """Run the computation over ``batches`` and yield its output; ``entered`` is when the task
+    began (`time.perf_counter`), for the figures the task reports to `plan.timings`."""
+    entered = time.perf_counter() if entered is None else entered
+    figures: dict[str, Any] = {}
+    yield from _computation(plan, cluster, batches, log, figures)
+    # Spark reuses this Python worker: the computation's garbage (its state holds reference
+    # cycles) would otherwise be collected during the worker's next task, seconds into it.
+    gc.collect()
+    if plan.timings is not None:
+        figures["joining"] = figures.pop("ready") - entered
+        figures["computing"] = time.perf_counter() - entered - figures["joining"]
+        plan.timings.add(figures)
+
+
+def _computation(
+    plan: TaskPlan,
+    cluster: timely.ClusterConfig,
+    batches: Iterator[pa.RecordBatch],
+    log: _OutputLog | None,
+    figures: dict[str, Any],
+) -> Iterator[pa.RecordBatch]:
+    """`_compute`'s body; fills ``figures`` with ``ready`` (`time.perf_counter` when the
+    computation ran), ``epochs`` and ``first_answer_at`` (see `TaskPlan.timings`)."""
     out = _Output(plan, log)
     names = plan.names
 
@@ -265,6 +296,7 @@ def _compute(
     if log is not None:
         policy = timely.Checkpoints(log.root, every_epochs=plan.checkpoint_every)
     latency: dict[int, float] = {}
+    first_answer_at: float | None = None
     with timely.execute(build, cluster=cluster, timeout=plan.timeout, checkpoints=policy) as (comp, (inputs, probe)):
         # After a restart the runtime has replayed the logged epochs: each input goes on from
         # its own epoch (equal unless the crash fell between two inputs' advances), or is closed.
@@ -272,6 +304,7 @@ def _compute(
         open_starts = [e for e in starts if e is not None]
         epoch = min(open_starts, default=0)
         width = len(names)
+        figures["ready"] = time.perf_counter()
         if log is not None:
             resumed = comp.statistics().checkpoints.get("resumed", {})
             log.save_record(resumed=resumed, first_epoch=epoch if open_starts else None, ready_seconds=log.seconds)
@@ -313,6 +346,8 @@ def _compute(
                                 latency[done] = time.perf_counter() - began
                                 began = time.perf_counter()
                                 passed = done + 1
+                                if first_answer_at is None:
+                                    first_answer_at = time.time()
                         epoch = e
                     inputs[k].send(rows)
                     fed += len(rows)
@@ -322,6 +357,8 @@ def _compute(
                 handle.close()
             comp.run()
             passed = epoch + 1
+            if first_answer_at is None:
+                first_answer_at = time.time()
         finally:
             reporter.close()  # also on failure: Spark reuses its Python workers
         if open_starts:
@@ -329,9 +366,10 @@ def _compute(
         if log is not None:
             stats = comp.statistics().checkpoints
             log.save_record(seconds=log.seconds, checkpoints=stats.get("checkpoints", 0), finished=time.time())
-    if plan.latency is not None and plan.epochs:
-        plan.latency.add(latency)
     yield from out.drain()
+    figures["epochs"] = latency if plan.epochs else {}
+    if first_answer_at is not None and open_starts and min(open_starts) == 0:
+        figures["first_answer_at"] = first_answer_at
 
 
 def _split(
