@@ -49,8 +49,9 @@ __all__ = ["epochs_from_directory", "run", "run_epochs", "task_slots"]
 
 Build = Callable[[timely.Scope, dict[str, timely.Input]], timely.Stream]
 
-SLOT_WAIT = 10.0
-"""Seconds to wait for executors to register on a cluster before refusing for lack of slots."""
+SLOT_WAIT = 60.0
+"""Seconds to wait for executors to register on a cluster before refusing for lack of slots (an
+executor is a JVM to start: 10-30 s on a loaded machine)."""
 _LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?")
 
 
