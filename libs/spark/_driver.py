@@ -45,7 +45,7 @@ from ._progress import ConsoleProgress, ProgressCallback, monitor
 from ._session import quiet_pandas_warning
 from ._task import OUTPUT_DIR, TAG, TaskPlan, input_column, run_task
 
-__all__ = ["epochs_from_directory", "run", "run_epochs", "task_slots"]
+__all__ = ["Build", "epochs_from_directory", "failure", "output_struct", "quoted", "run", "run_epochs", "task_slots"]
 
 Build = Callable[[timely.Scope, dict[str, timely.Input]], timely.Stream]
 
@@ -224,7 +224,8 @@ def _processes(sc: SparkContext, processes: int | None) -> int:
     return processes
 
 
-def _struct(session: SparkSession, schema: str | StructType) -> StructType:
+def output_struct(schema: str | StructType) -> StructType:
+    """The output schema, given as a DDL string or a StructType."""
     if isinstance(schema, StructType):
         return schema
     if not isinstance(schema, str):
@@ -253,7 +254,7 @@ def _names_and_schemas(epochs: list[dict[str, DataFrame]]) -> list[str]:
     return list(seen)
 
 
-def _quoted(name: str) -> Any:
+def quoted(name: str) -> Any:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
@@ -263,7 +264,7 @@ def _pack(epochs: list[dict[str, DataFrame]], names: list[str], processes: int, 
     parts = [
         df.select(
             F.lit(e * len(names) + index[name]).cast("long").alias(TAG),
-            F.struct(*[_quoted(c) for c in df.columns]).alias(input_column(index[name])),
+            F.struct(*[quoted(c) for c in df.columns]).alias(input_column(index[name])),
         )
         for e, frames in enumerate(epochs)
         for name, df in frames.items()
@@ -271,7 +272,7 @@ def _pack(epochs: list[dict[str, DataFrame]], names: list[str], processes: int, 
     packed = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
     # Hash partitioning: unlike round-robin it needs no sort to be deterministic, so a retried
     # stage gets the same rows in the same partitions.
-    packed = packed.repartition(processes, *[_quoted(c) for c in packed.columns])
+    packed = packed.repartition(processes, *[quoted(c) for c in packed.columns])
     return packed.sortWithinPartitions(TAG) if sort else packed
 
 
@@ -291,7 +292,7 @@ def _launch(
 ) -> DataFrame:
     if not callable(build):
         raise TypeError("build must be a function (scope, inputs) -> stream")
-    user = _struct(session, schema)
+    user = output_struct(schema)
     if epochs_column:
         if "epoch" in user.fieldNames():
             raise ValueError("the output schema of run_epochs may not have a column 'epoch': the bridge adds it")
@@ -383,12 +384,12 @@ def _run_stage(
     packed = _pack(epochs, names, n, sort=epochs_column)
     with quiet_pandas_warning():
         computed = packed.mapInArrow(functools.partial(run_task, plan), out, barrier=True)
-    result = computed.repartition(n, *[_quoted(c) for c in out.fieldNames()]).persist(StorageLevel.MEMORY_AND_DISK)
+    result = computed.repartition(n, *[quoted(c) for c in out.fieldNames()]).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         result.count()
     except Exception as e:
         result.unpersist()
-        raise _failure(e) from e
+        raise failure(e) from e
     return result
 
 
@@ -459,7 +460,7 @@ class _Slowest(AccumulatorParam):  # type: ignore[type-arg]
 _BRIDGE_ERROR = re.compile(r"SparkBridgeError: (.*?)(?=\n\s*SQLSTATE|\n\tat |\n\n|\Z)", re.S)
 
 
-def _failure(error: Exception) -> SparkBridgeError:
+def failure(error: Exception) -> SparkBridgeError:
     """The timely error's text out of Spark's job failure (a Java stack trace around a Python one)."""
     text = str(error)
     found = _BRIDGE_ERROR.search(text)

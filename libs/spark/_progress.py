@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-__all__ = ["ConsoleProgress", "Progress", "ProgressCallback", "TaskReporter", "monitor", "watch"]
+__all__ = ["ConsoleProgress", "Progress", "ProgressCallback", "TaskReporter", "driver_host", "monitor", "watch"]
 
 INTERVAL = 1.0
 """Seconds between samples, in the tasks and on the driver."""
@@ -256,7 +256,8 @@ def _spark_stages(sc: Any) -> str:
     return ", ".join(shown)
 
 
-def _driver_host(sc: Any) -> str:
+def driver_host(sc: Any) -> str:
+    """The address the tasks reach the driver at (127.0.0.1 in local mode)."""
     host = sc.getConf().get("spark.driver.host") or "127.0.0.1"
     if (sc.master or "").startswith("local"):
         return "127.0.0.1"
@@ -276,7 +277,7 @@ def monitor(
     if callback is None:
         yield None
         return
-    listener = _Listener(_driver_host(sc)) if processes else None
+    listener = _Listener(driver_host(sc)) if processes else None
     began = time.monotonic()
     stop = threading.Event()
     previous = (began, 0, 0)

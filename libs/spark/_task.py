@@ -35,7 +35,17 @@ from ._convert import BATCH_ROWS, rows_of, to_batches
 from ._errors import SparkBridgeError
 from ._progress import TaskReporter
 
-__all__ = ["ATTEMPTS_DIR", "OUTPUT_DIR", "OUTPUT_NAME", "TAG", "TaskPlan", "input_column", "run_task"]
+__all__ = [
+    "ATTEMPTS_DIR",
+    "OUTPUT_DIR",
+    "OUTPUT_NAME",
+    "TAG",
+    "TaskPlan",
+    "input_column",
+    "rendezvous",
+    "run_task",
+    "task_host",
+]
 
 TAG = "__timely_tag"
 """The column that says which input and epoch a row belongs to: ``epoch * inputs + input``."""
@@ -88,7 +98,7 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
         if plan.checkpoint_dir is not None:
             log = _OutputLog(plan, index, f"task-{ctx.taskAttemptId()}", ctx.stageId())
             yield from log.reemit()  # before anything can be delivered again
-        cluster = _rendezvous(ctx, plan, index)
+        cluster = rendezvous(ctx, plan.processes, plan.secret, index)
         yield from _compute(plan, cluster, batches, log, entered)
     except SparkBridgeError as e:
         raise SparkBridgeError(f"{where}: {e}") from e
@@ -96,7 +106,7 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
         raise SparkBridgeError(f"{where} failed: {type(e).__name__}: {e}") from e
 
 
-def _host(ctx: Any, index: int) -> str:
+def task_host(ctx: Any, index: int) -> str:
     """The address peers can reach this task at: Spark's own bind address when it is set
     (SPARK_LOCAL_IP), else the executor host Spark knows, resolved (so that 'localhost' does not
     become two addresses)."""
@@ -110,17 +120,18 @@ def _host(ctx: Any, index: int) -> str:
         return host
 
 
-def _rendezvous(ctx: Any, plan: TaskPlan, index: int) -> timely.ClusterConfig:
-    host = _host(ctx, index)
+def rendezvous(ctx: Any, processes: int, secret: bytes, index: int) -> timely.ClusterConfig:
+    """Every task's address, learnt with one ``allGather``: the cluster of timely processes."""
+    host = task_host(ctx, index)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # The port stays bound until every task has published its own: tasks on one machine cannot
     # pick the same one. It is released just before timely listens on it (as `timely run` does).
     with contextlib.closing(socket.socket(family, socket.SOCK_STREAM)) as reserved:
         reserved.bind((host, 0))
         mine = json.dumps([host, reserved.getsockname()[1]])
-        gathered = ctx.allGather(mine) if plan.processes > 1 else [mine]
+        gathered = ctx.allGather(mine) if processes > 1 else [mine]
     addresses = [(str(h), int(p)) for h, p in map(json.loads, gathered)]
-    return timely.ClusterConfig(plan.processes, index, addresses, workers=1, secret=plan.secret)
+    return timely.ClusterConfig(processes, index, addresses, workers=1, secret=secret)
 
 
 class _OutputLog:
