@@ -14,6 +14,7 @@ Sizes (full / ``--quick``): CC and SSSP on 100,000 nodes and 1,000,000 edges (10
 
 from __future__ import annotations
 
+import itertools
 import random
 import statistics
 import time
@@ -62,6 +63,35 @@ def _edge(algo: str, rng: random.Random, nodes: int) -> tuple[int, ...]:
 def graph(algo: str, nodes: int, edges: int) -> list[tuple[int, ...]]:
     rng = random.Random(SEED)
     return [_edge(algo, rng, nodes) for _ in range(edges)]
+
+
+def power_law_graph(
+    seed: int, nodes: int, edges: int, hub_degree: int, exponent: float = 2.5
+) -> tuple[list[tuple[int, int]], int]:
+    """A seeded directed graph with power-law degrees and one hub; returns ``(edges, hub)``.
+
+    ``edges - hub_degree`` background edges draw both ends with probability proportional to
+    ``rank ** (-1 / (exponent - 1))`` (Chung and Lu's model: degrees then follow a power law
+    of that exponent), over node ids shuffled so that degree and id are unrelated (a
+    component's label, its least id, sits anywhere). Duplicates and self-loops stay, as in
+    real data. The hub, a random node, is joined to ``hub_degree`` distinct other nodes, each
+    edge pointing in or out at random; many of them reach the graph only through the hub.
+    """
+    if not 0 <= hub_degree < nodes or hub_degree > edges:
+        raise ValueError(f"power_law_graph: need 0 <= hub_degree < nodes and hub_degree <= edges, got {hub_degree}")
+    rng = random.Random(seed)
+    ids = list(range(nodes))
+    rng.shuffle(ids)
+    cumulative = list(itertools.accumulate((rank + 1) ** (-1 / (exponent - 1)) for rank in range(nodes)))
+    background = edges - hub_degree
+    sources = rng.choices(ids, cum_weights=cumulative, k=background)
+    targets = rng.choices(ids, cum_weights=cumulative, k=background)
+    hub = rng.randrange(nodes)
+    spokes = [v + (v >= hub) for v in rng.sample(range(nodes - 1), hub_degree)]
+    out = list(zip(sources, targets))
+    out.extend((hub, v) if rng.random() < 0.5 else (v, hub) for v in spokes)
+    rng.shuffle(out)
+    return out, hub
 
 
 def updates(algo: str, edges: list[tuple[int, ...]], nodes: int, count: int) -> list[tuple[Any, Any]]:
