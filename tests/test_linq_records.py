@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -29,7 +30,7 @@ from libs import linq
 from tests import linq_reference as ref
 from tests import real_processes as real
 from tests.conftest import TIMEOUT
-from tests.linq_harness import Epochs, check, together
+from tests.linq_harness import check, together
 from tests.linq_records_program import EPOCHS, NONE_KEYS, build, expected, run
 
 PROGRAM = "tests/linq_records_program.py"
@@ -113,36 +114,37 @@ def _value(r: Any) -> str:
     return repr(r[1])  # orderable whatever the types
 
 
-@WORKERS
-@FAST
-@given(epochs=ref.nonnegative_epochs(mixed))
-def test_distinct_and_count_of_mixed_records(workers: int, epochs: Epochs) -> None:
-    check(
+def _pair(x: Any, y: Any) -> Any:
+    return (x[1], y[1])
+
+
+MIXED_QUERIES: dict[str, tuple[Callable[..., linq.Collection], Callable[..., ref.Multiset], list[Any]]] = {
+    # name: (query, reference, one strategy per input)
+    "distinct_and_count": (
         lambda c: c.distinct().concat(c.count().select(lambda kn: ("count", kn))),
         lambda c: ref.concat(ref.distinct(c), ref.select(ref.count(c), lambda kn: ("count", kn))),
-        together(epochs),
-        workers,
-    )
+        [ref.nonnegative_epochs(mixed)],
+    ),
+    "join_on_mixed_keys": (
+        lambda x, y: x.join(y, _key, _key, _pair),
+        lambda x, y: ref.join(x, y, _key, _key, _pair),
+        [ref.signed_epochs(keyed), ref.signed_epochs(keyed)],
+    ),
+    "min_per_mixed_key": (
+        lambda c: c.min(_key, _value),
+        lambda c: ref.min_(c, _key, _value),
+        [ref.nonnegative_epochs(keyed)],
+    ),
+}
 
 
 @WORKERS
+@pytest.mark.parametrize("op", sorted(MIXED_QUERIES))
 @FAST
-@given(a=ref.signed_epochs(keyed), b=ref.signed_epochs(keyed))
-def test_join_on_mixed_keys(workers: int, a: Epochs, b: Epochs) -> None:
-    sel = lambda x, y: (x[1], y[1])  # noqa: E731
-    check(
-        lambda x, y: x.join(y, _key, _key, sel),
-        lambda x, y: ref.join(x, y, _key, _key, sel),
-        together(a, b),
-        workers,
-    )
-
-
-@WORKERS
-@FAST
-@given(epochs=ref.nonnegative_epochs(keyed))
-def test_min_per_mixed_key(workers: int, epochs: Epochs) -> None:
-    check(lambda c: c.min(_key, _value), lambda c: ref.min_(c, _key, _value), together(epochs), workers)
+@given(data=st.data())
+def test_operators_over_mixed_records(workers: int, op: str, data: st.DataObject) -> None:
+    query, reference, strategies = MIXED_QUERIES[op]
+    check(query, reference, together(*(data.draw(s) for s in strategies)), workers)
 
 
 # Equal records of different types ---------------------------------------------------------------------
