@@ -17,6 +17,7 @@ so a user's own `timely.Vertex` can sit between two operators, also inside a loo
 """
 
 from .._hash import stable_hash
+from ._columns._functions import columns
 from ._errors import OperatorError
 from ._io import CollectionInput, CollectionOutput, new_input
 from ._lattice import Lattice
@@ -34,6 +35,7 @@ __all__ = [
     "CollectionOutput",
     "Lattice",
     "OperatorError",
+    "columns",
     "connected_components",
     "new_input",
     "prioritized_connected_components",

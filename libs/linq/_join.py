@@ -1,13 +1,18 @@
 """Join (TR §5.2.2): bilinear, so it needs no notification.
 
-A batch from one input at time ``t`` joins with everything the other input has sent so far,
-then enters its own input's trace; every pair of differences meets exactly once, and their
-product is sent at the least upper bound of their two times, the first time at which both
-are part of the collections.
+Each input is arranged by key. A block from one input at time ``t`` meets everything the other
+input's arrangement holds: per batch, one `numpy.searchsorted` finds the rows of every key of
+the block, and the matching pairs come out as columns; then the block joins its own input's
+arrangement. So every pair of differences meets exactly once, and their product goes out at
+the least upper bound of their two times, the first time at which both are part of the
+collections (one message per distinct output time).
 
-Checkpoint: one piece per key, ``(key, dirty, trace0, trace1)``, each trace
-``{time: ((record, diff), ...)}`` or None when that side has nothing for the key; routed
-by the key's hash, the route of both inputs' records of the key.
+The selector makes the output records: ``linq.columns(fn)`` receives the matched left and
+right records as columns (``fn(left_fields..., right_fields...)``), any other function is
+called once per matched pair.
+
+Checkpoint: a `KeyedState` of both arrangements, pieces ``((input, arity), keys, records,
+times, diffs)`` routed by key (`_stateful.rows_pieces`).
 """
 
 from __future__ import annotations
@@ -15,12 +20,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from timely import KeyedState, Timestamp
 
+from ._columns import SCALAR, Block, blocks_of, codes_of, concat_blocks, group_starts, order, ranges, route_of
+from ._columns._functions import Columns, as_block
+from ._errors import OperatorError
+from ._keys import KeyOf
 from ._lattice import Lattice
-from ._stateful import Stateful, compact_times, merge_lists, paused_gc, pieces_of, route
-
-Pairs = list[tuple[Any, int]]
+from ._layout import Layout
+from ._stateful import Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
+from ._trace import Batch, Rows, Spine, concat_rows
 
 
 class Join(Stateful):
@@ -33,105 +44,139 @@ class Join(Stateful):
         selector: Callable[[Any, Any], Any],
     ) -> None:
         super().__init__(op, lattice)
-        self.keys = (key1, key2)
+        self.keyof = (KeyOf(key1, op), KeyOf(key2, op))
         self.selector = selector
-        self.traces: tuple[dict[Any, dict[Any, Pairs]], dict[Any, dict[Any, Pairs]]] = ({}, {})
+        self.layouts = (Layout(op), Layout(op))
+        self.ntimes = lattice.depth + 1
+        self.traces: list[Spine | None] = [None, None]
 
-    def on_recv(self, edge: int, records: Pairs, time: Timestamp) -> None:
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         self.watch(time)
-        keyfn = self.keys[edge]
-        mine, other = self.traces[edge], self.traces[1 - edge]
+        block = concat_blocks(blocks_of(records))
+        if not block.diffs.all():
+            block = block.take(block.diffs != 0)
+        if not len(block):
+            return
+        keys = self.keyof[edge].codes(block)
+        t = tuple(time)
+        other = self.traces[1 - edge]
+        if other is not None:
+            self._meet(edge, block, keys, t, other)
+        layout = self.layouts[edge]
+        if not layout.accept(block):
+            self.traces[edge] = _widen(self.traces[edge], layout, self.ntimes)
+            layout.accept(block)
+        vals = layout.encode(block)
+        trace = self.traces[edge]
+        if trace is None:
+            trace = self.traces[edge] = Spine(layout.width, self.ntimes)
+        trace.insert(Batch(Rows.at(keys, vals, t, block.diffs)))
+
+    def _meet(self, edge: int, block: Block, keys: np.ndarray, t: tuple[int, ...], other: Spine) -> None:
+        """``block`` (at ``t``) against every batch of the other input's arrangement."""
+        layout = self.layouts[1 - edge]
+        lefts: list[np.ndarray] = []
+        matched: list[Rows] = []
+        for batch in other.batches():
+            lo, hi = batch.key_ranges(keys)
+            counts = hi - lo
+            total = int(counts.sum())
+            if not total:
+                continue
+            lefts.append(np.repeat(np.arange(len(keys)), counts))
+            matched.append(batch.take(ranges(lo, hi)))
+        if not matched:
+            return
+        left_idx = np.concatenate(lefts)
+        right = concat_rows(matched, layout.width, self.ntimes)
+        mine = block.take(left_idx)
+        theirs = layout.decode(right.vals, right.diffs)
+        diffs = mine.diffs * right.diffs
+        first, second = (mine, theirs) if edge == 0 else (theirs, mine)
+        out = self._select(first, second, diffs)
+        times = [np.maximum(c, x) for c, x in zip(right.times, t)]
+        if all(int(c.max()) == x for c, x in zip(times, t)):
+            self.send_by(self.outputs[0], [out], t)  # type: ignore[arg-type]
+            return
+        idx = order(times)
+        times = [c[idx] for c in times]
+        out = out.take(idx)
+        starts = group_starts(times).tolist()
+        ends = [*starts[1:], len(idx)]
+        for s, e in zip(starts, ends):
+            u = tuple(int(c[s]) for c in times)
+            self.send_by(self.outputs[0], [out.take(slice(s, e))], u)  # type: ignore[arg-type]
+
+    def _select(self, first: Block, second: Block, diffs: np.ndarray) -> Block:
         sel = self.selector
-        le, join = self.lattice.le, self.lattice.join
-        dirty = self.dirty
-        out: dict[Any, Pairs] = {}
-        d = None
+        if type(sel) is Columns:
+            cols = [*(first.cols if first.arity != 0 else ()), *(second.cols if second.arity != 0 else ())]
+            return as_block(sel.fn(*cols), diffs, "join selector")
+        a, b = first.records(), second.records()
         try:
-            for pair in records:
-                d, r = pair
-                k = keyfn(d)
-                found = other.get(k)
-                if found is not None:
-                    for s, lst in found.items():
-                        u = time if le(s, time) else join(s, time)
-                        o = out.get(u)
-                        if o is None:
-                            o = out[u] = []
-                        if edge == 0:
-                            o.extend([(sel(d, d2), r * r2) for d2, r2 in lst])
-                        else:
-                            o.extend([(sel(d2, d), r * r2) for d2, r2 in lst])
-                times = mine.get(k)
-                if times is None:
-                    mine[k] = {time: [pair]}
-                    dirty.add(k)
-                else:
-                    lst = times.get(time)
-                    if lst is None:
-                        times[time] = [pair]
-                        dirty.add(k)
-                    else:
-                        lst.append(pair)
-        except Exception as exc:
-            raise self.explain(exc, d, keyfn, "selector") from exc
-        output = self.outputs[0]
-        for u, o in out.items():
-            if o:
-                self.send_by(output, o, u)
+            out = [sel(x, y) for x, y in zip(a, b)]
+        except Exception:
+            for x, y in zip(a, b):
+                try:
+                    sel(x, y)
+                except Exception as exc:
+                    raise OperatorError(
+                        f"{self.op}: the selector raised {type(exc).__name__}: {exc} on records {x!r} and {y!r}"
+                    ) from exc
+            raise
+        return Block.of_records(out, diffs)
 
     def on_notify(self, time: Timestamp) -> None:
         epoch = self.epoch_completed(time)
-        if epoch is None:
-            return
-        dirty = self.compaction(epoch)
-        if not dirty:
-            return
-        for trace in self.traces:
-            for k in dirty:
-                times = trace.get(k)
-                if times is None:
-                    continue
-                moved = compact_times(times, epoch, merge_lists)
-                if moved is None:
-                    continue
-                if moved:
-                    trace[k] = moved
-                else:
-                    del trace[k]
+        if epoch is not None and self.compaction(epoch):
+            for trace in self.traces:
+                if trace is not None:
+                    trace.advance_to(epoch)
 
     # Checkpoints -------------------------------------------------------------------------------
     def checkpoint(self) -> KeyedState | None:
-        first, second = self.traces
-        if not first and not second:
+        if self.traces[0] is None and self.traces[1] is None:
             return None
-        dirty = self.dirty
+        pieces: list[tuple[int, Any]] = []
         with paused_gc():
-            pieces: list[tuple[int, Any]] = []
-            add = pieces.append
-            for k, times in first.items():
-                other = second.get(k)
-                add((route(k), (k, k in dirty, _flat(times), None if other is None else _flat(other))))
-            for k, times in second.items():
-                if k not in first:
-                    add((route(k), (k, k in dirty, None, _flat(times))))
+            for edge, trace in enumerate(self.traces):
+                if trace is None:
+                    continue
+                trace.compact()
+                rows = trace.rows()
+                arity = self.layouts[edge].arity or SCALAR
+                pieces.extend(rows_pieces((edge, arity), rows, route_of(rows.keys), arity))
         return KeyedState(pieces)
 
     def restore(self, state: Any) -> None:
-        dirty = self.dirty
         with paused_gc():
-            for _, (k, is_dirty, *sides) in pieces_of(self.op, state):
-                for trace, saved in zip(self.traces, sides):
-                    if saved is None:
-                        continue
-                    times = trace.get(k)
-                    if times is None:
-                        trace[k] = {t: list(pairs) for t, pairs in saved.items()}
-                    else:  # the key came from two instances: their differences add up
-                        for t, pairs in saved.items():
-                            times.setdefault(t, []).extend(pairs)
-                if is_dirty:
-                    dirty.add(k)
+            parts: list[list[Rows]] = [[], []]
+            for _, piece in pieces_of(self.op, state):
+                edge, arity = piece[0]
+                layout = self.layouts[edge]
+                if layout.arity is None:
+                    layout.arity = arity
+                parts[edge].append(rows_of_piece(piece, self.ntimes, _recoder(layout)))
+            for edge, rows_list in enumerate(parts):
+                if not rows_list:
+                    continue
+                rows = concat_rows(rows_list, self.layouts[edge].width, self.ntimes)
+                check_owner(self.op, rows.keys, self.worker_index, self.peers)
+                trace = Spine(self.layouts[edge].width, self.ntimes)
+                trace.insert(Batch(rows))
+                self.traces[edge] = trace
 
 
-def _flat(times: dict[Any, Pairs]) -> dict[Any, tuple[Any, ...]]:
-    return {t: tuple(lst) for t, lst in times.items()}
+def _recoder(layout: Layout) -> Callable[[Block], list[np.ndarray]]:
+    def recode(block: Block) -> list[np.ndarray]:
+        if layout.arity == SCALAR:
+            return [codes_of(block.cols[0])]
+        return [codes_of(c) for c in block.cols]
+
+    return recode
+
+
+def _widen(trace: Spine | None, layout: Layout, ntimes: int) -> Spine | None:
+    from ._reduce import _widened
+
+    return _widened(trace, layout, 0, ntimes)

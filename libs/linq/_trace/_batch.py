@@ -1,0 +1,159 @@
+"""`Rows` (keyed differences as columns) and `Batch` (rows sorted, consolidated, indexed by key).
+
+A row is ``(key, value fields..., time coordinates..., diff)``, every column an int64 array:
+keys and values are codes (`_columns._codes`), a time has one coordinate per loop around
+the operator plus the epoch (``times[0]`` is the epoch). A batch's rows are sorted by
+(key, values, time) with no two rows equal but for their diff and no zero diff, and keep
+the distinct keys with the offset of each key's first row, so finding the rows of many keys
+is one `numpy.searchsorted`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .._columns import EMPTY, consolidate, ranges
+
+__all__ = ["Batch", "Rows", "le_time", "lub_time"]
+
+
+class Rows:
+    """Keyed differences: ``keys``, ``vals`` (one column per value field), ``times`` (one
+    column per time coordinate), ``diffs``; in no particular order unless a `Batch`."""
+
+    __slots__ = ("diffs", "keys", "times", "vals")
+
+    def __init__(
+        self, keys: np.ndarray, vals: Sequence[np.ndarray], times: Sequence[np.ndarray], diffs: np.ndarray
+    ) -> None:
+        self.keys = keys
+        self.vals = tuple(vals)
+        self.times = tuple(times)
+        self.diffs = diffs
+
+    def __len__(self) -> int:
+        return len(self.diffs)
+
+    @classmethod
+    def empty(cls, nvals: int, ntimes: int) -> Rows:
+        return cls(EMPTY, [EMPTY] * nvals, [EMPTY] * ntimes, EMPTY)
+
+    @classmethod
+    def at(cls, keys: np.ndarray, vals: Sequence[np.ndarray], time: Sequence[int], diffs: np.ndarray) -> Rows:
+        """Rows all at one ``time``."""
+        n = len(diffs)
+        return cls(keys, vals, [np.full(n, c, dtype=np.int64) for c in time], diffs)
+
+    def take(self, idx: np.ndarray) -> Rows:
+        return Rows(self.keys[idx], [v[idx] for v in self.vals], [t[idx] for t in self.times], self.diffs[idx])
+
+    def columns(self) -> list[np.ndarray]:
+        return [self.keys, *self.vals, *self.times]
+
+    def consolidated(self) -> Rows:
+        cols, diffs = consolidate(self.columns(), self.diffs)
+        nv = len(self.vals)
+        return Rows(cols[0], cols[1 : 1 + nv], cols[1 + nv :], diffs)
+
+    def advanced(self, epoch: int) -> Rows:
+        """Times of epochs before ``epoch`` moved to ``epoch`` (logical compaction; not consolidated)."""
+        first = self.times[0]
+        if not len(first) or int(first.min()) >= epoch:
+            return self
+        return Rows(self.keys, self.vals, (np.maximum(first, epoch), *self.times[1:]), self.diffs)
+
+    def negated(self) -> Rows:
+        return Rows(self.keys, self.vals, self.times, -self.diffs)
+
+
+def concat_rows(parts: Sequence[Rows], nvals: int, ntimes: int) -> Rows:
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return Rows.empty(nvals, ntimes)
+    if len(parts) == 1:
+        return parts[0]
+    return Rows(
+        np.concatenate([p.keys for p in parts]),
+        [np.concatenate([p.vals[i] for p in parts]) for i in range(nvals)],
+        [np.concatenate([p.times[i] for p in parts]) for i in range(ntimes)],
+        np.concatenate([p.diffs for p in parts]),
+    )
+
+
+def le_time(times: Sequence[np.ndarray], t: Sequence[int]) -> np.ndarray:
+    """Rows whose time is ``<= t`` in the product order."""
+    mask = times[0] <= t[0]
+    for col, c in zip(times[1:], t[1:]):
+        mask &= col <= c
+    return mask
+
+
+def lub_time(times: Sequence[np.ndarray], t: Sequence[int]) -> list[np.ndarray]:
+    """Each row's time joined with ``t`` (the least upper bound, coordinate-wise max)."""
+    return [np.maximum(col, c) for col, c in zip(times, t)]
+
+
+class Batch(Rows):
+    """Sorted, consolidated rows, with ``ukeys`` (distinct keys) and ``starts`` (offset of
+    each key's first row, and the length at the end); ``upper`` is the join of every time."""
+
+    __slots__ = ("_totals", "starts", "ukeys", "upper")
+
+    def __init__(self, rows: Rows, tidy: bool = False) -> None:
+        if not tidy:
+            rows = rows.consolidated()
+        super().__init__(rows.keys, rows.vals, rows.times, rows.diffs)
+        keys = self.keys
+        n = len(keys)
+        if n:
+            change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+            self.starts = np.concatenate([[0], change, [n]]).astype(np.int64)
+            self.ukeys = keys[self.starts[:-1]]
+            self.upper = tuple(int(t.max()) for t in self.times)
+        else:
+            self.starts = np.zeros(1, dtype=np.int64)
+            self.ukeys = EMPTY
+            self.upper = ()
+        self._totals: Batch | None = None
+
+    def totals(self) -> Batch:
+        """The rows summed over time: what the batch adds to any time after all of its times.
+        Kept once computed, so a reduce reading an old batch at a later time sums each (key,
+        value) once, not once per time it changed."""
+        if self._totals is None:
+            self._totals = Batch(Rows(self.keys, self.vals, (), self.diffs))
+        return self._totals
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """The indices of the rows of ``keys`` (sorted, distinct), in batch order."""
+        ukeys = self.ukeys
+        if not len(ukeys) or not len(keys):
+            return EMPTY
+        if len(keys) == 1:  # the common case of an update: no arrays to build
+            k = keys[0]
+            pos = int(np.searchsorted(ukeys, k))
+            if pos == len(ukeys) or ukeys[pos] != k:
+                return EMPTY
+            return np.arange(self.starts[pos], self.starts[pos + 1])
+        pos = np.searchsorted(ukeys, keys)
+        pos[pos == len(ukeys)] = 0
+        found = ukeys[pos] == keys
+        if not found.any():
+            return EMPTY
+        pos = pos[found]
+        return ranges(self.starts[pos], self.starts[pos + 1])
+
+    def key_ranges(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each of ``keys`` (any order, repeats allowed): where its rows begin and end."""
+        ukeys = self.ukeys
+        if not len(ukeys):
+            z = np.zeros(len(keys), dtype=np.int64)
+            return z, z
+        pos = np.searchsorted(ukeys, keys)
+        pos[pos == len(ukeys)] = 0
+        found = ukeys[pos] == keys
+        lo = np.where(found, self.starts[pos], 0)
+        hi = np.where(found, self.starts[pos + 1], 0)
+        return lo, hi
