@@ -40,6 +40,7 @@ from ._columns import (
     SCALAR,
     Block,
     all_ints,
+    block_of_codes,
     blocks_of,
     codes_of,
     concat_blocks,
@@ -55,7 +56,7 @@ from ._errors import OperatorError
 from ._keys import KeyOf
 from ._lattice import Lattice
 from ._layout import Layout
-from ._stateful import Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
+from ._stateful import ROUTE_BUCKETS, Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
 from ._trace import Batch, Rows, Spine, concat_rows, le_time, lub_time
 
 Counts = dict[Any, int]
@@ -381,17 +382,15 @@ class Reduce(Stateful):
                     pieces.extend(rows_pieces((tag, arity), rows, route_of(rows.keys), arity))
             for t, batches in self.staged.items():
                 for edge, block in batches:
-                    routes = self.keyof[edge].routes(block)
-                    for r in np.unique(routes % 5040).tolist():
-                        part = block.take(routes % 5040 == r)
+                    routes = self.keyof[edge].routes(block) % ROUTE_BUCKETS
+                    for r in np.unique(routes).tolist():
+                        part = block.take(routes == r)
                         pieces.append((r, (2, tuple(t), edge, part)))
             for t, due in self.pending.items():
                 keys = np.unique(np.concatenate(due)) if due else EMPTY
-                routes = route_of(keys) % 5040
+                routes = route_of(keys) % ROUTE_BUCKETS
                 for r in np.unique(routes).tolist():
-                    pieces.append((r, (3, tuple(t), Block([keys[routes == r]], SCALAR, EMPTY))))
-                if not len(keys):
-                    pieces.append((0, (3, tuple(t), Block([EMPTY], SCALAR, EMPTY))))
+                    pieces.append((r, (3, tuple(t), block_of_codes([keys[routes == r]], SCALAR, EMPTY))))
         return KeyedState(pieces)
 
     def restore(self, state: Any) -> None:
