@@ -244,7 +244,7 @@ class Propagate(Stateful):
         if self.weighted:
             label = _add(label, edge_rows.vals[1], self.op)
         diffs = left.diffs * right.diffs
-        times = [np.maximum(a, b) for a, b in zip(left.times, right.times)]
+        times = [a if int(b.max()) <= int(a.min()) else np.maximum(a, b) for a, b in zip(left.times, right.times)]
         self._send(dst, label, times, diffs)
 
     def _send(self, dst: np.ndarray, label: np.ndarray, times: list[np.ndarray], diffs: np.ndarray) -> None:

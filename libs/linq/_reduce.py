@@ -440,21 +440,28 @@ class Reduce(Stateful):
 
 def accumulate(spine: Spine, keys: np.ndarray, t: tuple[int, ...]) -> tuple[Rows, Rows]:
     """The rows of ``keys`` accumulated at ``t`` (summed over times ``<= t``, no time columns,
-    sorted and consolidated), and the (key, time) of their rows at times not ``<= t``."""
-    now: list[Rows] = []
-    later: list[Rows] = []
-    ntimes = spine.ntimes
+    sorted and consolidated), and the (key, time) of their rows at times not ``<= t``.
+
+    A large batch whose times are all ``<= t`` gives its rows summed over time (`Batch.totals`,
+    computed once); a few rows in all (an update's case) are summed in Python."""
+    parts: list[Rows] = []
+    summed: list[Rows] = []
     for b in spine.batches():
-        if all(u <= c for u, c in zip(b.upper, t)):
+        if len(b) >= TOTALS_FROM and all(u <= c for u, c in zip(b.upper, t)):
             totals = b.totals()
             idx = totals.find(keys)
-            if len(idx):
-                now.append(totals.take(idx))
+            if idx is not None:
+                summed.append(totals.take(idx))
             continue
         idx = b.find(keys)
-        if not len(idx):
-            continue
-        rows = b.take(idx)
+        if idx is not None:
+            parts.append(b.take(idx))
+    nvals, ntimes = spine.nvals, spine.ntimes
+    if sum(len(p) for p in parts) + sum(len(p) for p in summed) <= FEW_ROWS:
+        return _accumulate_few(parts, summed, t, nvals, ntimes)
+    now = list(summed)
+    later: list[Rows] = []
+    for rows in parts:
         mask = le_time(rows.times, t)
         if mask.all():
             now.append(Rows(rows.keys, rows.vals, (), rows.diffs))
@@ -463,10 +470,43 @@ def accumulate(spine: Spine, keys: np.ndarray, t: tuple[int, ...]) -> tuple[Rows
         now.append(Rows(kept.keys, kept.vals, (), kept.diffs))
         gone = ~mask
         later.append(Rows(rows.keys[gone], (), [c[gone] for c in rows.times], rows.diffs[gone]))
-    acc = concat_rows(now, spine.nvals, 0)
-    if len(now) > 1 or (now and not isinstance(now[0], Batch)):
+    acc = concat_rows(now, nvals, 0)
+    if len(now) > 1 or parts:
         acc = acc.consolidated()
     return acc, concat_rows(later, 0, ntimes)
+
+
+TOTALS_FROM = 4096
+"""Batches from this size on are read through their totals when all their times are past."""
+FEW_ROWS = 64
+"""Up to this many rows, `accumulate` sums in Python."""
+
+
+def _accumulate_few(parts: list[Rows], summed: list[Rows], t: tuple[int, ...], nvals: int, ntimes: int) -> tuple[Rows, Rows]:
+    total: dict[tuple[int, ...], int] = {}
+    later: list[tuple[int, ...]] = []
+    for rows in summed:
+        for row, d in zip(zip(rows.keys.tolist(), *(v.tolist() for v in rows.vals)), rows.diffs.tolist()):
+            total[row] = total.get(row, 0) + d
+    for rows in parts:
+        times = list(zip(*(c.tolist() for c in rows.times)))
+        for row, d, s in zip(zip(rows.keys.tolist(), *(v.tolist() for v in rows.vals)), rows.diffs.tolist(), times):
+            if all(a <= b for a, b in zip(s, t)):
+                total[row] = total.get(row, 0) + d
+            else:
+                later.append((row[0], *s))
+    found = sorted(r for r, d in total.items() if d)
+    if found:
+        cols = np.array(found, dtype=np.int64).reshape(len(found), 1 + nvals)
+        acc = Rows(cols[:, 0], [cols[:, 1 + i] for i in range(nvals)], (), np.array([total[r] for r in found], dtype=np.int64))
+    else:
+        acc = Rows.empty(nvals, 0)
+    if later:
+        cols = np.array(later, dtype=np.int64).reshape(len(later), 1 + ntimes)
+        gone = Rows(cols[:, 0], (), [cols[:, 1 + i] for i in range(ntimes)], np.ones(len(later), dtype=np.int64))
+    else:
+        gone = Rows.empty(0, ntimes)
+    return acc, gone
 
 
 def _widened(spine: Spine | None, layout: Layout, skip: int, ntimes: int) -> Spine | None:

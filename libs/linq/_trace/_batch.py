@@ -18,6 +18,9 @@ from .._columns import EMPTY, consolidate, ranges
 
 __all__ = ["Batch", "Rows", "le_time", "lub_time"]
 
+FEW_KEYS = 8
+"""Up to this many keys, `Batch.find` looks them up one by one."""
+
 
 class Rows:
     """Keyed differences: ``keys``, ``vals`` (one column per value field), ``times`` (one
@@ -44,16 +47,18 @@ class Rows:
     def at(cls, keys: np.ndarray, vals: Sequence[np.ndarray], time: Sequence[int], diffs: np.ndarray) -> Rows:
         """Rows all at one ``time``."""
         n = len(diffs)
-        return cls(keys, vals, [np.full(n, c, dtype=np.int64) for c in time], diffs)
+        # zero-stride views: a time column of one value costs no memory until rows are taken
+        return cls(keys, vals, [np.broadcast_to(np.int64(c), n) for c in time], diffs)
 
-    def take(self, idx: np.ndarray) -> Rows:
+    def take(self, idx: np.ndarray | slice) -> Rows:
         return Rows(self.keys[idx], [v[idx] for v in self.vals], [t[idx] for t in self.times], self.diffs[idx])
 
     def columns(self) -> list[np.ndarray]:
         return [self.keys, *self.vals, *self.times]
 
-    def consolidated(self) -> Rows:
-        cols, diffs = consolidate(self.columns(), self.diffs)
+    def consolidated(self, runs: bool = False) -> Rows:
+        """Sorted, summed, no zero diffs (``runs``: the rows are a few sorted runs already)."""
+        cols, diffs = consolidate(self.columns(), self.diffs, runs)
         nv = len(self.vals)
         return Rows(cols[0], cols[1 : 1 + nv], cols[1 + nv :], diffs)
 
@@ -99,7 +104,7 @@ class Batch(Rows):
     """Sorted, consolidated rows, with ``ukeys`` (distinct keys) and ``starts`` (offset of
     each key's first row, and the length at the end); ``upper`` is the join of every time."""
 
-    __slots__ = ("_totals", "starts", "ukeys", "upper")
+    __slots__ = ("_totals", "kmax", "kmin", "starts", "ukeys", "upper")
 
     def __init__(self, rows: Rows, tidy: bool = False) -> None:
         if not tidy:
@@ -112,10 +117,13 @@ class Batch(Rows):
             self.starts = np.concatenate([[0], change, [n]]).astype(np.int64)
             self.ukeys = keys[self.starts[:-1]]
             self.upper = tuple(int(t.max()) for t in self.times)
+            self.kmin = int(keys[0])
+            self.kmax = int(keys[-1])
         else:
             self.starts = np.zeros(1, dtype=np.int64)
             self.ukeys = EMPTY
             self.upper = ()
+            self.kmin, self.kmax = 1, 0
         self._totals: Batch | None = None
 
     def totals(self) -> Batch:
@@ -126,22 +134,34 @@ class Batch(Rows):
             self._totals = Batch(Rows(self.keys, self.vals, (), self.diffs))
         return self._totals
 
-    def find(self, keys: np.ndarray) -> np.ndarray:
-        """The indices of the rows of ``keys`` (sorted, distinct), in batch order."""
+    def find(self, keys: np.ndarray) -> slice | np.ndarray | None:
+        """The rows of ``keys`` (sorted, distinct), in batch order: a slice when they are one
+        run (no copy), indices otherwise, None when there are none. A few keys are looked up
+        one by one (no arrays built: an update's case), many with one `numpy.searchsorted`."""
+        n = len(keys)
+        if not n or self.kmin > self.kmax:
+            return None
+        if n <= FEW_KEYS:
+            kmin, kmax = self.kmin, self.kmax
+            ukeys, starts = self.ukeys, self.starts
+            spans = []
+            for k in keys.tolist():
+                if k < kmin or k > kmax:
+                    continue
+                pos = int(ukeys.searchsorted(k))
+                if ukeys[pos] == k:
+                    spans.append((int(starts[pos]), int(starts[pos + 1])))
+            if not spans:
+                return None
+            if len(spans) == 1:
+                return slice(*spans[0])
+            return np.concatenate([np.arange(lo, hi) for lo, hi in spans])
         ukeys = self.ukeys
-        if not len(ukeys) or not len(keys):
-            return EMPTY
-        if len(keys) == 1:  # the common case of an update: no arrays to build
-            k = keys[0]
-            pos = int(np.searchsorted(ukeys, k))
-            if pos == len(ukeys) or ukeys[pos] != k:
-                return EMPTY
-            return np.arange(self.starts[pos], self.starts[pos + 1])
         pos = np.searchsorted(ukeys, keys)
         pos[pos == len(ukeys)] = 0
         found = ukeys[pos] == keys
         if not found.any():
-            return EMPTY
+            return None
         pos = pos[found]
         return ranges(self.starts[pos], self.starts[pos + 1])
 

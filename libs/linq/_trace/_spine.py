@@ -37,6 +37,8 @@ MIN_CHUNK = 4096
 """Smallest chunk a merge step takes: below it, numpy's per-call cost dominates."""
 SMALL = 64
 """Batches up to this many rows merge at once on insertion: they cost less than a merge step."""
+TAIL = 1024
+"""Batches up to this many rows join the spine's tail batch at once (`Spine.tail`)."""
 
 
 def _level(n: int) -> int:
@@ -84,7 +86,7 @@ class _Merge:
             chunk = concat_rows(
                 [a.take(slice(pa, ea)), b.take(slice(pb, eb))], self.nvals, self.ntimes  # type: ignore[arg-type]
             )
-            self.out.append(chunk.advanced(self.epoch).consolidated())
+            self.out.append(chunk.advanced(self.epoch).consolidated(runs=True))
             fuel -= (ea - pa) + (eb - pb)
             self.pa, self.pb = ea, eb
         return self.done()
@@ -100,6 +102,8 @@ class Spine:
         self.nvals = nvals
         self.ntimes = ntimes
         self.levels: list[Batch | _Merge | None] = []
+        self.tail: Batch | None = None
+        """Small batches, merged as they come: an update's many tiny batches make one batch to read."""
         self.epoch = 0
         """The logical compaction frontier: epochs before it may be merged into it."""
 
@@ -109,6 +113,17 @@ class Spine:
         n = len(batch)
         if not n:
             return
+        if n <= TAIL:
+            tail = self.tail
+            if tail is None:
+                self.tail = batch
+                return
+            merged = Batch(concat_rows([tail, batch], self.nvals, self.ntimes).advanced(self.epoch).consolidated(runs=True), tidy=True)
+            if len(merged) <= TAIL:
+                self.tail = merged if len(merged) else None
+                return
+            self.tail = None
+            batch = merged
         self._place(batch)
         self._work(n * FUEL_PER_ROW)
 
@@ -159,6 +174,7 @@ class Spine:
         """Finish every merge and merge everything into one batch (for a checkpoint or when idle)."""
         batches = self.batches()
         self.levels = []
+        self.tail = None
         if not batches:
             return
         rows = concat_rows(batches, self.nvals, self.ntimes).advanced(self.epoch)
@@ -167,7 +183,7 @@ class Spine:
     # Reading -------------------------------------------------------------------------------------
     def batches(self) -> list[Batch]:
         """Every batch holding rows (the inputs of unfinished merges included)."""
-        out: list[Batch] = []
+        out: list[Batch] = [] if self.tail is None else [self.tail]
         for here in self.levels:
             if here is None:
                 continue
@@ -186,7 +202,7 @@ class Spine:
         parts = []
         for b in self.batches():
             idx = b.find(keys)
-            if len(idx):
+            if idx is not None:
                 parts.append(b.take(idx))
         return concat_rows(parts, self.nvals, self.ntimes)
 
