@@ -51,7 +51,7 @@ from ._errors import OperatorError
 from ._lattice import Lattice
 from ._keys import KeyOf
 from ._linear import Route, by_destination, split_by
-from ._reduce import accumulate
+from ._reduce import FEW_ROWS, accumulate
 from ._stateful import Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
 from ._trace import Batch, Rows, Spine, concat_rows
 from .collection import Collection, _lattices, lattice_of, operator_name
@@ -206,11 +206,14 @@ class Propagate(Stateful):
                 f"{self.op}: label {label!r} of node {node!r} has multiplicity {int(acc.diffs[i])} at time {t}: "
                 "an edge or node was removed more often than it was added"
             )
-        new_keys, new_labels = _least(acc)
         before, out_later = accumulate(self.labels, keys, t)
-        delta = concat_rows(
-            [Rows(new_keys, [new_labels], (), np.ones(len(new_keys), dtype=np.int64)), before.negated()], 1, 0
-        ).consolidated()
+        if len(acc) + len(before) <= FEW_ROWS and all_ints(acc.vals[0]):
+            delta = _changes_few(acc, before)
+        else:
+            new_keys, new_labels = _least(acc)
+            delta = concat_rows(
+                [Rows(new_keys, [new_labels], (), np.ones(len(new_keys), dtype=np.int64)), before.negated()], 1, 0
+            ).consolidated()
         if len(delta):
             changes = Rows.at(delta.keys, delta.vals, t, delta.diffs)
             self.labels.insert(Batch(changes, tidy=True))
@@ -327,6 +330,23 @@ class Propagate(Stateful):
 
 def _recode(block: Block) -> list[np.ndarray]:
     return [codes_of(c) for c in block.cols]
+
+
+def _changes_few(acc: Rows, before: Rows) -> Rows:
+    """The new least label of each node less its old one, in Python (a few rows)."""
+    total: dict[tuple[int, int], int] = {}
+    seen = None
+    for k, label in zip(acc.keys.tolist(), acc.vals[0].tolist()):
+        if k != seen:  # rows are sorted by (node, label): the first of a node is its least
+            total[(k, label)] = 1
+            seen = k
+    for k, label, d in zip(before.keys.tolist(), before.vals[0].tolist(), before.diffs.tolist()):
+        total[(k, label)] = total.get((k, label), 0) - d
+    rows = sorted(r for r, d in total.items() if d)
+    if not rows:
+        return Rows.empty(1, 0)
+    out = np.array(rows, dtype=np.int64).reshape(len(rows), 2)
+    return Rows(out[:, 0], [out[:, 1]], (), np.array([total[r] for r in rows], dtype=np.int64))
 
 
 def _least(acc: Rows) -> tuple[np.ndarray, np.ndarray]:

@@ -47,6 +47,8 @@ class Rows:
     def at(cls, keys: np.ndarray, vals: Sequence[np.ndarray], time: Sequence[int], diffs: np.ndarray) -> Rows:
         """Rows all at one ``time``."""
         n = len(diffs)
+        if n <= 4096:
+            return cls(keys, vals, [np.full(n, c, dtype=np.int64) for c in time], diffs)
         # zero-stride views: a time column of one value costs no memory until rows are taken
         return cls(keys, vals, [np.broadcast_to(np.int64(c), n) for c in time], diffs)
 
@@ -113,9 +115,15 @@ class Batch(Rows):
         keys = self.keys
         n = len(keys)
         if n:
-            change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-            self.starts = np.concatenate([[0], change, [n]]).astype(np.int64)
-            self.ukeys = keys[self.starts[:-1]]
+            if n <= 16:
+                ks = keys.tolist()
+                starts = [0, *(i for i in range(1, n) if ks[i] != ks[i - 1]), n]
+                self.starts = np.array(starts, dtype=np.int64)
+                self.ukeys = np.array([ks[i] for i in starts[:-1]], dtype=np.int64)
+            else:
+                change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+                self.starts = np.concatenate([[0], change, [n]]).astype(np.int64)
+                self.ukeys = keys[self.starts[:-1]]
             self.upper = tuple(int(t.max()) for t in self.times)
             self.kmin = int(keys[0])
             self.kmax = int(keys[-1])
