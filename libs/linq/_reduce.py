@@ -8,7 +8,7 @@ the notification at once, column-wise:
 
 1. the input accumulated at ``t`` (rows at times ``<= t``, summed per (key, record)), read
    from each batch of the arrangement; a batch whose times are all ``<= t`` gives its rows
-   already summed over time (`Batch.totals`), so an old, long history is not re-summed;
+   compacted: one row per (record, time), times of finished epochs moved to the first open one;
 2. the reducer's answer for each key's group (typed reducers over columns, or the user's
    Python function per key);
 3. less the output accumulated at ``t``: what is sent, and added to the output arrangement.
@@ -442,24 +442,19 @@ def accumulate(spine: Spine, keys: np.ndarray, t: tuple[int, ...]) -> tuple[Rows
     """The rows of ``keys`` accumulated at ``t`` (summed over times ``<= t``, no time columns,
     sorted and consolidated), and the (key, time) of their rows at times not ``<= t``.
 
-    A large batch whose times are all ``<= t`` gives its rows summed over time (`Batch.totals`,
-    computed once); a few rows in all (an update's case) are summed in Python."""
+    What is summed is the key's compacted history: one row per (record, time) in each batch,
+    with the times of finished epochs moved to the first open one (`Spine.advance_to`), so it
+    grows with the distinct loop positions of the key, never with the number of epochs. A few
+    rows in all (an update's case) are summed in Python."""
     parts: list[Rows] = []
-    summed: list[Rows] = []
     for b in spine.batches():
-        if len(b) >= TOTALS_FROM and all(u <= c for u, c in zip(b.upper, t)):
-            totals = b.totals()
-            idx = totals.find(keys)
-            if idx is not None:
-                summed.append(totals.take(idx))
-            continue
         idx = b.find(keys)
         if idx is not None:
             parts.append(b.take(idx))
     nvals, ntimes = spine.nvals, spine.ntimes
-    if sum(len(p) for p in parts) + sum(len(p) for p in summed) <= FEW_ROWS:
-        return _accumulate_few(parts, summed, t, nvals, ntimes)
-    now = list(summed)
+    if sum(len(p) for p in parts) <= FEW_ROWS:
+        return _accumulate_few(parts, t, nvals, ntimes)
+    now: list[Rows] = []
     later: list[Rows] = []
     for rows in parts:
         mask = le_time(rows.times, t)
@@ -470,24 +465,17 @@ def accumulate(spine: Spine, keys: np.ndarray, t: tuple[int, ...]) -> tuple[Rows
         now.append(Rows(kept.keys, kept.vals, (), kept.diffs))
         gone = ~mask
         later.append(Rows(rows.keys[gone], (), [c[gone] for c in rows.times], rows.diffs[gone]))
-    acc = concat_rows(now, nvals, 0)
-    if len(now) > 1 or parts:
-        acc = acc.consolidated()
+    acc = concat_rows(now, nvals, 0).consolidated(runs=True)  # each batch's rows are in order already
     return acc, concat_rows(later, 0, ntimes)
 
 
-TOTALS_FROM = 4096
-"""Batches from this size on are read through their totals when all their times are past."""
 FEW_ROWS = 64
 """Up to this many rows, `accumulate` sums in Python."""
 
 
-def _accumulate_few(parts: list[Rows], summed: list[Rows], t: tuple[int, ...], nvals: int, ntimes: int) -> tuple[Rows, Rows]:
+def _accumulate_few(parts: list[Rows], t: tuple[int, ...], nvals: int, ntimes: int) -> tuple[Rows, Rows]:
     total: dict[tuple[int, ...], int] = {}
     later: list[tuple[int, ...]] = []
-    for rows in summed:
-        for row, d in zip(zip(rows.keys.tolist(), *(v.tolist() for v in rows.vals)), rows.diffs.tolist()):
-            total[row] = total.get(row, 0) + d
     for rows in parts:
         times = list(zip(*(c.tolist() for c in rows.times)))
         for row, d, s in zip(zip(rows.keys.tolist(), *(v.tolist() for v in rows.vals)), rows.diffs.tolist(), times):

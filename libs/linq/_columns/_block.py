@@ -76,11 +76,11 @@ class Block:
         if n and type(records[0]) is tuple:
             k = len(records[0])
             if set(map(type, records)) == {tuple} and set(map(len, records)) == {k}:
-                if k == 2 and set(map(type, chain.from_iterable(records))) == {int}:
-                    try:  # the common case, pairs of ints: one pass in C
-                        flat = np.fromiter(chain.from_iterable(records), dtype=np.int64, count=2 * n)
-                        pairs = flat.reshape(n, 2)
-                        return cls((pairs[:, 0].copy(), pairs[:, 1].copy()), 2, diffs)
+                if k and set(map(type, chain.from_iterable(records))) == {int}:
+                    try:  # the common case, tuples of ints (edges): one pass in C
+                        flat = np.fromiter(chain.from_iterable(records), dtype=np.int64, count=k * n)
+                        table = flat.reshape(n, k)
+                        return cls([table[:, i].copy() for i in range(k)], k, diffs)
                     except OverflowError:
                         pass
                 fields = list(zip(*records)) if k else []

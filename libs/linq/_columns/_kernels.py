@@ -124,10 +124,20 @@ def consolidate(
             starts = _runs(values)
             diffs = np.diff(np.append(starts, n)) * first if len(starts) < n else diffs
         else:
-            idx = np.argsort(packed, kind=kind)
-            values = packed[idx]
+            dlo, dhi = int(diffs.min()), int(diffs.max())
+            dbits = (dhi - dlo).bit_length()
+            if sum(widths) + dbits <= 62:
+                # the diff rides in the low bits: sort values, not indices, and gather nothing
+                both = np.sort((packed << dbits) | (diffs - dlo), kind=kind)
+                values = both >> dbits
+                diffs = (both & ((1 << dbits) - 1)) + dlo
+            else:
+                idx = np.argsort(packed, kind=kind)
+                values = packed[idx]
+                diffs = diffs[idx]
             starts = _runs(values)
-            diffs = np.add.reduceat(diffs[idx], starts) if len(starts) < n else diffs[idx]
+            if len(starts) < n:
+                diffs = np.add.reduceat(diffs, starts)
         cols = _unpack(values[starts] if len(starts) < n else values, lows, widths)
     keep = diffs != 0
     if not keep.all():

@@ -106,7 +106,7 @@ class Batch(Rows):
     """Sorted, consolidated rows, with ``ukeys`` (distinct keys) and ``starts`` (offset of
     each key's first row, and the length at the end); ``upper`` is the join of every time."""
 
-    __slots__ = ("_totals", "kmax", "kmin", "starts", "ukeys", "upper")
+    __slots__ = ("kmax", "kmin", "starts", "ukeys", "upper")
 
     def __init__(self, rows: Rows, tidy: bool = False) -> None:
         if not tidy:
@@ -132,15 +132,6 @@ class Batch(Rows):
             self.ukeys = EMPTY
             self.upper = ()
             self.kmin, self.kmax = 1, 0
-        self._totals: Batch | None = None
-
-    def totals(self) -> Batch:
-        """The rows summed over time: what the batch adds to any time after all of its times.
-        Kept once computed, so a reduce reading an old batch at a later time sums each (key,
-        value) once, not once per time it changed."""
-        if self._totals is None:
-            self._totals = Batch(Rows(self.keys, self.vals, (), self.diffs))
-        return self._totals
 
     def find(self, keys: np.ndarray) -> slice | np.ndarray | None:
         """The rows of ``keys`` (sorted, distinct), in batch order: a slice when they are one
