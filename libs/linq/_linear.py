@@ -41,7 +41,7 @@ def block_in(records: list[Any]) -> Block:
 
 
 class _Linear(Vertex):
-    def __init__(self, op: str, fn: Callable[[Any], Any]) -> None:
+    def __init__(self, op: str, fn: Callable[..., Any]) -> None:
         self.op = op
         self.fn = fn
 
@@ -155,7 +155,9 @@ class FromPairs(Vertex):
             try:
                 blocks.append(Block.of_pairs(pairs))
             except (TypeError, ValueError) as exc:
-                bad = next((p for p in pairs if not (isinstance(p, tuple) and len(p) == 2 and type(p[1]) is int)), pairs[0])
+                bad = next(
+                    (p for p in pairs if not (isinstance(p, tuple) and len(p) == 2 and type(p[1]) is int)), pairs[0]
+                )
                 raise OperatorError(f"{self.op}: expected (record, diff) pairs with int diffs, got {bad!r}") from exc
         block = concat_blocks(blocks)
         if len(block):

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from timely import KeyedState, LoopContext, Scope, Timestamp
+from timely import KeyedState, LoopContext, Timestamp
 
 from ._columns import (
     EMPTY,
@@ -48,8 +48,8 @@ from ._columns import (
 )
 from ._columns._codes import codes_of_values
 from ._errors import OperatorError
-from ._lattice import Lattice
 from ._keys import KeyOf
+from ._lattice import Lattice
 from ._linear import Route, by_destination, split_by
 from ._reduce import FEW_ROWS, accumulate
 from ._stateful import Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
@@ -106,7 +106,9 @@ class Propagate(Stateful):
     """One worker's share of the loop body: the edges by source, the proposals and own labels
     by node (the min-reduce's input), the labels by node (its output)."""
 
-    def __init__(self, op: str, lattice: Lattice, weighted: bool, at: Callable[[np.ndarray], np.ndarray] | None) -> None:
+    def __init__(
+        self, op: str, lattice: Lattice, weighted: bool, at: Callable[[np.ndarray], np.ndarray] | None
+    ) -> None:
         super().__init__(op, lattice)
         self.weighted = weighted
         self.at = at
@@ -114,7 +116,8 @@ class Propagate(Stateful):
         self.edges = Spine(2 if weighted else 1, self.ntimes)
         self.proposals = Spine(1, self.ntimes)
         self.labels = Spine(1, self.ntimes)
-        self.staged: dict[tuple[int, ...], list[Rows]] = {}
+        self.staged: dict[tuple[int, ...], list[Rows | np.ndarray]] = {}
+        """Per time: input rows to absorb, and arrays of keys to evaluate there (TR §4.3)."""
 
     # Receiving ---------------------------------------------------------------------------------
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
@@ -135,7 +138,9 @@ class Propagate(Stateful):
     def _edges(self, block: Block, t: tuple[int, ...]) -> None:
         width = 3 if self.weighted else 2
         if block.arity != width:
-            raise OperatorError(f"{self.op}: edges must be {'(src, dst, weight)' if self.weighted else '(src, dst)'} tuples, got {block.records()[:1]!r}")
+            raise OperatorError(
+                f"{self.op}: edges must be {'(src, dst, weight)' if self.weighted else '(src, dst)'} tuples, got {block.records()[:1]!r}"
+            )
         try:
             cols = [codes_of(c) for c in block.cols]
         except TypeError:
@@ -379,5 +384,3 @@ def _add(labels: np.ndarray, weights: np.ndarray, op: str) -> np.ndarray:
         return codes_of_values([a + b for a, b in zip(values_of(labels), values_of(weights))], len(labels))
     except TypeError as exc:
         raise OperatorError(f"{op}: cannot add a weight to a label: {exc}") from exc
-
-

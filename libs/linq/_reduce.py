@@ -102,7 +102,7 @@ class PerKey(Reducer):
         self.inputs = inputs
 
     def evaluate(self, group: Group, op: str) -> Output:
-        starts = group.starts.tolist() + [len(group.keys)]
+        starts = [*group.starts.tolist(), len(group.keys)]
         keys = values_of(group.ukeys())
         if self.inputs == 2:
             records = list(zip(group.vals[0].tolist(), values_of(group.vals[1])))
@@ -211,13 +211,20 @@ class Extreme(Reducer):
         keys = group.keys[idx]
         first = group_starts([keys])
         pick = idx[first]
-        return group.keys[pick], [v[pick] for v in group.vals], group.layout.arity or SCALAR, np.ones(len(pick), np.int64)
+        return (
+            group.keys[pick],
+            [v[pick] for v in group.vals],
+            group.layout.arity or SCALAR,
+            np.ones(len(pick), np.int64),
+        )
 
 
 class Reduce(Stateful):
     """``keys[i]`` gives the key of a record of input ``i``."""
 
-    def __init__(self, op: str, lattice: Lattice, keys: list[Callable[[Any], Any]], reducer: Reducer | Evaluate) -> None:
+    def __init__(
+        self, op: str, lattice: Lattice, keys: list[Callable[[Any], Any]], reducer: Reducer | Evaluate
+    ) -> None:
         super().__init__(op, lattice)
         self.keyof = [KeyOf(k, op) for k in keys]
         if not isinstance(reducer, Reducer):
@@ -290,7 +297,7 @@ class Reduce(Stateful):
             parts.append(Rows.at(keys, self._input_vals(edge, block), time, block.diffs))
         if not parts:
             return EMPTY
-        width = (2 if self.two else self.layout.width)
+        width = 2 if self.two else self.layout.width
         rows = concat_rows(parts, width, self.ntimes)
         batch = Batch(rows)
         if self.input_trace is None:
@@ -401,9 +408,8 @@ class Reduce(Stateful):
                 if type(kind) is tuple:
                     tag, arity = kind
                     layout = self.layout if tag == 0 else self.out_layout
-                    if not (self.two and tag == 0):
-                        if layout.arity is None:
-                            layout.arity = arity
+                    if not (self.two and tag == 0) and layout.arity is None:
+                        layout.arity = arity
                     parts[tag].append(rows_of_piece(piece, self.ntimes, self._recode(tag)))
                 elif kind == 2:
                     _, t, edge, block = piece
@@ -486,7 +492,9 @@ def _accumulate_few(parts: list[Rows], t: tuple[int, ...], nvals: int, ntimes: i
     found = sorted(r for r, d in total.items() if d)
     if found:
         cols = np.array(found, dtype=np.int64).reshape(len(found), 1 + nvals)
-        acc = Rows(cols[:, 0], [cols[:, 1 + i] for i in range(nvals)], (), np.array([total[r] for r in found], dtype=np.int64))
+        acc = Rows(
+            cols[:, 0], [cols[:, 1 + i] for i in range(nvals)], (), np.array([total[r] for r in found], dtype=np.int64)
+        )
     else:
         acc = Rows.empty(nvals, 0)
     if later:

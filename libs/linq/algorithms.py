@@ -69,7 +69,7 @@ def connected_components(edges: Collection) -> Collection:
 
 def _local_min(labels: Collection, edges: Collection) -> Collection:
     """TR Figure 3's LocalMin: each node takes the least label among its own and its in-neighbours'."""
-    proposals = labels.join(edges, _first, _first, columns(lambda n, l, s, d: (d, l)), name="propose")
+    proposals = labels.join(edges, _first, _first, columns(lambda n, label, s, d: (d, label)), name="propose")
     return proposals.concat(labels, name="with_own").min(_first, _second, name="least_label")
 
 
@@ -107,7 +107,7 @@ def prioritized_connected_components(
 def _trim_by_reachability(edges: Collection) -> Collection:
     """Edges whose two ends are reached from the same least node (TR Figure 8)."""
     labels = propagate_min_labels(edges)
-    with_src = edges.join(labels, _first, _first, columns(lambda s, d, n, l: (s, d, l)), name="label_src")
+    with_src = edges.join(labels, _first, _first, columns(lambda s, d, n, label: (s, d, label)), name="label_src")
     with_both = with_src.join(labels, _second, _first, columns(lambda s, d, a, n, b: (s, d, a, b)), name="label_dst")
     same = with_both.where(columns(lambda s, d, a, b: a == b), name="same_label")
     return same.select(itemgetter(0, 1), name="edge")

@@ -85,16 +85,22 @@ def operator_name(scope: Scope, op: str, name: str | None) -> str:
             return full
 
 
-def keyed_inputs(scope: Scope, full: str, streams: list[Stream], keys: list[Callable[[Any], Any]]) -> tuple[list[Stream], Any]:
+def keyed_inputs(
+    scope: Scope, full: str, streams: list[Stream], keys: list[Callable[[Any], Any]]
+) -> tuple[list[Stream], Any]:
     """The inputs of a keyed stage and their exchange: each input first passes a `Route` stage
     that cuts its blocks by the key's route, and the stage exchanges by the chosen worker.
     (With one worker the route stage passes blocks on untouched; it is there all the same,
     so that the graph, and a checkpoint of it, is the same for any number of workers.)"""
     routed = []
     for i, (s, k) in enumerate(zip(streams, keys)):
-        key = KeyOf(k, full)
-        routed.append(s.stage(f"{full}.route{i}" if len(streams) > 1 else f"{full}.route", lambda key=key: Route(key)))
+        name = f"{full}.route{i}" if len(streams) > 1 else f"{full}.route"
+        routed.append(s.stage(name, _router(KeyOf(k, full))))
     return routed, [by_destination] * len(streams)
+
+
+def _router(key: KeyOf) -> Callable[[], Route]:
+    return lambda: Route(key)
 
 
 class Collection:
@@ -204,7 +210,9 @@ class Collection:
         """The same collection with the differences of each record at each time summed (TR Table 5)."""
         full = self._name("consolidate", name)
         streams, exchange = keyed_inputs(self.scope, full, [self._blocks], [identity])
-        return Collection._of(self.scope.stage(full, lambda: Consolidate(full), streams, exchange=exchange), self.lattice)
+        return Collection._of(
+            self.scope.stage(full, lambda: Consolidate(full), streams, exchange=exchange), self.lattice
+        )
 
     # Keyed operators -------------------------------------------------------------------------------
     def join(

@@ -28,6 +28,7 @@ __all__ = ["SCALAR", "Block", "concat_blocks", "column_of"]
 SCALAR = -1
 """The arity of a block whose records are not tuples: one column holds the records."""
 
+
 def column_of(values: list[Any]) -> np.ndarray:
     """One column for ``values``: int64 or float64 when they are all ints or all floats, else objects."""
     n = len(values)

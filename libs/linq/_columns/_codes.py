@@ -91,7 +91,7 @@ def codes_of_ints(column: np.ndarray) -> np.ndarray:
     if not len(column):
         return column
     lo, hi = int(column.min()), int(column.max())
-    if -PAIRS <= lo and hi < PAIRS:
+    if lo >= -PAIRS and hi < PAIRS:
         return column
     return codes_of_values(column.tolist(), len(column))
 

@@ -39,9 +39,10 @@ class Columns:
             raise TypeError(f"columns() needs a function of numpy arrays, got {fn!r}")
         self.fn = fn
 
-    def __call__(self, record: Any) -> Any:
-        """The same function on one record (as the per-record path would call it)."""
-        args = [np.asarray([x]) for x in record] if type(record) is tuple else [np.asarray([record])]
+    def __call__(self, *records: Any) -> Any:
+        """The same function on one record (or, for a join, one record of each side), as the
+        per-record path would call it: each field as an array of one value."""
+        args = [np.asarray([x]) for r in records for x in (r if type(r) is tuple else (r,))]
         out = self.fn(*args)
         if isinstance(out, tuple):
             return tuple(o[0].item() if hasattr(o[0], "item") else o[0] for o in out)
@@ -62,7 +63,7 @@ def fields_of(fn: Any) -> tuple[int, ...] | None:
     """The field indices of an ``operator.itemgetter`` of ints, else None."""
     if type(fn) is not itemgetter:
         return None
-    _, items = fn.__reduce__()
+    items = fn.__reduce__()[1]
     if all(type(i) is int for i in items):
         return tuple(items)
     return None

@@ -155,14 +155,13 @@ class Batch(Rows):
             if len(spans) == 1:
                 return slice(*spans[0])
             return np.concatenate([np.arange(lo, hi) for lo, hi in spans])
-        ukeys = self.ukeys
-        pos = np.searchsorted(ukeys, keys)
-        pos[pos == len(ukeys)] = 0
-        found = ukeys[pos] == keys
+        where = np.searchsorted(self.ukeys, keys)
+        where[where == len(self.ukeys)] = 0
+        found = self.ukeys[where] == keys
         if not found.any():
             return None
-        pos = pos[found]
-        return ranges(self.starts[pos], self.starts[pos + 1])
+        where = where[found]
+        return ranges(self.starts[where], self.starts[where + 1])
 
     def key_ranges(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each of ``keys`` (any order, repeats allowed): where its rows begin and end."""

@@ -48,7 +48,7 @@ def _level(n: int) -> int:
 class _Merge:
     """Two batches being merged, chunk by chunk, with the compaction epoch applied."""
 
-    __slots__ = ("a", "b", "epoch", "nvals", "ntimes", "out", "pa", "pb")
+    __slots__ = ("a", "b", "epoch", "ntimes", "nvals", "out", "pa", "pb")
 
     def __init__(self, a: Batch, b: Batch, epoch: int) -> None:
         self.a, self.b = a, b
@@ -84,7 +84,9 @@ class _Merge:
                     ea = int(np.searchsorted(a.keys, bound, "right"))
                     eb = int(np.searchsorted(b.keys, bound, "right"))
             chunk = concat_rows(
-                [a.take(slice(pa, ea)), b.take(slice(pb, eb))], self.nvals, self.ntimes  # type: ignore[arg-type]
+                [a.take(slice(pa, ea)), b.take(slice(pb, eb))],
+                self.nvals,
+                self.ntimes,  # type: ignore[arg-type]
             )
             self.out.append(chunk.advanced(self.epoch).consolidated(runs=True))
             fuel -= (ea - pa) + (eb - pb)
@@ -118,7 +120,10 @@ class Spine:
             if tail is None:
                 self.tail = batch
                 return
-            merged = Batch(concat_rows([tail, batch], self.nvals, self.ntimes).advanced(self.epoch).consolidated(runs=True), tidy=True)
+            merged = Batch(
+                concat_rows([tail, batch], self.nvals, self.ntimes).advanced(self.epoch).consolidated(runs=True),
+                tidy=True,
+            )
             if len(merged) <= TAIL:
                 self.tail = merged if len(merged) else None
                 return
