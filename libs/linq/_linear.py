@@ -266,10 +266,15 @@ def split_by(block: Block, dest: np.ndarray, peers: int) -> list[tuple[int, Bloc
     first = int(dest[0])
     if (dest == first).all():
         return [(first, block)]
-    idx = np.argsort(dest, kind="stable")
-    sorted_dest = dest[idx]
-    bounds = np.searchsorted(sorted_dest, np.arange(peers + 1))
     out = []
+    if peers <= 8:  # a mask per worker: cheaper than sorting by worker
+        for w in range(peers):
+            mask = dest == w
+            if mask.any():
+                out.append((w, block.take(mask)))
+        return out
+    idx = np.argsort(dest, kind="stable")
+    bounds = np.searchsorted(dest[idx], np.arange(peers + 1))
     for w in range(peers):
         lo, hi = int(bounds[w]), int(bounds[w + 1])
         if hi > lo:

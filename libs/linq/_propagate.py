@@ -118,6 +118,8 @@ class Propagate(Stateful):
         self.labels = Spine(1, self.ntimes)
         self.staged: dict[tuple[int, ...], list[Rows | np.ndarray]] = {}
         """Per time: input rows to absorb, and arrays of keys to evaluate there (TR §4.3)."""
+        self.staged_edges: dict[tuple[int, ...], list[Rows]] = {}
+        """Per time: edge changes, arranged when the time is complete."""
 
     # Receiving ---------------------------------------------------------------------------------
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
@@ -145,12 +147,24 @@ class Propagate(Stateful):
             cols = [codes_of(c) for c in block.cols]
         except TypeError:
             raise OperatorError(f"{self.op}: an edge cannot be hashed: {block.records()[:1]!r}") from None
-        delta = Rows.at(cols[0], cols[1:], t, block.diffs)
-        # the new edges meet every label so far; then they join the arrangement
+        staged = self.staged_edges.get(t)
+        if staged is None:
+            self.staged_edges[t] = [Rows.at(cols[0], cols[1:], t, block.diffs)]
+            self.notify_at(t)  # type: ignore[arg-type]
+        else:
+            staged.append(Rows.at(cols[0], cols[1:], t, block.diffs))
+
+    def _absorb_edges(self, t: tuple[int, ...]) -> None:
+        """A time's edge changes, all at once (one batch, however many messages brought them):
+        they meet every label so far, then join the arrangement."""
+        staged = self.staged_edges.pop(t, None)
+        if not staged:
+            return
+        batch = Batch(concat_rows(staged, self.edges.nvals, self.ntimes))
         labels = self.labels.batches()
-        if labels:
-            self._join(delta, labels, edges_first=True)
-        self.edges.insert(Batch(delta))
+        if labels and len(batch):
+            self._join(batch, labels, edges_first=True)
+        self.edges.insert(batch)
 
     def _nodes(self, block: Block, t: tuple[int, ...]) -> None:
         if block.arity != 2:
@@ -183,6 +197,8 @@ class Propagate(Stateful):
     # The min-reduce, then the join ---------------------------------------------------------------
     def on_notify(self, time: Timestamp) -> None:
         t = tuple(time)
+        if self.staged_edges:
+            self._absorb_edges(t)
         staged = self.staged.pop(t, None)
         if staged is not None:
             rows = concat_rows([r for r in staged if not isinstance(r, np.ndarray)], 1, self.ntimes)
@@ -196,8 +212,8 @@ class Propagate(Stateful):
                 self._evaluate(ukeys, t)
         epoch = self.epoch_completed(t)
         if epoch is not None:
-            if self.staged:
-                epoch = min(epoch, min(s[0] for s in self.staged))
+            if self.staged or self.staged_edges:
+                epoch = min(epoch, *(s[0] for s in self.staged), *(s[0] for s in self.staged_edges))
             if self.compaction(epoch):
                 for spine in (self.edges, self.proposals, self.labels):
                     spine.advance_to(epoch)
@@ -295,7 +311,7 @@ class Propagate(Stateful):
 
     # Checkpoints -------------------------------------------------------------------------------
     def checkpoint(self) -> KeyedState | None:
-        if not len(self.edges) and not len(self.proposals) and not self.staged:
+        if not len(self.edges) and not len(self.proposals) and not self.staged and not self.staged_edges:
             return None
         pieces: list[tuple[int, Any]] = []
         with paused_gc():
@@ -304,6 +320,9 @@ class Propagate(Stateful):
                 rows = spine.rows()
                 arity = len(rows.vals)
                 pieces.extend(rows_pieces((tag, arity), rows, route_of(rows.keys), arity))
+            for staged_edges in self.staged_edges.values():
+                rows = concat_rows(staged_edges, self.edges.nvals, self.ntimes)
+                pieces.extend(rows_pieces((5, len(rows.vals)), rows, route_of(rows.keys), len(rows.vals)))
             for t, staged in self.staged.items():
                 rows = concat_rows([r for r in staged if not isinstance(r, np.ndarray)], 1, self.ntimes)
                 keys = [r for r in staged if isinstance(r, np.ndarray)]
@@ -325,6 +344,10 @@ class Propagate(Stateful):
                     rows = concat_rows(parts[tag], spine.nvals, self.ntimes)
                     check_owner(self.op, rows.keys, self.worker_index, self.peers)
                     spine.insert(Batch(rows))
+            for rows in parts.get(5, []):
+                for i in range(len(rows)):
+                    u = tuple(int(c[i]) for c in rows.times)
+                    self.staged_edges.setdefault(u, []).append(rows.take(slice(i, i + 1)))
             for tag in (3, 4):
                 for rows in parts.get(tag, []):
                     for i in range(len(rows)):
