@@ -23,6 +23,7 @@ from ._io import CollectionInput, CollectionOutput, new_input
 from ._lattice import Lattice
 from .algorithms import (
     connected_components,
+    connected_components_figure3,
     prioritized_connected_components,
     shortest_paths,
     strongly_connected_components,
@@ -37,6 +38,7 @@ __all__ = [
     "OperatorError",
     "columns",
     "connected_components",
+    "connected_components_figure3",
     "new_input",
     "prioritized_connected_components",
     "shortest_paths",
