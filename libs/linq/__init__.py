@@ -17,6 +17,7 @@ so a user's own `timely.Vertex` can sit between two operators, also inside a loo
 """
 
 from .._hash import stable_hash
+from ._arrange import Arranged
 from ._columns._functions import columns
 from ._errors import OperatorError
 from ._io import CollectionInput, CollectionOutput, new_input
@@ -31,6 +32,7 @@ from .algorithms import (
 from .collection import Collection
 
 __all__ = [
+    "Arranged",
     "Collection",
     "CollectionInput",
     "CollectionOutput",

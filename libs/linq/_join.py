@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from timely import KeyedState, Timestamp
+from timely import KeyedState, Timestamp, Vertex
 
 from ._columns import SCALAR, Block, blocks_of, codes_of, concat_blocks, group_starts, order, ranges, route_of
 from ._columns._functions import Columns, as_block
@@ -93,38 +93,8 @@ class Join(Stateful):
         theirs = layout.decode(right.vals, right.diffs)
         diffs = mine.diffs * right.diffs
         first, second = (mine, theirs) if edge == 0 else (theirs, mine)
-        out = self._select(first, second, diffs)
-        times = [np.maximum(c, x) for c, x in zip(right.times, t)]
-        if all(int(c.max()) == x for c, x in zip(times, t)):
-            self.send_by(self.outputs[0], [out], t)  # type: ignore[arg-type]
-            return
-        idx = order(times)
-        times = [c[idx] for c in times]
-        out = out.take(idx)
-        starts = group_starts(times).tolist()
-        ends = [*starts[1:], len(idx)]
-        for s, e in zip(starts, ends):
-            u = tuple(int(c[s]) for c in times)
-            self.send_by(self.outputs[0], [out.take(slice(s, e))], u)  # type: ignore[arg-type]
-
-    def _select(self, first: Block, second: Block, diffs: np.ndarray) -> Block:
-        sel = self.selector
-        if type(sel) is Columns:
-            cols = [*(first.cols if first.arity != 0 else ()), *(second.cols if second.arity != 0 else ())]
-            return as_block(sel.fn(*cols), diffs, "join selector")
-        a, b = first.records(), second.records()
-        try:
-            out = [sel(x, y) for x, y in zip(a, b)]
-        except Exception:
-            for x, y in zip(a, b):
-                try:
-                    sel(x, y)
-                except Exception as exc:
-                    raise OperatorError(
-                        f"{self.op}: the selector raised {type(exc).__name__}: {exc} on records {x!r} and {y!r}"
-                    ) from exc
-            raise
-        return Block.of_records(out, diffs)
+        out = select_pairs(self.op, self.selector, first, second, diffs)
+        send_by_time(self, out, [np.maximum(c, x) for c, x in zip(right.times, t)])
 
     def on_notify(self, time: Timestamp) -> None:
         epoch = self.epoch_completed(time)
@@ -156,7 +126,7 @@ class Join(Stateful):
                 layout = self.layouts[edge]
                 if layout.arity is None:
                     layout.arity = arity
-                parts[edge].append(rows_of_piece(piece, self.ntimes, _recoder(layout)))
+                parts[edge].append(rows_of_piece(piece, self.ntimes, recoder(layout)))
             for edge, rows_list in enumerate(parts):
                 if not rows_list:
                     continue
@@ -167,13 +137,46 @@ class Join(Stateful):
                 self.traces[edge] = trace
 
 
-def _recoder(layout: Layout) -> Callable[[Block], list[np.ndarray]]:
-    def recode(block: Block) -> list[np.ndarray]:
-        if layout.arity == SCALAR:
-            return [codes_of(block.cols[0])]
-        return [codes_of(c) for c in block.cols]
+def select_pairs(op: str, sel: Callable[[Any, Any], Any], first: Block, second: Block, diffs: np.ndarray) -> Block:
+    """A join's output records for matched pairs (``first`` and ``second`` aligned): column-wise
+    for `linq.columns`, else one call per pair (an error names both records)."""
+    if type(sel) is Columns:
+        cols = [*(first.cols if first.arity != 0 else ()), *(second.cols if second.arity != 0 else ())]
+        return as_block(sel.fn(*cols), diffs, "join selector")
+    a, b = first.records(), second.records()
+    try:
+        out = [sel(x, y) for x, y in zip(a, b)]
+    except Exception:
+        for x, y in zip(a, b):
+            try:
+                sel(x, y)
+            except Exception as exc:
+                raise OperatorError(
+                    f"{op}: the selector raised {type(exc).__name__}: {exc} on records {x!r} and {y!r}"
+                ) from exc
+        raise
+    return Block.of_records(out, diffs)
 
-    return recode
+
+def send_by_time(vertex: Vertex, out: Block, times: list[np.ndarray]) -> None:
+    """Send ``out``, each row at its time: one message per distinct time."""
+    first = [int(c[0]) for c in times]
+    if all(bool((c == f).all()) for c, f in zip(times, first)):
+        vertex.send_by(vertex.outputs[0], [out], tuple(first))  # type: ignore[arg-type]
+        return
+    idx = order(times)
+    times = [c[idx] for c in times]
+    out = out.take(idx)
+    starts = group_starts(times).tolist()
+    ends = [*starts[1:], len(idx)]
+    for s, e in zip(starts, ends):
+        u = tuple(int(c[s]) for c in times)
+        vertex.send_by(vertex.outputs[0], [out.take(slice(s, e))], u)  # type: ignore[arg-type]
+
+
+def recoder(layout: Layout) -> Callable[[Block], list[np.ndarray]]:
+    """How a restored piece's record values become this process's codes, in ``layout``."""
+    return lambda block: [codes_of(block.cols[0])] if layout.arity == SCALAR else [codes_of(c) for c in block.cols]
 
 
 def _widen(trace: Spine | None, layout: Layout, ntimes: int) -> Spine | None:

@@ -106,9 +106,9 @@ def prioritized_connected_components(
 
 def _trim_by_reachability(edges: Collection) -> Collection:
     """Edges whose two ends are reached from the same least node (TR Figure 8)."""
-    labels = propagate_min_labels(edges)
-    with_src = edges.join(labels, _first, _first, columns(lambda s, d, n, label: (s, d, label)), name="label_src")
-    with_both = with_src.join(labels, _second, _first, columns(lambda s, d, a, n, b: (s, d, a, b)), name="label_dst")
+    labels = propagate_min_labels(edges).arrange(_first, name="labels")  # one arrangement, two joins
+    with_src = edges.join(labels, _first, None, columns(lambda s, d, n, label: (s, d, label)), name="label_src")
+    with_both = with_src.join(labels, _second, None, columns(lambda s, d, a, n, b: (s, d, a, b)), name="label_dst")
     same = with_both.where(columns(lambda s, d, a, b: a == b), name="same_label")
     return same.select(itemgetter(0, 1), name="edge")
 

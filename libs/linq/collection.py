@@ -22,6 +22,7 @@ from typing import Any
 
 from timely import LoopContext, Scope, ScopeError, Stream
 
+from ._arrange import Arrange, Arranged, JoinArranged
 from ._columns._functions import identity
 from ._errors import OperatorError
 from ._join import Join
@@ -217,18 +218,62 @@ class Collection:
     # Keyed operators -------------------------------------------------------------------------------
     def join(
         self,
-        other: Collection,
+        other: Collection | Arranged,
         key1: Callable[[Any], Any],
-        key2: Callable[[Any], Any],
+        key2: Callable[[Any], Any] | None,
         selector: Callable[[Any, Any], Any],
         name: str | None = None,
     ) -> Collection:
-        """``selector(a, b)`` for each pair with ``key1(a) == key2(b)``; counts multiply."""
+        """``selector(a, b)`` for each pair with ``key1(a) == key2(b)``; counts multiply.
+
+        ``other`` may be an `Arranged` (`arrange`): then only this collection is arranged here,
+        the other side is the shared arrangement, and ``key2`` is its key (pass None)."""
+        if isinstance(other, Arranged):
+            return self._join_arranged(other, key1, key2, selector, name)
+        if key2 is None:
+            raise TypeError("join: key2 is needed unless other is an Arranged")
         self._same_scope("join", other)
         full = self._name("join", name)
         lattice = self.lattice
         streams, exchange = keyed_inputs(self.scope, full, [self._blocks, other._blocks], [key1, key2])
         stream = self.scope.stage(full, lambda: Join(full, lattice, key1, key2, selector), streams, exchange=exchange)
+        return Collection._of(stream, lattice)
+
+    def arrange(self, key: Callable[[Any], Any], name: str | None = None) -> Arranged:
+        """This collection arranged by ``key`` once, for any number of joins against it
+        (``c.join(arranged, key1, None, selector)``) in this scope: each reads the same
+        arrangement instead of building its own (differential dataflow's ``arrange``)."""
+        full = self._name("arrange", name)
+        lattice = self.lattice
+        arranged = Arranged(self, key, full)
+        streams, exchange = keyed_inputs(self.scope, full, [self._blocks], [key])
+        arranged.stream = self.scope.stage(
+            full, lambda: Arrange(full, lattice, key, arranged), streams, exchange=exchange
+        )
+        return arranged
+
+    def _join_arranged(
+        self,
+        other: Arranged,
+        key1: Callable[[Any], Any],
+        key2: Callable[[Any], Any] | None,
+        selector: Callable[[Any, Any], Any],
+        name: str | None,
+    ) -> Collection:
+        if key2 is not None and key2 is not other.key:
+            raise ValueError(f"join: {other!r} is arranged by its own key; pass key2=None")
+        self._same_scope("join", other.collection)
+        full = self._name("join", name)
+        lattice = self.lattice
+        reader = other.readers
+        other.readers += 1
+        streams, exchange = keyed_inputs(self.scope, full, [self._blocks], [key1])
+        stream = self.scope.stage(
+            full,
+            lambda: JoinArranged(full, lattice, key1, selector, reader),
+            [*streams, other.stream],
+            exchange=[*exchange, None],
+        )
         return Collection._of(stream, lattice)
 
     def group_by(
