@@ -14,7 +14,9 @@ read only once every reader has received it (`SharedArrangement.settle`); until 
 ``pending``, where each reader sees the batches up to the last sequence number it received.
 The spine's merges then never mix a batch some reader has not seen with one it has (the
 physical compaction frontier of differential-dataflow's trace handles, here one sequence
-number per reader).
+number per reader). Likewise the arrangement compacts times only to the least epoch that
+every reader has finished (`SharedArrangement.advance`): a reader whose other input is still
+in an earlier epoch (a loop still iterating it) must meet the rows at their own times.
 """
 
 from __future__ import annotations
@@ -53,6 +55,16 @@ class SharedArrangement:
         """Per reader, batches received beyond ``received`` (messages of different times may
         overtake each other in a worker's queue)."""
         self.seq = 0
+        self.frontiers = [0] * (readers + 1)
+        """Per reader (and last, the arranging vertex), the epoch it may compact to: the
+        arrangement compacts to the least of them, since a reader's delta of an earlier epoch
+        must still meet the rows at their own times (a trace handle's logical compaction)."""
+
+    def advance(self, who: int, epoch: int) -> None:
+        """Reader ``who`` (-1: the arranging vertex) will read no time of an epoch before ``epoch``."""
+        self.frontiers[who] = max(self.frontiers[who], epoch)
+        if self.spine is not None:
+            self.spine.advance_to(min(self.frontiers))
 
     def add(self, batch: Batch) -> int:
         self.seq += 1
@@ -68,6 +80,7 @@ class SharedArrangement:
             _, batch = self.pending.pop(0)
             if self.spine is None:
                 self.spine = Spine(self.layout.width, self.ntimes)
+                self.spine.advance_to(min(self.frontiers))
             self.spine.insert(batch)
 
     def receive(self, reader: int, seq: int) -> None:
@@ -147,8 +160,8 @@ class Arrange(Stateful):
 
     def on_notify(self, time: Timestamp) -> None:
         epoch = self.epoch_completed(time)
-        if epoch is not None and self.compaction(epoch) and self.shared.spine is not None:
-            self.shared.spine.advance_to(epoch)
+        if epoch is not None and self.compaction(epoch):
+            self.shared.advance(-1, epoch)
 
     def checkpoint(self) -> KeyedState | None:
         shared = self.shared
@@ -258,8 +271,11 @@ class JoinArranged(Stateful):
 
     def on_notify(self, time: Timestamp) -> None:
         epoch = self.epoch_completed(time)
-        if epoch is not None and self.compaction(epoch) and self.trace is not None:
-            self.trace.advance_to(epoch)
+        if epoch is not None and self.compaction(epoch):
+            if self.trace is not None:
+                self.trace.advance_to(epoch)
+            if self.shared is not None:
+                self.shared.advance(self.reader, epoch)
 
     def checkpoint(self) -> KeyedState | None:
         if self.trace is None:
