@@ -74,7 +74,11 @@ def random_epochs(
 def nx_components(edges: ref.Multiset) -> ref.Multiset:
     g = nx.Graph()
     g.add_edges_from(e for e, n in edges.items() if n > 0)
-    return {(node, min(comp)): 1 for comp in nx.connected_components(g) for node in comp}
+    out: ref.Multiset = {}
+    for comp in nx.connected_components(g):
+        least = min(comp)
+        out.update(((node, least), 1) for node in comp)
+    return out
 
 
 def _edge_maker(rng: random.Random, nodes: int) -> Callable[[], tuple[int, int]]:
