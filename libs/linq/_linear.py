@@ -16,7 +16,7 @@ import numpy as np
 from timely import Timestamp, Vertex
 
 from ._columns import SCALAR, Block, blocks_of, codes_of, concat_blocks, group_starts, order
-from ._columns._functions import Columns, apply_columns, as_block, fields_of
+from ._columns._functions import Columns, apply_columns, as_block, fields_of, twice
 from ._errors import OperatorError
 from ._keys import KeyOf, unhashable
 
@@ -66,6 +66,8 @@ class Select(_Linear):
         if fields is not None and block.arity > max(fields, default=-1):
             cols = [block.cols[i] for i in fields]
             out = Block(cols, len(fields), block.diffs) if len(fields) > 1 else Block(cols, SCALAR, block.diffs)
+        elif self.fn is twice and block.arity == SCALAR:
+            out = Block([block.cols[0], block.cols[0]], 2, block.diffs)
         elif type(self.fn) is Columns:
             try:
                 out = as_block(self.columns("selector", block), block.diffs, "selector")

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ._columns._functions import columns
+from ._columns._functions import columns, twice
 from ._propagate import by_size, propagate
 from .collection import Collection
 
@@ -41,7 +41,7 @@ _reverse = itemgetter(1, 0)
 def _own_labels(edges: Collection) -> Collection:
     """``(node, node)`` once for every node at either end of an edge (nodes counted once)."""
     ends = edges.select(_first, name="sources").concat(edges.select(_second, name="targets"), name="ends")
-    return ends.distinct(name="nodes").select(columns(lambda n: (n, n)), name="own_labels")
+    return ends.distinct(name="nodes").select(twice, name="own_labels")
 
 
 def _symmetric(edges: Collection) -> Collection:

@@ -18,8 +18,9 @@ process-local: a code never leaves its process (blocks travel with their values,
 uses `route_of`, a stable hash, never an id). The interner keeps every value it has seen for
 the life of the process (ids must stay valid while any arrangement holds them).
 
-Equality is Python's except across types the table separates: ``1``, ``1.0`` and ``True``
-are three different records here (the first is an int code, the others interned).
+Equality is Python's: a bool or an integral float has the code of the int it equals (so
+``1``, ``1.0`` and ``True`` are one key, as in a dict), inside a pair too; such a value comes
+back out of an arrangement as that int.
 """
 
 from __future__ import annotations
@@ -69,13 +70,31 @@ class _Interner:
 _interner = _Interner()
 
 
+def _as_int(value: Any) -> Any:
+    """``value`` as the int it equals, if it is a bool or an integral float (else itself):
+    Python counts ``1``, ``1.0`` and ``True`` as one key, so their codes must agree."""
+    t = type(value)
+    if t is bool:
+        return int(value)
+    if t is float and value.is_integer():
+        return int(value)
+    return value
+
+
 def code_of(value: Any) -> int:
     """The code of one value (TypeError if it cannot be hashed)."""
     t = type(value)
+    if t is not int and (t is bool or t is float):
+        value = _as_int(value)
+        t = type(value)
     if t is int and -PAIRS <= value < PAIRS:
         return value  # type: ignore[no-any-return]
     if t is tuple and len(value) == 2:
         a, b = value
+        if type(a) is not int:
+            a = _as_int(a)
+        if type(b) is not int:
+            b = _as_int(b)
         if type(a) is int and type(b) is int and 0 <= a < _SMALL and 0 <= b < _SMALL:
             return PAIRS + (a << 30 | b)
     return INTERNED + _interner.intern(value)

@@ -22,11 +22,16 @@ import numpy as np
 
 from ._block import SCALAR, Block, column_of
 
-__all__ = ["Columns", "columns", "fields_of", "identity"]
+__all__ = ["Columns", "columns", "fields_of", "identity", "twice"]
 
 
 def identity(record: Any) -> Any:
     return record
+
+
+def twice(record: Any) -> tuple[Any, Any]:
+    """``(record, record)``: taken column-wise by `select` (the record's column twice)."""
+    return (record, record)
 
 
 class Columns:
