@@ -40,6 +40,7 @@ from ._columns import (
     blocks_of,
     codes_of,
     concat_blocks,
+    distinct,
     group_starts,
     order,
     ranges,
@@ -208,7 +209,7 @@ class Propagate(Stateful):
                 self.proposals.insert(batch)
                 keys.append(batch.ukeys)
             if keys:
-                ukeys = np.unique(np.concatenate(keys)) if len(keys) > 1 else keys[0]
+                ukeys = distinct(np.concatenate(keys)) if len(keys) > 1 else keys[0]
                 self._evaluate(ukeys, t)
         epoch = self.epoch_completed(t)
         if epoch is not None:
@@ -301,7 +302,7 @@ class Propagate(Stateful):
         ends = [*starts[1:], len(idx)]
         for s, e in zip(starts, ends):
             u = tuple(int(c[s]) for c in times)
-            ks = np.unique(keys[s:e])
+            ks = distinct(keys[s:e], ordered=True)
             staged = self.staged.get(u)
             if staged is None:
                 self.staged[u] = [ks]  # type: ignore[list-item]
@@ -328,7 +329,7 @@ class Propagate(Stateful):
                 keys = [r for r in staged if isinstance(r, np.ndarray)]
                 pieces.extend(rows_pieces((3, 1), rows, route_of(rows.keys), 1))
                 if keys:
-                    k = np.unique(np.concatenate(keys))
+                    k = distinct(np.concatenate(keys))
                     empty = Rows(k, [k], [np.full(len(k), c, dtype=np.int64) for c in t], np.zeros(len(k), np.int64))
                     pieces.extend(rows_pieces((4, 1), empty, route_of(k), 1))
         return KeyedState(pieces)

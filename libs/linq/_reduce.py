@@ -45,6 +45,7 @@ from ._columns import (
     codes_of,
     concat_blocks,
     consolidate,
+    distinct,
     group_starts,
     order,
     route_of,
@@ -258,7 +259,7 @@ class Reduce(Stateful):
             staged = self.staged.pop(time, None)
             if staged:
                 due.append(self.absorb(staged, tuple(time)))
-            keys = np.unique(np.concatenate(due)) if due else EMPTY
+            keys = distinct(np.concatenate(due)) if due else EMPTY
             if len(keys):
                 self.process(keys, time)
         epoch = self.epoch_completed(time)
@@ -394,7 +395,7 @@ class Reduce(Stateful):
                         part = block.take(routes == r)
                         pieces.append((r, (2, tuple(t), edge, part)))
             for t, due in self.pending.items():
-                keys = np.unique(np.concatenate(due)) if due else EMPTY
+                keys = distinct(np.concatenate(due)) if due else EMPTY
                 routes = route_of(keys) % ROUTE_BUCKETS
                 for r in np.unique(routes).tolist():
                     pieces.append((r, (3, tuple(t), block_of_codes([keys[routes == r]], SCALAR, EMPTY))))

@@ -2,7 +2,7 @@
 
 from ._block import SCALAR, Block, block_of_codes, blocks_of, codes_of, column_of, concat_blocks
 from ._codes import INTERNED, PAIRS, all_ints, code_of, route_of, route_of_value, values_of
-from ._kernels import EMPTY, consolidate, group_starts, order, ranges
+from ._kernels import EMPTY, consolidate, distinct, group_starts, order, ranges
 from ._wire import register
 
 register()
@@ -21,6 +21,7 @@ __all__ = [
     "column_of",
     "concat_blocks",
     "consolidate",
+    "distinct",
     "group_starts",
     "order",
     "ranges",

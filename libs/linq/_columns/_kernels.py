@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EMPTY", "consolidate", "group_starts", "order", "ranges"]
+__all__ = ["EMPTY", "consolidate", "distinct", "group_starts", "order", "ranges"]
 
 EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -156,6 +156,16 @@ def _consolidate_small(cols: Sequence[np.ndarray], diffs: np.ndarray) -> tuple[l
         return [c[:0] for c in cols], diffs[:0]
     out = np.array(rows, dtype=np.int64).reshape(len(rows), len(cols))
     return [out[:, i] for i in range(len(cols))], np.array([total[r] for r in rows], dtype=np.int64)
+
+
+def distinct(values: np.ndarray, ordered: bool = False) -> np.ndarray:
+    """The distinct values of an int64 array, sorted (``ordered``: already sorted). A sort and
+    a comparison of neighbours: cheaper than `numpy.unique`'s hashing for int keys."""
+    if len(values) < 2:
+        return values
+    if not ordered:
+        values = np.sort(values)
+    return values[_runs(values)]
 
 
 def _runs(values: np.ndarray) -> np.ndarray:
