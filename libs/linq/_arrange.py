@@ -28,13 +28,12 @@ import numpy as np
 
 from timely import KeyedState, Timestamp
 
-from ._columns import SCALAR, Block, ranges, route_of
-from ._join import recoder, select_pairs, send_by_time
+from ._join import arrangement_pieces, meet, restored
 from ._keys import KeyOf
 from ._lattice import Lattice
 from ._layout import Layout
-from ._linear import block_in
-from ._stateful import Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
+from ._linear import changes_in
+from ._stateful import Stateful, paused_gc
 from ._trace import Batch, Rows, Spine, concat_rows
 
 __all__ = ["Arrange", "Arranged", "JoinArranged", "SharedArrangement"]
@@ -144,9 +143,7 @@ class Arrange(Stateful):
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         self.watch(time)
-        block = block_in(records)
-        if not block.diffs.all():
-            block = block.take(block.diffs != 0)
+        block = changes_in(records)
         if not len(block):
             return
         keys = self.keyof.codes(block)
@@ -171,22 +168,10 @@ class Arrange(Stateful):
             parts = [] if shared.spine is None else shared.spine.batches()
             parts.extend(b for _, b in shared.pending)
             rows = concat_rows(parts, shared.layout.width, shared.ntimes)
-            arity = shared.layout.arity or SCALAR
-            return KeyedState(rows_pieces(arity, rows, route_of(rows.keys), arity))
+            return KeyedState(arrangement_pieces(0, rows, shared.layout))
 
     def restore(self, state: Any) -> None:
-        shared = self.shared
-        with paused_gc():
-            parts = []
-            for _, piece in pieces_of(self.op, state):
-                if shared.layout.arity is None:
-                    shared.layout.arity = piece[0]
-                parts.append(rows_of_piece(piece, shared.ntimes, recoder(shared.layout)))
-            if parts:
-                rows = concat_rows(parts, shared.layout.width, shared.ntimes)
-                check_owner(self.op, rows.keys, self.worker_index, self.peers)
-                shared.spine = Spine(shared.layout.width, shared.ntimes)
-                shared.spine.insert(Batch(rows))
+        (self.shared.spine,) = restored(self, state, [self.shared.layout], self.shared.ntimes)
 
 
 class JoinArranged(Stateful):
@@ -217,19 +202,26 @@ class JoinArranged(Stateful):
                 self.shared = shared
                 if self.trace is not None:
                     theirs = shared.layout.decode(batch.vals, batch.diffs)
-                    self._meet(theirs, batch.keys, batch.times, self.trace.batches(), self.layout, mine_first=False)
+                    meet(
+                        self,
+                        self.selector,
+                        theirs,
+                        batch.keys,
+                        list(batch.times),
+                        self.trace.batches(),
+                        self.layout,
+                        False,
+                    )
                 shared.receive(self.reader, seq)
             return
-        block = block_in(records)
-        if not block.diffs.all():
-            block = block.take(block.diffs != 0)
+        block = changes_in(records)
         if not len(block):
             return
         keys = self.keyof.codes(block)
         t = tuple(time)
         if self.shared is not None:
-            times = [np.full(len(block), c, dtype=np.int64) for c in t]
-            self._meet(block, keys, times, self.shared.batches(self.reader), self.shared.layout, mine_first=True)
+            times = [np.broadcast_to(np.int64(c), len(block)) for c in t]
+            meet(self, self.selector, block, keys, times, self.shared.batches(self.reader), self.shared.layout, True)
         if not self.layout.accept(block):
             from ._reduce import _widened
 
@@ -238,36 +230,6 @@ class JoinArranged(Stateful):
         if self.trace is None:
             self.trace = Spine(self.layout.width, self.ntimes)
         self.trace.insert(Batch(Rows.at(keys, self.layout.encode(block), t, block.diffs)))
-
-    def _meet(
-        self,
-        delta: Block,
-        keys: np.ndarray,
-        times: Any,
-        batches: list[Batch],
-        layout: Layout,
-        mine_first: bool,
-    ) -> None:
-        """``delta`` (records as a block, with their key codes and times) against ``batches``
-        (records stored with ``layout``); ``mine_first``: the delta is the join's left input."""
-        lefts, matched = [], []
-        for batch in batches:
-            lo, hi = batch.key_ranges(keys)
-            counts = hi - lo
-            if not counts.any():
-                continue
-            lefts.append(np.repeat(np.arange(len(keys)), counts))
-            matched.append(batch.take(ranges(lo, hi)))
-        if not matched:
-            return
-        left = np.concatenate(lefts)
-        right = concat_rows(matched, layout.width, self.ntimes)
-        one = delta.take(left)
-        other = layout.decode(right.vals, right.diffs)
-        first, second = (one, other) if mine_first else (other, one)
-        diffs = one.diffs * other.diffs
-        out = select_pairs(self.op, self.selector, first, second, diffs)
-        send_by_time(self, out, [np.maximum(np.asarray(a)[left], b) for a, b in zip(times, right.times)])
 
     def on_notify(self, time: Timestamp) -> None:
         epoch = self.epoch_completed(time)
@@ -282,19 +244,7 @@ class JoinArranged(Stateful):
             return None
         with paused_gc():
             self.trace.compact()
-            rows = self.trace.rows()
-            arity = self.layout.arity or SCALAR
-            return KeyedState(rows_pieces(arity, rows, route_of(rows.keys), arity))
+            return KeyedState(arrangement_pieces(0, self.trace.rows(), self.layout))
 
     def restore(self, state: Any) -> None:
-        with paused_gc():
-            parts = []
-            for _, piece in pieces_of(self.op, state):
-                if self.layout.arity is None:
-                    self.layout.arity = piece[0]
-                parts.append(rows_of_piece(piece, self.ntimes, recoder(self.layout)))
-            if parts:
-                rows = concat_rows(parts, self.layout.width, self.ntimes)
-                check_owner(self.op, rows.keys, self.worker_index, self.peers)
-                self.trace = Spine(self.layout.width, self.ntimes)
-                self.trace.insert(Batch(rows))
+        (self.trace,) = restored(self, state, [self.layout], self.ntimes)

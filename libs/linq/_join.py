@@ -24,14 +24,15 @@ import numpy as np
 
 from timely import KeyedState, Timestamp, Vertex
 
-from ._columns import SCALAR, Block, blocks_of, codes_of, concat_blocks, group_starts, order, ranges, route_of
+from ._columns import SCALAR, Block, codes_of, group_starts, order, route_of
 from ._columns._functions import Columns, as_block
 from ._errors import OperatorError
 from ._keys import KeyOf
 from ._lattice import Lattice
 from ._layout import Layout
+from ._linear import changes_in
 from ._stateful import Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
-from ._trace import Batch, Rows, Spine, concat_rows
+from ._trace import Batch, Rows, Spine, concat_rows, matches
 
 
 class Join(Stateful):
@@ -52,9 +53,7 @@ class Join(Stateful):
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         self.watch(time)
-        block = concat_blocks(blocks_of(records))
-        if not block.diffs.all():
-            block = block.take(block.diffs != 0)
+        block = changes_in(records)
         if not len(block):
             return
         keys = self.keyof[edge].codes(block)
@@ -74,27 +73,8 @@ class Join(Stateful):
 
     def _meet(self, edge: int, block: Block, keys: np.ndarray, t: tuple[int, ...], other: Spine) -> None:
         """``block`` (at ``t``) against every batch of the other input's arrangement."""
-        layout = self.layouts[1 - edge]
-        lefts: list[np.ndarray] = []
-        matched: list[Rows] = []
-        for batch in other.batches():
-            lo, hi = batch.key_ranges(keys)
-            counts = hi - lo
-            total = int(counts.sum())
-            if not total:
-                continue
-            lefts.append(np.repeat(np.arange(len(keys)), counts))
-            matched.append(batch.take(ranges(lo, hi)))
-        if not matched:
-            return
-        left_idx = np.concatenate(lefts)
-        right = concat_rows(matched, layout.width, self.ntimes)
-        mine = block.take(left_idx)
-        theirs = layout.decode(right.vals, right.diffs)
-        diffs = mine.diffs * right.diffs
-        first, second = (mine, theirs) if edge == 0 else (theirs, mine)
-        out = select_pairs(self.op, self.selector, first, second, diffs)
-        send_by_time(self, out, [np.maximum(c, x) for c, x in zip(right.times, t)])
+        times = [np.broadcast_to(np.int64(c), len(keys)) for c in t]
+        meet(self, self.selector, block, keys, times, other.batches(), self.layouts[1 - edge], edge == 0)
 
     def on_notify(self, time: Timestamp) -> None:
         epoch = self.epoch_completed(time)
@@ -107,34 +87,72 @@ class Join(Stateful):
     def checkpoint(self) -> KeyedState | None:
         if self.traces[0] is None and self.traces[1] is None:
             return None
-        pieces: list[tuple[int, Any]] = []
         with paused_gc():
+            pieces: list[tuple[int, Any]] = []
             for edge, trace in enumerate(self.traces):
-                if trace is None:
-                    continue
-                trace.compact()
-                rows = trace.rows()
-                arity = self.layouts[edge].arity or SCALAR
-                pieces.extend(rows_pieces((edge, arity), rows, route_of(rows.keys), arity))
+                if trace is not None:
+                    trace.compact()
+                    pieces.extend(arrangement_pieces(edge, trace.rows(), self.layouts[edge]))
         return KeyedState(pieces)
 
     def restore(self, state: Any) -> None:
-        with paused_gc():
-            parts: list[list[Rows]] = [[], []]
-            for _, piece in pieces_of(self.op, state):
-                edge, arity = piece[0]
-                layout = self.layouts[edge]
-                if layout.arity is None:
-                    layout.arity = arity
-                parts[edge].append(rows_of_piece(piece, self.ntimes, recoder(layout)))
-            for edge, rows_list in enumerate(parts):
-                if not rows_list:
-                    continue
-                rows = concat_rows(rows_list, self.layouts[edge].width, self.ntimes)
-                check_owner(self.op, rows.keys, self.worker_index, self.peers)
-                trace = Spine(self.layouts[edge].width, self.ntimes)
-                trace.insert(Batch(rows))
+        for edge, trace in enumerate(restored(self, state, list(self.layouts), self.ntimes)):
+            if trace is not None:
                 self.traces[edge] = trace
+
+
+def arrangement_pieces(tag: int, rows: Rows, layout: Layout) -> list[tuple[int, Any]]:
+    """An arrangement's rows as checkpoint pieces ``((tag, arity), ...)`` routed by key."""
+    arity = layout.arity or SCALAR
+    return rows_pieces((tag, arity), rows, route_of(rows.keys), arity)
+
+
+def restored(vertex: Stateful, state: Any, layouts: list[Layout], ntimes: int) -> list[Spine | None]:
+    """The arrangements saved by `arrangement_pieces` (piece tag ``i`` into ``layouts[i]``), each
+    one batch of this process's codes; refused if a row's key belongs to another worker."""
+    parts: list[list[Rows]] = [[] for _ in layouts]
+    with paused_gc():
+        for _, piece in pieces_of(vertex.op, state):
+            tag, arity = piece[0]
+            layout = layouts[tag]
+            if layout.arity is None:
+                layout.arity = arity
+            parts[tag].append(rows_of_piece(piece, ntimes, recoder(layout)))
+        out: list[Spine | None] = []
+        for layout, rows_list in zip(layouts, parts):
+            if not rows_list:
+                out.append(None)
+                continue
+            rows = concat_rows(rows_list, layout.width, ntimes)
+            check_owner(vertex.op, rows.keys, vertex.worker_index, vertex.peers)
+            spine = Spine(layout.width, ntimes)
+            spine.insert(Batch(rows))
+            out.append(spine)
+    return out
+
+
+def meet(
+    vertex: Stateful,
+    selector: Callable[[Any, Any], Any],
+    delta: Block,
+    keys: np.ndarray,
+    times: list[np.ndarray],
+    batches: list[Batch],
+    layout: Layout,
+    delta_first: bool,
+) -> None:
+    """A join's delta (records, their key codes and times) against arranged ``batches`` (records
+    stored with ``layout``): the selector's records for every match, each sent at the join of
+    the two times. ``delta_first``: the delta is the join's left input."""
+    found = matches(keys, batches, layout.width, len(times))
+    if found is None:
+        return
+    left, right = found
+    one = delta.take(left)
+    other = layout.decode(right.vals, right.diffs)
+    first, second = (one, other) if delta_first else (other, one)
+    out = select_pairs(vertex.op, selector, first, second, one.diffs * right.diffs)
+    send_by_time(vertex, out, [np.maximum(a[left], b) for a, b in zip(times, right.times)])
 
 
 def select_pairs(op: str, sel: Callable[[Any, Any], Any], first: Block, second: Block, diffs: np.ndarray) -> Block:

@@ -40,6 +40,12 @@ def block_in(records: list[Any]) -> Block:
     return concat_blocks(blocks_of(records))
 
 
+def changes_in(records: list[Any]) -> Block:
+    """The one block of a message, without its zero diffs (what a keyed operator arranges)."""
+    block = block_in(records)
+    return block if block.diffs.all() else block.take(block.diffs != 0)
+
+
 class _Linear(Vertex):
     def __init__(self, op: str, fn: Callable[..., Any]) -> None:
         self.op = op
@@ -374,6 +380,7 @@ __all__ = [
     "ToTriples",
     "Where",
     "block_in",
+    "changes_in",
     "by_destination",
     "consolidate_block",
     "split_by",

@@ -37,13 +37,10 @@ from ._columns import (
     Block,
     all_ints,
     block_of_codes,
-    blocks_of,
     codes_of,
-    concat_blocks,
     distinct,
     group_starts,
     order,
-    ranges,
     route_of,
     values_of,
 )
@@ -51,10 +48,10 @@ from ._columns._codes import codes_of_values
 from ._errors import OperatorError
 from ._keys import KeyOf
 from ._lattice import Lattice
-from ._linear import Route, by_destination, split_by
+from ._linear import Route, by_destination, changes_in, split_by
 from ._reduce import FEW_ROWS, accumulate
 from ._stateful import Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
-from ._trace import Batch, Rows, Spine, concat_rows
+from ._trace import Batch, Rows, Spine, concat_rows, matches
 from .collection import Collection, _lattices, lattice_of, operator_name
 
 __all__ = ["Propagate", "by_size", "propagate"]
@@ -125,9 +122,7 @@ class Propagate(Stateful):
     # Receiving ---------------------------------------------------------------------------------
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         self.watch(time)
-        block = concat_blocks(blocks_of(records))
-        if not block.diffs.all():
-            block = block.take(block.diffs != 0)
+        block = changes_in(records)
         if not len(block):
             return
         t = tuple(time)
@@ -250,19 +245,10 @@ class Propagate(Stateful):
     def _join(self, delta: Rows, batches: list[Batch], edges_first: bool) -> None:
         """Label changes with edges (or edge changes with labels): a proposal ``(dst, label
         [+ weight])`` for each match, at the join of the two times, sent round the loop."""
-        parts_left: list[np.ndarray] = []
-        parts_right: list[Rows] = []
-        for batch in batches:
-            lo, hi = batch.key_ranges(delta.keys)
-            counts = hi - lo
-            if not counts.any():
-                continue
-            parts_left.append(np.repeat(np.arange(len(delta)), counts))
-            parts_right.append(batch.take(ranges(lo, hi)))
-        if not parts_right:
+        found = matches(delta.keys, batches, len(batches[0].vals), self.ntimes)
+        if found is None:
             return
-        left = delta.take(np.concatenate(parts_left))
-        right = concat_rows(parts_right, len(parts_right[0].vals), self.ntimes)
+        left, right = delta.take(found[0]), found[1]
         edge_rows, label_rows = (left, right) if edges_first else (right, left)
         dst = edge_rows.vals[0]
         label = label_rows.vals[0]

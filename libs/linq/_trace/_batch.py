@@ -16,7 +16,7 @@ import numpy as np
 
 from .._columns import EMPTY, consolidate, ranges
 
-__all__ = ["Batch", "Rows", "le_time", "lub_time"]
+__all__ = ["Batch", "Rows", "le_time", "lub_time", "matches"]
 
 FEW_KEYS = 8
 """Up to this many keys, `Batch.find` looks them up one by one."""
@@ -175,3 +175,21 @@ class Batch(Rows):
         lo = np.where(found, self.starts[pos], 0)
         hi = np.where(found, self.starts[pos + 1], 0)
         return lo, hi
+
+
+def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> tuple[np.ndarray, Rows] | None:
+    """Every row of ``batches`` whose key is among ``keys`` (any order, repeats allowed), with,
+    for each, the index in ``keys`` of the key it matched (None: no match). What a join does
+    per batch: one searchsorted for all keys, `numpy.repeat` on the left, ranges on the right."""
+    lefts: list[np.ndarray] = []
+    rights: list[Rows] = []
+    for batch in batches:
+        lo, hi = batch.key_ranges(keys)
+        counts = hi - lo
+        if not counts.any():
+            continue
+        lefts.append(np.repeat(np.arange(len(keys)), counts))
+        rights.append(batch.take(ranges(lo, hi)))
+    if not rights:
+        return None
+    return np.concatenate(lefts), concat_rows(rights, nvals, ntimes)
