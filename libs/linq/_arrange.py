@@ -31,7 +31,7 @@ from timely import KeyedState, Timestamp
 from ._join import arrangement_pieces, meet, restored
 from ._keys import KeyOf
 from ._lattice import Lattice
-from ._layout import Layout
+from ._layout import Layout, widened
 from ._linear import changes_in
 from ._stateful import Stateful, paused_gc
 from ._trace import Batch, Rows, Spine, concat_rows
@@ -102,10 +102,8 @@ class SharedArrangement:
 
     def widen(self) -> None:
         """The records become whole-record codes (a block of another shape arrived)."""
-        from ._reduce import _widened
-
         old = self.layout.arity
-        self.spine = _widened(self.spine, self.layout, 0, self.ntimes)
+        self.spine = widened(self.spine, self.layout, self.ntimes)
         if self.pending:
             recode = Layout(self.layout.op, old)
             self.pending = [
@@ -223,9 +221,7 @@ class JoinArranged(Stateful):
             times = [np.broadcast_to(np.int64(c), len(block)) for c in t]
             meet(self, self.selector, block, keys, times, self.shared.batches(self.reader), self.shared.layout, True)
         if not self.layout.accept(block):
-            from ._reduce import _widened
-
-            self.trace = _widened(self.trace, self.layout, 0, self.ntimes)
+            self.trace = widened(self.trace, self.layout, self.ntimes)
             self.layout.accept(block)
         if self.trace is None:
             self.trace = Spine(self.layout.width, self.ntimes)

@@ -29,7 +29,7 @@ from ._columns._functions import Columns, as_block
 from ._errors import OperatorError
 from ._keys import KeyOf
 from ._lattice import Lattice
-from ._layout import Layout
+from ._layout import Layout, widened
 from ._linear import changes_in
 from ._stateful import Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
 from ._trace import Batch, Rows, Spine, concat_rows, matches
@@ -63,7 +63,7 @@ class Join(Stateful):
             self._meet(edge, block, keys, t, other)
         layout = self.layouts[edge]
         if not layout.accept(block):
-            self.traces[edge] = _widen(self.traces[edge], layout, self.ntimes)
+            self.traces[edge] = widened(self.traces[edge], layout, self.ntimes)
             layout.accept(block)
         vals = layout.encode(block)
         trace = self.traces[edge]
@@ -195,9 +195,3 @@ def send_by_time(vertex: Vertex, out: Block, times: list[np.ndarray]) -> None:
 def recoder(layout: Layout) -> Callable[[Block], list[np.ndarray]]:
     """How a restored piece's record values become this process's codes, in ``layout``."""
     return lambda block: [codes_of(block.cols[0])] if layout.arity == SCALAR else [codes_of(c) for c in block.cols]
-
-
-def _widen(trace: Spine | None, layout: Layout, ntimes: int) -> Spine | None:
-    from ._reduce import _widened
-
-    return _widened(trace, layout, 0, ntimes)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._columns import SCALAR, Block, codes_of, route_of
+from ._columns import Block, codes_of, route_of
 from ._columns._codes import codes_of_values
 from ._columns._functions import Columns, apply_columns, fields_of, identity
 from ._errors import OperatorError
@@ -89,7 +89,3 @@ class KeyOf:
             return route_of(self.codes(block))
         except OperatorError:
             return np.zeros(len(block), dtype=np.int64)
-
-
-def is_scalar(block: Block) -> bool:
-    return block.arity == SCALAR

@@ -16,8 +16,9 @@ import numpy as np
 from ._columns import SCALAR, Block, block_of_codes, codes_of, values_of
 from ._columns._codes import codes_of_values
 from ._keys import unhashable
+from ._trace import Batch, Rows, Spine
 
-__all__ = ["Layout"]
+__all__ = ["Layout", "widened"]
 
 
 class Layout:
@@ -67,3 +68,16 @@ class Layout:
         records = self.records(cols)
         self.arity = SCALAR
         return [codes_of_values(records, len(records))]
+
+
+def widened(spine: Spine | None, layout: Layout, ntimes: int) -> Spine | None:
+    """``spine`` with its records recoded as whole records (``layout`` widens to `SCALAR`)."""
+    if spine is None:
+        layout.widen([np.zeros(0, dtype=np.int64)] * layout.width)
+        return None
+    rows = spine.rows()
+    vals = layout.widen(list(rows.vals))
+    out = Spine(1, ntimes)
+    out.advance_to(spine.epoch)
+    out.insert(Batch(Rows(rows.keys, vals, rows.times, rows.diffs)))
+    return out

@@ -51,12 +51,11 @@ from ._columns import (
     route_of,
     values_of,
 )
-from ._columns._codes import codes_of_values
 from ._columns._functions import Columns, apply_columns, fields_of
 from ._errors import OperatorError
 from ._keys import KeyOf
 from ._lattice import Lattice
-from ._layout import Layout
+from ._layout import Layout, widened
 from ._stateful import ROUTE_BUCKETS, Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
 from ._trace import Batch, Rows, Spine, concat_rows, le_time, lub_time
 
@@ -281,7 +280,7 @@ class Reduce(Stateful):
                 raise unhashable(self.op, "record", block.records()) from None
             return [np.full(len(block), edge, dtype=np.int64), codes]
         if not self.layout.accept(block):
-            self.input_trace = _widened(self.input_trace, self.layout, 0, self.ntimes)
+            self.input_trace = widened(self.input_trace, self.layout, self.ntimes)
             self.layout.accept(block)
         return self.layout.encode(block)
 
@@ -345,7 +344,7 @@ class Reduce(Stateful):
         if layout.arity == arity:
             return cols
         if layout.arity != SCALAR:
-            self.output_trace = _widened(self.output_trace, layout, 0, self.ntimes)
+            self.output_trace = widened(self.output_trace, layout, self.ntimes)
         return Layout(self.op, arity).widen(cols)
 
     def schedule(self, later: Rows, t: tuple[int, ...]) -> None:
@@ -504,20 +503,3 @@ def _accumulate_few(parts: list[Rows], t: tuple[int, ...], nvals: int, ntimes: i
     else:
         gone = Rows.empty(0, ntimes)
     return acc, gone
-
-
-def _widened(spine: Spine | None, layout: Layout, skip: int, ntimes: int) -> Spine | None:
-    """``spine`` with its records recoded as whole records (``layout`` widens to `SCALAR`)."""
-    if spine is None:
-        layout.widen([EMPTY] * layout.width)
-        return None
-    rows = spine.rows()
-    vals = layout.widen(list(rows.vals))
-    out = Spine(1, ntimes)
-    out.epoch = spine.epoch
-    out.insert(Batch(Rows(rows.keys, vals, rows.times, rows.diffs)))
-    return out
-
-
-def codes_for(values: list[Any]) -> np.ndarray:
-    return codes_of_values(values, len(values))

@@ -118,17 +118,10 @@ class Block:
     def with_diffs(self, diffs: np.ndarray) -> Block:
         return Block(self.cols, self.arity, diffs)
 
-    def field(self, i: int) -> np.ndarray:
-        return self.cols[i]
-
     def same_layout(self, other: Block) -> bool:
         return self.arity == other.arity and all(a.dtype == b.dtype for a, b in zip(self.cols, other.cols))
 
     # Codes (for sorting and searching) -----------------------------------------------------------
-    def field_codes(self, i: int) -> np.ndarray:
-        """The codes of field ``i`` (TypeError when a value cannot be hashed)."""
-        return codes_of(self.cols[i])
-
     def record_codes(self) -> np.ndarray:
         """One code per record, for the whole record (TypeError when a record cannot be hashed)."""
         if self.arity == SCALAR:

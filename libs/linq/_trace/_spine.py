@@ -98,7 +98,7 @@ class _Merge:
 
 
 class Spine:
-    """A trace: ``insert`` batches, read ``batches()``, ``gather`` the rows of some keys."""
+    """A trace: ``insert`` batches, read ``batches()`` (each finds its keys' rows itself)."""
 
     def __init__(self, nvals: int, ntimes: int) -> None:
         self.nvals = nvals
@@ -131,9 +131,6 @@ class Spine:
             batch = merged
         self._place(batch)
         self._work(n * FUEL_PER_ROW)
-
-    def insert_rows(self, rows: Rows) -> None:
-        self.insert(Batch(rows))
 
     def advance_to(self, epoch: int) -> None:
         """Logical compaction (see the module's contract)."""
@@ -201,15 +198,6 @@ class Spine:
 
     def __len__(self) -> int:
         return sum(len(b) for b in self.batches())
-
-    def gather(self, keys: np.ndarray) -> Rows:
-        """The rows of ``keys`` (sorted, distinct) from every batch, unconsolidated."""
-        parts = []
-        for b in self.batches():
-            idx = b.find(keys)
-            if idx is not None:
-                parts.append(b.take(idx))
-        return concat_rows(parts, self.nvals, self.ntimes)
 
     def rows(self) -> Rows:
         """Every row (for checkpoints), unconsolidated across batches."""
