@@ -38,7 +38,9 @@ MIN_CHUNK = 4096
 SMALL = 64
 """Batches up to this many rows merge at once on insertion: they cost less than a merge step."""
 TAIL = 1024
-"""Batches up to this many rows join the spine's tail batch at once (`Spine.tail`)."""
+"""Batches up to this many rows join the spine's tail (`Spine.tail`), not a level."""
+TAIL_BATCHES = 8
+"""The tail's batches are merged into one when there are this many."""
 
 
 def _level(n: int) -> int:
@@ -104,8 +106,9 @@ class Spine:
         self.nvals = nvals
         self.ntimes = ntimes
         self.levels: list[Batch | _Merge | None] = []
-        self.tail: Batch | None = None
-        """Small batches, merged as they come: an update's many tiny batches make one batch to read."""
+        self.tail: list[Batch] = []
+        """Small batches, merged a few at a time: an update's many tiny batches make few batches
+        to read, and a tiny insert does not re-sort a thousand rows."""
         self.epoch = 0
         """The logical compaction frontier: epochs before it may be merged into it."""
 
@@ -117,17 +120,16 @@ class Spine:
             return
         if n <= TAIL:
             tail = self.tail
-            if tail is None:
-                self.tail = batch
+            tail.append(batch)
+            if len(tail) < TAIL_BATCHES:
                 return
             merged = Batch(
-                concat_rows([tail, batch], self.nvals, self.ntimes).advanced(self.epoch).consolidated(runs=True),
-                tidy=True,
+                concat_rows(tail, self.nvals, self.ntimes).advanced(self.epoch).consolidated(runs=True), tidy=True
             )
             if len(merged) <= TAIL:
-                self.tail = merged if len(merged) else None
+                self.tail = [merged] if len(merged) else []
                 return
-            self.tail = None
+            self.tail = []
             batch = merged
         self._place(batch)
         self._work(n * FUEL_PER_ROW)
@@ -176,7 +178,7 @@ class Spine:
         """Finish every merge and merge everything into one batch (for a checkpoint or when idle)."""
         batches = self.batches()
         self.levels = []
-        self.tail = None
+        self.tail = []
         if not batches:
             return
         rows = concat_rows(batches, self.nvals, self.ntimes).advanced(self.epoch)
@@ -185,7 +187,7 @@ class Spine:
     # Reading -------------------------------------------------------------------------------------
     def batches(self) -> list[Batch]:
         """Every batch holding rows (the inputs of unfinished merges included)."""
-        out: list[Batch] = [] if self.tail is None else [self.tail]
+        out: list[Batch] = list(self.tail)
         for here in self.levels:
             if here is None:
                 continue
