@@ -117,8 +117,110 @@ def nested_loops_expected() -> Any:
     return {"seen": seen, "barrier": [list(t) for t, n in barrier.items() for _ in range(n)]}
 
 
+class Celsius:
+    """A user type that crosses processes through a codec registered at import time."""
+
+    __slots__ = ("degrees",)
+
+    def __init__(self, degrees: float) -> None:
+        self.degrees = degrees
+
+    def __repr__(self) -> str:
+        return f"Celsius({self.degrees!r})"
+
+
+class Series:
+    """A user type whose encoding holds a list and a tuple: they must come back as such."""
+
+    __slots__ = ("name", "points")
+
+    def __init__(self, name: str, points: list[tuple[int, int]]) -> None:
+        self.name, self.points = name, points
+
+    def __repr__(self) -> str:
+        return f"Series({self.name!r}, {self.points!r})"
+
+
+timely.register_codec(Celsius, lambda c: c.degrees, Celsius, code=120)  # explicit: derived codes may collide
+timely.register_codec(Series, lambda s: (s.name, s.points), lambda v: Series(*v), code=121)
+
+
+class Opaque:
+    """A user type with no codec: it crosses processes only with pickle enabled."""
+
+    def __init__(self, tag: Any) -> None:
+        self.tag = tag
+
+    def __repr__(self) -> str:
+        return f"Opaque({self.tag!r})"
+
+
+class Recorder(timely.Vertex):
+    """Keeps the ``repr`` of every record it receives: repr tells a list from a tuple, a set
+    from a frozenset, and names user types, so comparing reprs compares types too."""
+
+    def __init__(self, seen: list[str]) -> None:
+        self.seen = seen
+
+    def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
+        self.seen.extend(repr(r) for r in records)
+
+
+def _typed_case(make: Callable[[int], list[Any]]) -> Callable[[timely.Scope], Case]:
+    """Records from ``make(key)`` for 48 keys, exchanged by their first item (so most cross to
+    another worker, and between processes to another process), recorded as they arrive."""
+
+    def case(scope: timely.Scope) -> Case:
+        records = scope.new_input("records")
+        seen: list[str] = []
+        records.stage("recorder", lambda: Recorder(seen), exchange=lambda r: r[0])
+        everything = [r for key in range(48) for r in make(key)]
+
+        def feed() -> None:
+            records.send(_share(everything, scope))
+            records.advance_to(1)
+            records.send(_share(everything[::-1], scope))
+
+        return Case(feed, lambda: {"records": seen})
+
+    return case
+
+
+def _typed_expected(make: Callable[[int], list[Any]]) -> Callable[[], Any]:
+    return lambda: {"records": [repr(r) for key in range(48) for r in make(key)] * 2}
+
+
+def _list_records(key: int) -> list[Any]:
+    # lists and tuples at the top and nested in each other and in dict values; sets, frozensets
+    return [
+        [key, key + 1],
+        (key, [key, (key, "x")]),
+        [key, (key, [1.5, None]), []],
+        (key, {"list": [key], "tuple": (key,), "nested": [{"k": (1, [2])}]}),
+        (key, {key, key + 1}, frozenset({(key, 2)}), ()),
+        (key, timely.Timestamp(key, (1,))),
+    ]
+
+
+def _registered_records(key: int) -> list[Any]:
+    return [
+        (key, Celsius(key / 2)),
+        [key, Series(f"s{key}", [(key, 1), (key, 2)])],
+        (key, [Celsius(-1.0), (Series("t", []),)]),
+    ]
+
+
+def _pickled_records(key: int) -> list[Any]:
+    return [(key, Opaque(key)), [key, {"o": Opaque([key, (key,)])}]]
+
+
 CASES = {
     "distinct_count": (distinct_count, distinct_count_expected),
     "connected_components": (connected_components, connected_components_expected),
     "nested_loops": (nested_loops, nested_loops_expected),
+    "list_records": (_typed_case(_list_records), _typed_expected(_list_records)),
+    "registered_records": (_typed_case(_registered_records), _typed_expected(_registered_records)),
+    "pickled_records": (_typed_case(_pickled_records), _typed_expected(_pickled_records)),
 }
+PICKLED = {"pickled_records"}
+"""Cases whose records cross processes only pickled: run with ``pickle=True`` or ``timely run --pickle``."""

@@ -28,6 +28,7 @@ import random
 import signal
 import sys
 import threading
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -182,6 +183,7 @@ def main(argv: list[str]) -> None:
         threading.Timer(delay, _die).start()
 
     policy = None
+    PAUSE = float(os.environ.get("FT_EPOCH_PAUSE", "0"))
     if os.environ.get("FT_EVERY_SECONDS"):
         policy = timely.Checkpoints(
             os.environ["TIMELY_CHECKPOINT_DIR"], every_seconds=float(os.environ["FT_EVERY_SECONDS"])
@@ -199,6 +201,10 @@ def main(argv: list[str]) -> None:
                 _die()
             inp.send(mine[half:])
             inp.advance_to(epoch + 1)
+            if PAUSE:
+                # a wall-clock checkpoint policy must see time pass between epochs, however fast they run
+                comp.wait_passed(handles[1], epoch)
+                time.sleep(PAUSE)
             if epoch >= 1:  # at most two epochs in flight: the kill points fall mid-run
                 comp.wait_passed(handles[1], epoch - 1)
     taken = comp.statistics().checkpoints.get("checkpoints", 0)

@@ -3,6 +3,7 @@ output, exit statuses, signals, the hosts-file mode; and `cluster_from_env`'s pa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,32 @@ def timely(
         cwd=cwd,
         stdin=subprocess.DEVNULL,
     )
+
+
+@contextlib.contextmanager
+def running(argv: list[str], cwd: Path) -> Iterator[subprocess.Popen[str]]:
+    """A launcher started in the background (empty stdin, output captured), killed on the way
+    out whatever happened."""
+    with subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as launcher:
+        try:
+            yield launcher
+        finally:
+            launcher.kill()
+
+
+def interrupt(launcher: subprocess.Popen[str], sig: signal.Signals = signal.SIGINT) -> str:
+    """Send ``sig`` to a running launcher and wait for it to end; its stderr."""
+    launcher.send_signal(sig)
+    _, err = launcher.communicate(timeout=RUN_TIMEOUT)
+    return err
 
 
 def script(tmp_path: Path, body: str, name: str = "prog.py") -> Path:
@@ -361,21 +389,9 @@ def test_the_first_failure_sets_the_status(tmp_path: Path) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_to_the_launcher_stops_everything(tmp_path: Path, sig: signal.Signals) -> None:
     prog = script(tmp_path, SLEEPER)
-    with subprocess.Popen(
-        [*LAUNCHER, "run", "-n", "3", str(prog)],
-        cwd=tmp_path,
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as launcher:
-        try:
-            children = pids(tmp_path, 3)
-            launcher.send_signal(sig)
-            _, err = launcher.communicate(timeout=RUN_TIMEOUT)
-        finally:
-            launcher.kill()
+    with running([*LAUNCHER, "run", "-n", "3", str(prog)], tmp_path) as launcher:
+        children = pids(tmp_path, 3)
+        err = interrupt(launcher, sig)
     assert launcher.returncode == 128 + sig
     assert err.strip().splitlines()[-1] == (
         f"timely: interrupted by {sig.name}; p0, p1, p2 stopped with {sig.name}; exit status {128 + sig}"

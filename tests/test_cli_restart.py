@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_cli import SECRET, clean_env
+from tests.test_cli import SECRET, clean_env, interrupt, running
 from timely.cli import main
 
 pytestmark = [
@@ -132,8 +132,10 @@ def test_a_killed_process_restarts_the_computation(tmp_path: Path) -> None:
     prog = script(tmp_path, SUM)
     result = timely_run("run", "-n", "3", "--restarts", "2", prog, "1", cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    # one restart, although the survivors fail too (peer lost) or are stopped: one failure
+    # one restart, although the survivors fail too (peer lost) or are stopped: one failure, and
+    # one line — the survivors' PeerErrors are the launcher's to report, not theirs to print
     (line,) = restart_lines(result.stderr)
+    assert result.stderr.splitlines() == [line.group(0)]
     assert line["failed"] == "1" and line["how"] == "killed by SIGKILL", result.stderr
     assert (line["who"], line["k"], line["of"]) == ("all 3 processes", "1", "2")
     assert float(line["s"]) < 5.0  # SIGTERM ends the survivors at once: no --kill-after wait
@@ -423,21 +425,9 @@ def test_stdin_goes_to_the_first_attempt_only(tmp_path: Path) -> None:
 def test_ctrl_c_does_not_restart(tmp_path: Path, attempt: int) -> None:
     prog = script(tmp_path, PLAN)
     plan = ["*.0=sleep", "*.1=sleep", "*.2=sleep"] + (["0.1=exit:3"] if attempt else [])
-    with subprocess.Popen(
-        [*LAUNCHER, "run", "-n", "3", "--restarts", "3", str(prog), *plan],
-        cwd=tmp_path,
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as launcher:
-        try:
-            children = wait_for_pids(tmp_path, 3, attempt)
-            launcher.send_signal(signal.SIGINT)
-            _, err = launcher.communicate(timeout=RUN_TIMEOUT)
-        finally:
-            launcher.kill()
+    with running([*LAUNCHER, "run", "-n", "3", "--restarts", "3", str(prog), *plan], tmp_path) as launcher:
+        children = wait_for_pids(tmp_path, 3, attempt)
+        err = interrupt(launcher)
     assert launcher.returncode == 128 + signal.SIGINT
     assert len(restart_lines(err)) == attempt
     used = f"restarts used: {attempt} of 3; " if attempt else ""

@@ -42,6 +42,9 @@ def launch(
     env["PYTHONPATH"] = str(ROOT)
     if every_seconds is not None:
         env["FT_EVERY_SECONDS"] = str(every_seconds)
+        # epochs paced at 2x the policy's period: whether a checkpoint falls due must not depend
+        # on how fast the machine runs the 4 epochs left after the restart
+        env["FT_EPOCH_PAUSE"] = str(2 * every_seconds)
     return subprocess.run(
         [*command, PROGRAM, workload, str(out), kill],
         cwd=ROOT,

@@ -1,6 +1,8 @@
 """Every test dataflow in every mode, with equal results: one process (one and several
 workers), several simulated processes in one event loop (seeded interleavings), and real
-processes over loopback TCP started by `timely run`."""
+processes over loopback TCP started by `timely run`. The typed cases (lists, registered
+types, pickled types) compare the ``repr`` of each record as it arrives, so a record that
+changed type on the way (a list become a tuple) fails them."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pytest
 
 import timely
 import timely.testing
-from tests.dataflows import CASES
+from tests.dataflows import CASES, PICKLED
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -47,25 +49,42 @@ def test_one_process_matches_the_reference(name: str, workers: int) -> None:
 @pytest.mark.parametrize(("processes", "workers", "seed"), [(2, 1, 1), (3, 2, 7), (4, 1, 42)])
 async def test_simulated_processes_match_the_reference(name: str, processes: int, workers: int, seed: int) -> None:
     build, expected = CASES[name]
-    async with timely.testing.simulated(build, processes=processes, workers=workers, seed=seed, timeout=30) as runs:
+    async with timely.testing.simulated(
+        build, processes=processes, workers=workers, seed=seed, timeout=30, pickle=name in PICKLED
+    ) as runs:
         for _, case in runs:
             case.feed()
     assert merge([case.result() for _, case in runs]) == canonical(expected())
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_real_processes_over_tcp_match_the_reference(name: str) -> None:
-    _, expected = CASES[name]
+def run_cluster_driver(name: str, *options: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run(
-        [sys.executable, "-m", "timely.cli", "run", "-n", "3", "--workers", "2", "tests/cluster_driver.py", name],
+    return subprocess.run(
+        [sys.executable, "-m", "timely", "run", "-n", "3", "--workers", "2", *options, "tests/cluster_driver.py", name],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
         timeout=90,
     )
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_real_processes_over_tcp_match_the_reference(name: str) -> None:
+    _, expected = CASES[name]
+    done = run_cluster_driver(name, *(["--pickle"] if name in PICKLED else []))
     assert done.returncode == 0, done.stdout + done.stderr
     results = [json.loads(line.split("RESULT ", 1)[1]) for line in done.stdout.splitlines() if "RESULT " in line]
     assert len(results) == 3, done.stdout
     assert merge(results) == canonical(expected())
+
+
+def test_a_type_without_codec_fails_across_processes_naming_the_options() -> None:
+    # Without --pickle the same program fails in the sending stage, and the message says how to
+    # fix it with options that exist (and the launcher option really does fix it: see above).
+    done = run_cluster_driver("pickled_records")
+    assert done.returncode != 0
+    assert "cannot encode a record of type 'Opaque'" in done.stderr
+    assert "timely.register_codec(Opaque, encode, decode)" in done.stderr
+    assert "timely.execute(..., pickle=True) or timely run --pickle" in done.stderr
+    assert "input 'records' at epoch 0: cannot encode" in done.stderr, done.stderr

@@ -1,8 +1,14 @@
-"""Seeing inside: statistics, graph pictures, two-time notifications, probes."""
+"""Seeing inside: statistics, graph pictures, two-time notifications, probes, explain() and the
+stall watcher."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time as time_module
 from typing import Any
+
+import pytest
 
 import timely
 from tests.conftest import TIMEOUT
@@ -107,3 +113,73 @@ def test_a_capability_later_than_the_guarantee_lets_the_vertex_send_later() -> N
         inp.advance_to(2)
         inp.send([2])
     assert got == [(5, ("late", 0)), (7, ("late", 2))]
+
+
+class Marks(timely.Vertex):
+    """Asks to be notified at every time it sees: explain() has a notification to talk about."""
+
+    def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
+        self.notify_at(time)
+
+
+def test_explain_answers_about_the_present_after_sleep_advance_and_close() -> None:
+    # The event loop runs only inside timely calls: explain() must first let the runtime take in
+    # what the program did meanwhile (it used to say "still open at epoch 0" after advance_to(1)).
+    def build(scope: timely.Scope) -> timely.Input:
+        words = scope.new_input("words")
+        words.stage("marks", Marks)
+        return words
+
+    with timely.execute(build, timeout=TIMEOUT) as (comp, words):
+        words.send(["a"])
+        assert comp.explain() == (
+            "notification at (0) for stage 'marks' (worker 0) waits on:\n"
+            "  - input 'words' is still open at epoch 0 (advance_to or close it)"
+        )
+        time_module.sleep(0.3)
+        words.advance_to(1)
+        assert comp.explain() == (
+            "active pointstamps on the frontier:\n  - input 'words' is still open at epoch 1 (advance_to or close it)"
+        )
+        words.close()
+        assert comp.explain() == "nothing is active: the computation is complete"
+        assert comp.complete
+
+
+class BusyThenSlow(timely.Vertex):
+    """A millisecond per message, then one callback that holds the event loop for seconds."""
+
+    def __init__(self, last: int, seconds: float) -> None:
+        self.last, self.seconds = last, seconds
+
+    def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
+        time_module.sleep(self.seconds if records[-1] == self.last else 0.001)
+        self.send_by(self.outputs[0], records, time)
+
+
+async def test_a_long_callback_is_not_a_stall(caplog: pytest.LogCaptureFixture) -> None:
+    # The scheduler is busy (many short callbacks: the stall watcher looks in between), then one
+    # callback keeps the event loop for 2.5 s, then the scheduler idles, the input left open. The
+    # idle time counts from when it went idle: 0.6 s, under the 1 s limit, so no stall is logged.
+    # Then it idles for 1.6 s: that is a stall, logged once with the open input.
+    last = 300
+
+    def build(scope: timely.Scope) -> tuple[timely.Input, timely.Probe]:
+        numbers = scope.new_input("numbers")
+        return numbers, numbers.stage("work", lambda: BusyThenSlow(last, 2.5)).probe("done")
+
+    with caplog.at_level(logging.WARNING, logger="timely"):
+        async with timely.execute_async(build, stall_log_after=1.0, timeout=TIMEOUT) as (comp, (numbers, probe)):
+            for epoch in range(last + 1):  # one message per epoch: none merges with another
+                numbers.send([epoch])
+                numbers.advance_to(epoch + 1)
+            started = time_module.perf_counter()
+            await comp.wait_passed(probe, last)
+            assert time_module.perf_counter() - started > 2.5  # it was busy all that time
+            await asyncio.sleep(0.6)
+            assert not [r.getMessage() for r in caplog.records if "no progress" in r.getMessage()]
+            await asyncio.sleep(1.0)
+    stalls = [r.getMessage() for r in caplog.records if "no progress" in r.getMessage()]
+    assert len(stalls) == 1, stalls
+    assert stalls[0].startswith("no progress for 1 s; what holds it back:\n")
+    assert f"input 'numbers' is still open at epoch {last + 1}" in stalls[0]

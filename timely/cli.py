@@ -13,6 +13,9 @@ its place in the cluster from environment variables, which the launcher sets::
     TIMELY_RESTART        which attempt this is: 0 at first, k after the k-th restart (--restarts)
     TIMELY_CHECKPOINT_DIR   with --checkpoint-dir: where to checkpoint and resume from (absolute)
     TIMELY_CHECKPOINT_EVERY with --checkpoint-every: checkpoint every K epochs
+    TIMELY_PICKLE         "1" with --pickle: records without a codec travel pickled (trusted clusters)
+    TIMELY_DEBUG          "1" with --debug: failures print with the runtime's frames too
+    TIMELY_LAUNCHER       "local" (this launcher runs every process) or "hosts" (this machine's one)
 
 `cluster_from_env` parses them (the runtime calls it); ``timely run`` sets them::
 
@@ -41,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import os
 import secrets
 import select
@@ -58,11 +62,16 @@ from timely._runtime.config import (
     ENV_ADDRESSES,
     ENV_CHECKPOINT_DIR,
     ENV_CHECKPOINT_EVERY,
+    ENV_DEBUG,
+    ENV_LAUNCHER,
+    ENV_PICKLE,
     ENV_PROCESS_INDEX,
     ENV_PROCESSES,
     ENV_RESTART,
     ENV_SECRET,
     ENV_WORKERS,
+    LAUNCHER_HOSTS,
+    LAUNCHER_LOCAL,
     SECRET_BYTES,
     ClusterConfig,
     ClusterConfigError,
@@ -688,7 +697,7 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run.usage = (
         "timely run [-n N] [--base-port P] [--hosts FILE --process I] [--workers W] [--secret-file F]\n"
         "                  [--grace S] [--kill-after S] [--restarts R] [--checkpoint-dir DIR]\n"
-        "                  [--checkpoint-every K] (prog.py | -m module) [args...]"
+        "                  [--checkpoint-every K] [--pickle] [--debug] (prog.py | -m module) [args...]"
     )
     local = run.add_argument_group("on this machine")
     local.add_argument(
@@ -727,6 +736,18 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         default=DEFAULT_KILL_AFTER,
         metavar="S",
         help=f"seconds between SIGTERM and SIGKILL (default {DEFAULT_KILL_AFTER:g})",
+    )
+    both.add_argument(
+        "--pickle",
+        action="store_true",
+        help=f"let records that have no codec (timely.register_codec) cross processes pickled (sets {ENV_PICKLE}=1); "
+        "unpickling runs code the sender chooses: only on a trusted cluster",
+    )
+    both.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"print a failure with every frame, the runtime's too (sets {ENV_DEBUG}=1); by default a "
+        "process shows only the program's own frames",
     )
     recovery = run.add_argument_group("fault tolerance")
     recovery.add_argument(
@@ -795,6 +816,29 @@ def _free_ports(host: str, count: int) -> list[int]:
             s.close()
 
 
+def _check_listenable(addresses: list[tuple[str, int]], indices: list[int], advice: str) -> None:
+    """Fail now, naming the port, if a process started here could not listen on its address
+    because another program holds the port: better than one process failing to start while the
+    others wait for it. Binds as the runtime does (address reuse on: ports in TIME_WAIT pass)."""
+    if len(addresses) < 2:
+        return  # a single process listens on nothing
+    for i in indices:
+        host, port = addresses[i]
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+            for family, kind, proto, _, address in infos:
+                with socket.socket(family, kind, proto) as s:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    s.bind(address)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise ClusterConfigError(
+                    f"p{i} cannot listen on {format_address(host, port)}: it is in use by another program; {advice}"
+                ) from None
+            # Anything else (a host name this machine cannot resolve or bind): the process itself
+            # reports it, if it runs a computation at all.
+
+
 def _resolve_secret(args: argparse.Namespace, env: Mapping[str, str], required: bool) -> bytes:
     if args.secret_file is not None:
         secret = read_secret_file(args.secret_file)
@@ -815,10 +859,15 @@ def _resolve_secret(args: argparse.Namespace, env: Mapping[str, str], required: 
     return secrets.token_bytes(SECRET_BYTES)
 
 
-def _recovery_env(args: argparse.Namespace, env: Mapping[str, str], parser: argparse.ArgumentParser) -> dict[str, str]:
-    """The checkpoint settings for the children: what --checkpoint-dir and --checkpoint-every say
-    (the directory made absolute, since a child may change directory)."""
-    extra = {}
+def _settings_env(args: argparse.Namespace, env: Mapping[str, str], parser: argparse.ArgumentParser) -> dict[str, str]:
+    """The run's settings for the children: what --checkpoint-dir and --checkpoint-every say
+    (the directory made absolute, since a child may change directory), --pickle, --debug, and
+    whether this launcher runs every process (and so reports each one's exit) or one."""
+    extra = {ENV_LAUNCHER: LAUNCHER_HOSTS if args.hosts is not None else LAUNCHER_LOCAL}
+    if args.pickle:
+        extra[ENV_PICKLE] = "1"
+    if args.debug:
+        extra[ENV_DEBUG] = "1"
     if args.checkpoint_dir is not None:
         if not args.checkpoint_dir:
             parser.error("argument --checkpoint-dir: expected a directory")
@@ -878,6 +927,11 @@ def _run(argv: list[str], parser: argparse.ArgumentParser) -> int:
                 )
             secret = _resolve_secret(args, env, required=True)
             indices = [args.process]
+            _check_listenable(
+                addresses,
+                indices,
+                f"free the port, or give process {args.process} another in {args.hosts} (everywhere)",
+            )
         else:
             if args.process is not None:
                 parser.error("--process is for a multi-machine cluster; give --hosts too")
@@ -891,10 +945,11 @@ def _run(argv: list[str], parser: argparse.ArgumentParser) -> int:
             addresses = [("127.0.0.1", port) for port in ports]
             secret = _resolve_secret(args, env, required=False)
             indices = list(range(processes))
-        recovery_env = _recovery_env(args, env, parser)
+            _check_listenable(addresses, indices, "choose other ports with --base-port, or leave it out for free ones")
+        settings_env = _settings_env(args, env, parser)
 
         def children_of(attempt: int, addresses: list[tuple[str, int]], secret: bytes) -> list[_Child]:
-            extra = {ENV_RESTART: str(attempt), **recovery_env}
+            extra = {ENV_RESTART: str(attempt), **settings_env}
             config = [ClusterConfig(len(addresses), i, addresses, workers, secret) for i in indices]
             return [_Child(i, _child_env(env, c, extra)) for i, c in zip(indices, config, strict=True)]
 

@@ -7,7 +7,8 @@
 
 The processes talk through `timely.net.memory.MemoryNetwork`: real frames, real codec,
 real progress protocol, but channels in memory, and a seeded choice of which channel
-delivers next, so a failing interleaving replays with the same seed.
+delivers next, so a failing interleaving replays with the same seed. ``pickle=True`` is
+`timely.execute`'s option: records without a codec cross the simulated processes pickled.
 """
 
 from __future__ import annotations
@@ -34,11 +35,12 @@ async def simulated(
     workers: int = 1,
     seed: int = 0,
     timeout: float | None = 60.0,
+    pickle: bool = False,
 ) -> AsyncIterator[list[tuple[AsyncComputation, T]]]:
     network = MemoryNetwork(processes, seed)
     network.start()
     contexts = [
-        execute_async(build, workers=workers, transport=network.transports[i], timeout=timeout)
+        execute_async(build, workers=workers, transport=network.transports[i], timeout=timeout, pickle=pickle)
         for i in range(processes)
     ]
     runs: list[tuple[AsyncComputation, T]] = []

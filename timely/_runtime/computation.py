@@ -5,9 +5,9 @@ runs the same build), freeze it, start a `ProcessRuntime` and hand back a comput
 handle with whatever ``build`` returned (typically its inputs and probes).
 
 From synchronous code the event loop runs in the calling thread, but only while timely
-is called: a wait, an input that is sent more than it can queue, or leaving the ``with``
-block (which closes the inputs and runs the computation to its end). There is no
-background thread and no locking; parallelism comes from processes.
+is called: a wait, an input that is sent more than it can queue, `Computation.explain`, or
+leaving the ``with`` block (which closes the inputs and runs the computation to its end).
+There is no background thread and no locking; parallelism comes from processes.
 """
 
 from __future__ import annotations
@@ -22,17 +22,23 @@ from ..checkpoint._store import history_lost
 from ..dataflow import Probe, Scope, _as_time
 from ..errors import ComputationFailed, StalledError, TimelyError
 from ..graph import FrozenGraph
+from ..net.codec import Codec
 from ..net.transport import Transport
 from ..timestamp import Timestamp
 from ..vertex import Vertex
-from .config import ClusterConfig, cluster_from_env
+from .config import ClusterConfig, cluster_from_env, pickle_from_env
 from .process import SHUTDOWN_SECONDS, ProcessRuntime
 from .recovery import ReplayPlan, plan_replay
+from .report import install as install_failure_report
 from .statistics import ComputationStatistics
 
 __all__ = ["execute", "execute_async", "Computation", "AsyncComputation"]
 
 T = TypeVar("T")
+
+CATCH_UP_SECONDS = 1.0
+"""At most how long `Computation.explain` runs the computation, to take in what happened while
+the program was away from timely, before it answers."""
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
@@ -180,6 +186,26 @@ class Computation(_Handle):
         """Run until the computation is complete (close the inputs first)."""
         self._run(None, timeout, "the computation did not complete")
 
+    def explain(self) -> str:
+        """What holds progress back now.
+
+        The event loop runs only inside timely calls, so after the program slept, did I/O, or
+        advanced and closed inputs, the runtime has not yet taken that in (nor frames other
+        processes sent meanwhile). This first runs the computation until its scheduler is idle,
+        for at most `CATCH_UP_SECONDS`, and then answers about the present.
+        """
+        if not self._task.done() and not self._loop.is_running():
+            settled = self._loop.create_task(self.runtime.settled())
+            self._loop.run_until_complete(
+                asyncio.wait({self._task, settled}, timeout=CATCH_UP_SECONDS, return_when="FIRST_COMPLETED")
+            )
+            if not settled.done():
+                settled.cancel()
+                self._loop.run_until_complete(asyncio.wait({settled}))
+        failure = self.runtime.failure
+        explanation = self.runtime.explain()
+        return explanation if failure is None else f"the computation failed: {failure}\n{explanation}"
+
     def _drive(self, predicate: Callable[[], bool], timeout: float | None) -> None:
         async def wait() -> None:
             await self.runtime.when(predicate)
@@ -207,7 +233,7 @@ class Computation(_Handle):
         if target is None or target not in done:
             if target is not None:
                 target.cancel()
-            raise StalledError(f"{what} within {remaining:.1f} s", self.explain())
+            raise StalledError(f"{what} within {remaining:.1f} s", self.runtime.explain())
 
     def _close(self, error: BaseException | None) -> None:
         loop = self._loop
@@ -258,7 +284,10 @@ class _Execution(Generic[T]):
     the environment set by ``timely run`` decides). ``checkpoints`` (a `timely.Checkpoints`)
     makes it fault tolerant: it checkpoints, logs its inputs, and resumes from the newest
     complete checkpoint in the directory (by default ``timely run --checkpoint-dir`` decides;
-    ``False``: never, whatever the environment says).
+    ``False``: never, whatever the environment says). ``pickle=True`` lets records that the
+    codec cannot otherwise encode (types without `timely.register_codec`) cross processes
+    pickled; unpickling runs code chosen by the sender, so enable it only on a trusted cluster,
+    in every process (by default ``timely run --pickle`` decides).
     """
 
     def __init__(
@@ -271,8 +300,10 @@ class _Execution(Generic[T]):
         transport: Transport | None = None,
         cluster: ClusterConfig | None = None,
         checkpoints: Checkpoints | Literal[False] | None = None,
+        pickle: bool | None = None,
     ) -> None:
         self._build = build
+        self._pickle = pickle_from_env() if pickle is None else pickle
         self._checkpoints = checkpoints
         self._workers = workers
         self._timeout = timeout
@@ -281,7 +312,9 @@ class _Execution(Generic[T]):
         self._cluster = cluster
 
     def _prepare(self) -> tuple[_Setup[T], float | None]:
-        """Build the graph (deadline counted from here)."""
+        """Build the graph (deadline counted from here). A failure that escapes the program
+        will print as one block of the user's frames (`timely._runtime.report`)."""
+        install_failure_report()
         deadline = None if self._timeout is None else _time.monotonic() + self._timeout
         return _Setup(self._build, self._workers, self._transport, self._cluster, self._checkpoints), deadline
 
@@ -292,6 +325,7 @@ class _Execution(Generic[T]):
             workers=setup.workers,
             stall_log_after=self._stall,
             transport=transport,
+            codec=Codec(allow_pickle=self._pickle),
             checkpoints=setup.checkpoints,
             resume=setup.resume,
             replay=setup.replay,

@@ -20,17 +20,23 @@ __all__ = [
     "ENV_ADDRESSES",
     "ENV_CHECKPOINT_DIR",
     "ENV_CHECKPOINT_EVERY",
+    "ENV_DEBUG",
+    "ENV_LAUNCHER",
+    "ENV_PICKLE",
     "ENV_PROCESSES",
     "ENV_PROCESS_INDEX",
     "ENV_RESTART",
     "ENV_SECRET",
     "ENV_WORKERS",
+    "LAUNCHER_HOSTS",
+    "LAUNCHER_LOCAL",
     "SECRET_BYTES",
     "ClusterConfig",
     "ClusterConfigError",
     "cluster_from_env",
     "format_address",
     "parse_address",
+    "pickle_from_env",
 ]
 
 ENV_PROCESSES = "TIMELY_PROCESSES"
@@ -45,6 +51,16 @@ ENV_CHECKPOINT_DIR = "TIMELY_CHECKPOINT_DIR"
 """Absolute path of the directory the computation checkpoints to and resumes from."""
 ENV_CHECKPOINT_EVERY = "TIMELY_CHECKPOINT_EVERY"
 """Checkpoint every this many epochs."""
+ENV_DEBUG = "TIMELY_DEBUG"
+"""``1``: print a failure with every frame, the runtime's included (``timely run --debug``)."""
+ENV_LAUNCHER = "TIMELY_LAUNCHER"
+"""Set by ``timely run`` for the processes it starts: `LAUNCHER_LOCAL` when it runs every process
+of the computation (so its summary reports each one's exit), `LAUNCHER_HOSTS` when it runs this
+machine's process of a multi-machine cluster."""
+LAUNCHER_LOCAL = "local"
+LAUNCHER_HOSTS = "hosts"
+ENV_PICKLE = "TIMELY_PICKLE"
+"""``1``: records the codec cannot encode otherwise travel pickled (``timely run --pickle``)."""
 
 SECRET_BYTES = 32
 _SECRET_HINT = "create one with: python -c 'import secrets; print(secrets.token_hex(32))' > secret.hex"
@@ -209,3 +225,15 @@ def cluster_from_env(environ: Mapping[str, str] | None = None) -> ClusterConfig 
     else:
         secret = secrets.token_bytes(SECRET_BYTES)
     return ClusterConfig(processes, index, addresses, workers, secret)
+
+
+def pickle_from_env(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``TIMELY_PICKLE`` (set by ``timely run --pickle``) enables pickle: ``1``/``true``/
+    ``yes``, or ``0``/``false``/``no``/empty for not; anything else is a `ClusterConfigError`."""
+    env = os.environ if environ is None else environ
+    text = env.get(ENV_PICKLE, "").strip().lower()
+    if text in ("", "0", "false", "no"):
+        return False
+    if text in ("1", "true", "yes"):
+        return True
+    raise ClusterConfigError(f"{ENV_PICKLE}={env[ENV_PICKLE]!r}: expected 1 (pickle enabled) or 0")

@@ -258,6 +258,8 @@ class ProcessRuntime:
         self._in_flight = 0  # async callbacks running
         self._held_back = 0  # messages waiting behind busy vertices
         self._idle = False
+        self._idle_since = 0.0
+        """When the scheduler last went idle (perf_counter): what the stall watcher counts from."""
         self._wakeups = 0
         self.max_backlog = 0
         self._wake = asyncio.Event()
@@ -732,22 +734,45 @@ class ProcessRuntime:
             self._wake.clear()
             if self.failure is None and not any(w.queue for w in self.workers) and not self.pending:
                 self._idle = True
+                self._idle_since = _time.perf_counter()
                 await self._wake.wait()
                 self._idle = False
                 self._wakeups += 1
 
-    async def _watch_stalls(self, every: float) -> None:
-        """Log what holds progress back whenever the scheduler sat idle for ``every`` seconds.
-        One long-lived task, so that going idle costs no timer."""
-        seen, idle_since = -1, _time.perf_counter()
+    async def settled(self) -> None:
+        """Return once the scheduler has taken in everything that was waiting — input changes
+        made while the event loop was not running, frames already in the sockets — and found
+        nothing left to do: it was idle, and stayed idle across a pass of the event loop's I/O."""
+        self.wake()
         while True:
-            await asyncio.sleep(every / 4)
+            await asyncio.sleep(0)  # the scheduler's turn
+            await asyncio.sleep(0)  # and one more pass: I/O polled, frame callbacks run
+            if self.failure is not None or self.complete:
+                return
+            if self._idle and not self._wake.is_set():
+                return
+
+    async def _watch_stalls(self, every: float) -> None:
+        """Log what holds progress back whenever the scheduler has sat idle for ``every`` seconds.
+
+        One long-lived task, so that going idle costs no timer. Idle time counts from when the
+        scheduler went idle (`_idle_since`), and never from before the watcher last ran: a
+        callback that kept the event loop for a long time, or a synchronous program away from
+        timely, is not the scheduler waiting (it was busy, or not running at all)."""
+        tick = every / 4
+        looked = counting_from = _time.perf_counter()
+        while True:
+            await asyncio.sleep(tick)
             now = _time.perf_counter()
-            if not self._idle or self._wakeups != seen:
-                seen, idle_since = self._wakeups, now
-            elif now - idle_since >= every:
-                log.warning("no progress for %.0f s; what holds it back:\n%s", now - idle_since, self.explain())
-                idle_since = now
+            if now - looked > tick + every / 2:  # the event loop was held up: nothing could run
+                counting_from = now
+            looked = now
+            if not self._idle:
+                continue
+            since = max(self._idle_since, counting_from)
+            if now - since >= every:
+                log.warning("no progress for %.0f s; what holds it back:\n%s", now - since, self.explain())
+                counting_from = now
 
     # Seeing inside --------------------------------------------------------------------------------
     def describe(self, p: Pointstamp) -> str:
@@ -862,13 +887,16 @@ class InputBinding:
         contexts = self.contexts
         time = self._time
         pending = rt.pending
-        for start in range(0, len(batch), MESSAGE_BATCH):
-            chunk = batch[start : start + MESSAGE_BATCH] if len(batch) > MESSAGE_BATCH else batch
-            ctx = contexts[self._next]
-            self._next = (self._next + 1) % len(contexts)
-            ctx.records_sent += len(chunk)
-            for i, route in enumerate(ctx.routes[0]):
-                ctx.messages_sent += route.send(chunk if i == 0 else list(chunk), time, pending)
+        try:
+            for start in range(0, len(batch), MESSAGE_BATCH):
+                chunk = batch[start : start + MESSAGE_BATCH] if len(batch) > MESSAGE_BATCH else batch
+                ctx = contexts[self._next]
+                self._next = (self._next + 1) % len(contexts)
+                ctx.records_sent += len(chunk)
+                for i, route in enumerate(ctx.routes[0]):
+                    ctx.messages_sent += route.send(chunk if i == 0 else list(chunk), time, pending)
+        except CodecError as exc:  # a record for another process: say which input sent it
+            raise CodecError(f"input {self.name!r} at epoch {self.epoch}: {exc}") from exc
         rt.wake()
         if rt.driver is not None and (rt.backlog() > INPUT_BACKLOG or rt.congested()):
             rt.driver(rt.ready, None)

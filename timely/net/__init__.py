@@ -10,9 +10,12 @@ from timely.errors import CodecError, FrameError
 
 from .codec import (
     DEFAULT_REGISTRY,
+    EXT_EXACT,
     EXT_FROZENSET,
     EXT_PICKLE,
     EXT_SET,
+    EXT_TIMESTAMP,
+    EXT_TUPLE,
     FIRST_USER_CODE,
     LAST_USER_CODE,
     Codec,
@@ -23,9 +26,12 @@ from .framing import HEADER_SIZE, MAX_FRAME, FrameReader, frame, frame_header
 
 __all__ = [
     "DEFAULT_REGISTRY",
+    "EXT_EXACT",
     "EXT_FROZENSET",
     "EXT_PICKLE",
     "EXT_SET",
+    "EXT_TIMESTAMP",
+    "EXT_TUPLE",
     "FIRST_USER_CODE",
     "HEADER_SIZE",
     "LAST_USER_CODE",

@@ -1,53 +1,64 @@
 """The wire codec: msgpack, with extension types for what msgpack cannot say natively.
 
-A `Codec` turns a *batch* of records into one msgpack array (`Codec.encode_records`) and
-back (`Codec.decode_records`); `Codec.encode` / `Codec.decode` do the same for one control
+A `Codec` turns a *batch* of records into bytes (`Codec.encode_records`) and back
+(`Codec.decode_records`); `Codec.encode` / `Codec.decode` do the same for one control
 message. Batches, not records, are the unit: one ``packb`` call per batch costs about as
 much as a few records, and records that msgpack can say natively never leave C.
 
 What round-trips exactly
 ------------------------
-``None``, ``bool``, ``int`` (from ``-2**63`` to ``2**64 - 1``), ``float``, ``str``,
-``bytes``, ``tuple``, ``dict`` (any hashable keys, tuple keys included), ``set``,
-``frozenset``, and any type registered with `register_codec` — nested in any way.
+A value comes out with the type it went in, nested in any way: ``None``, ``bool``, ``int``
+(from ``-2**63`` to ``2**64 - 1``), ``float``, ``str``, ``bytes``, ``tuple``, ``list``,
+``dict`` (any hashable keys), ``set``, ``frozenset``, `timely.Timestamp`, any type
+registered with `register_codec`, and — with pickle enabled — anything picklable. So a
+record leaves an exchange with the same type whether it crossed a process or stayed in one
+(where it is not copied at all).
 
-The one lossy conversion: lists arrive as tuples
-------------------------------------------------
-msgpack has one array type. The codec packs in msgpack's default (non-strict) mode, so
-tuples *and* lists are packed as arrays, and it unpacks with ``use_list=False``, so every
-array comes back as a **tuple**. Tuples — by far the common record shape — therefore
-round-trip exactly, and a list inside a record arrives as a tuple with the same items.
-The alternative, wrapping every tuple (or every list) in an extension type so that both
-survive, measured 15-20x slower to pack and 4x slower to unpack: the price of keeping
-lists would be paid by every tuple record. (``decode_records`` itself returns a ``list``
-of records; only arrays *inside* records become tuples.)
+Tuples and lists: two encodings, chosen per batch
+-------------------------------------------------
+msgpack has one array type. Most batches hold no list at all (tuples are by far the common
+record shape), and for them the fast encoding is exact: pack in msgpack's default mode,
+unpack with ``use_list=False`` so every array comes back a tuple. Before packing, a census
+of the types in the batch, level by level in C (``set(map(type, ...))`` and
+``gc.get_referents``), checks that every value msgpack would pack natively is of an exact
+native type other than ``list``. A batch that holds a list (or an instance of a subclass of
+a native type) is packed instead in msgpack's *strict* mode, where exact lists are arrays
+and everything else goes to ``default``: a tuple becomes an array ending in the `EXT_TUPLE`
+marker, and the whole batch is wrapped in `EXT_EXACT`, which unpacks arrays as lists and
+turns marked ones back into tuples (``list_hook``). The census costs about as much as packing
+a list-free batch and nothing on unpacking it; marking tuples costs far less than an extension
+type per tuple (about 20x on packing). ``python -m bench net.codec`` measures both paths, and
+``docs/network.md`` quotes the figures.
 
-For the same reason — msgpack's packer checks ``isinstance`` — instances of *subclasses*
-of the native types arrive as the base type: a namedtuple or a `timely.Timestamp` as a
-plain tuple (rebuild with the class), an ``IntEnum`` as an int, an ``OrderedDict`` as a
-dict, a ``bytearray`` or ``memoryview`` as bytes, a subclass of set as a set. Registering
-a codec for a subclass of tuple, list, dict, int, float, str or bytes is refused, since
-msgpack would never ask for it.
+Subclasses of the native types (a namedtuple, an ``IntEnum``, an ``OrderedDict``) reach
+``default`` in the strict encoding: a codec registered for the class wins, then pickle if
+enabled; otherwise they arrive as the base type (a namedtuple as a plain tuple, an
+``IntEnum`` as an int), as msgpack would pack them. ``bytearray`` and ``memoryview`` arrive
+as ``bytes``.
 
 Extension types
 ---------------
-Extension codes 0..15 are reserved for timely (`EXT_SET`, `EXT_FROZENSET`, `EXT_PICKLE`);
-16..127 are for user types. ``register_codec(cls, encode, decode, code=None)`` adds a type
-to the module's default registry, which every `Codec` consults: ``encode(obj)`` returns
-any value this codec can encode (it is packed with the same codec), ``decode(value)``
-rebuilds the object. Without ``code``, the code is derived from a stable hash of
-``cls.__module__ + '.' + cls.__qualname__``, the same in every process; a collision with
-another registered class is refused with a `CodecError` (pass an explicit ``code``).
-Register at import time, identically in every process: a code the receiver does not know
-is refused. A `Codec` may also carry its own registrations (`Codec.register`), which take
-precedence over the default registry.
+Extension codes 0..15 are reserved for timely (`EXT_SET`, `EXT_FROZENSET`, `EXT_PICKLE`,
+`EXT_TUPLE`, `EXT_TIMESTAMP`, `EXT_EXACT`); 16..127 are for user types.
+``register_codec(cls, encode, decode, code=None)`` adds a type to the module's default
+registry, which every `Codec` consults: ``encode(obj)`` returns any value this codec can
+encode (it is packed with the same codec), ``decode(value)`` rebuilds the object from that
+value, which arrives with its own types (lists as lists, tuples as tuples). Without
+``code``, the code is derived from a stable hash of ``cls.__module__ + '.' +
+cls.__qualname__``, the same in every process; a collision with another registered class is
+refused with a `CodecError` (pass an explicit ``code``). Register at import time,
+identically in every process: a code the receiver does not know is refused. A `Codec` may
+also carry its own registrations (`Codec.register`), which take precedence over the default
+registry.
 
 pickle
 ------
-Only with ``Codec(allow_pickle=True)``: an object the codec cannot otherwise encode (an
-unregistered type, an int beyond 64 bits) is pickled into `EXT_PICKLE`. A codec without
-``allow_pickle`` refuses to *decode* a pickled value — a peer must not be able to make this
-process unpickle — so enable it only on a trusted cluster, in every process.
+Only with ``Codec(allow_pickle=True)`` — what ``timely.execute(..., pickle=True)`` and
+``timely run --pickle`` give the runtime: an object the codec cannot otherwise encode (an
+unregistered type, a subclass of a native type, an int beyond 64 bits) is pickled into
+`EXT_PICKLE`. A codec without ``allow_pickle`` refuses to *decode* a pickled value — a peer
+must not be able to make this process unpickle — so enable it only on a trusted cluster, in
+every process.
 
 Errors
 ------
@@ -59,6 +70,7 @@ no buffers between calls.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import pickle
 import threading
@@ -68,11 +80,15 @@ from typing import Any
 import msgpack
 
 from timely.errors import CodecError
+from timely.timestamp import Timestamp, _from_flat
 
 __all__ = [
+    "EXT_EXACT",
     "EXT_FROZENSET",
     "EXT_PICKLE",
     "EXT_SET",
+    "EXT_TIMESTAMP",
+    "EXT_TUPLE",
     "FIRST_USER_CODE",
     "LAST_USER_CODE",
     "Codec",
@@ -87,6 +103,13 @@ EXT_FROZENSET = 1
 """Extension code of a frozenset, packed as `EXT_SET` is."""
 EXT_PICKLE = 2
 """Extension code of a pickled object; decoded only by a codec with ``allow_pickle=True``."""
+EXT_TUPLE = 3
+"""An empty marker, the last item of an array that is a tuple, inside an `EXT_EXACT` value."""
+EXT_TIMESTAMP = 4
+"""Extension code of a `timely.Timestamp`: its coordinates, packed as one array."""
+EXT_EXACT = 5
+"""A value packed in msgpack's strict mode: arrays are lists, except those ending in the
+`EXT_TUPLE` marker, which are tuples. Used for values that hold lists."""
 FIRST_USER_CODE = 16
 """Codes below this one are reserved for timely."""
 LAST_USER_CODE = 127
@@ -95,9 +118,52 @@ LAST_USER_CODE = 127
 _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
 
-# msgpack packs instances of these (and of their subclasses) natively, so a codec registered
-# for such a class would never be called.
+# msgpack packs instances of these natively in its default mode, subclasses included, so a
+# codec registered for one of them would never be called. Their subclasses may be registered:
+# the strict encoding, which any batch holding one uses, hands them to ``default``.
 _NATIVE: tuple[type, ...] = (tuple, list, dict, int, float, str, bytes, bytearray, memoryview, type(None))
+
+_NoneType = type(None)
+_PLAIN = frozenset({_NoneType, bool, int, float, str, bytes})
+"""Types msgpack packs and unpacks exactly, holding nothing."""
+_WALK = _PLAIN | {tuple, dict}
+"""Types whose contents the census walks into: exact tuples and dicts."""
+_OPAQUE = frozenset({set, frozenset, bytearray, memoryview, msgpack.ExtType, msgpack.Timestamp})
+"""Types the census need not look into: packed through ``default`` (each its own encoded
+value) or as bytes, whatever the encoding."""
+_CENSUS_DEPTH = 512
+"""Levels the census walks before it gives up and picks the strict encoding (whose packer
+then reports a value nested too deeply, or that contains itself)."""
+_get_referents = gc.get_referents
+
+
+def _needs_strict(values: list[Any]) -> bool:
+    """Whether packing ``values`` in msgpack's default mode (arrays unpacked as tuples) would
+    lose a type: some value msgpack would pack natively is a list or a subclass of a native type.
+
+    A census, one nesting level at a time, in C: the set of types at this level; if they are
+    all exact tuples, dicts and plain scalars, the next level is whatever those tuples and
+    dicts refer to (``gc.get_referents``: a tuple's items, a dict's values and non-str keys).
+    Other types cost a Python-level filter of the level. Sets and registered types are packed
+    through ``default`` as values of their own, so the census does not look inside them.
+    """
+    level = values
+    for _ in range(_CENSUS_DEPTH):
+        if not level:
+            return False
+        types = set(map(type, level))
+        if types <= _PLAIN:
+            return False
+        if not types <= _WALK:
+            for t in types - _WALK:
+                if t not in _OPAQUE and issubclass(t, _NATIVE):
+                    return True
+            if tuple not in types and dict not in types:
+                return False
+            level = [x for x in level if type(x) is tuple or type(x) is dict]
+        level = _get_referents(*level)
+    return True
+
 
 Encoder = Callable[[Any], Any]
 Decoder = Callable[[Any], Any]
@@ -154,7 +220,7 @@ class CodecRegistry:
         """
         if not isinstance(cls, type):
             raise CodecError(f"register_codec needs a class, got {cls!r}")
-        if cls in (set, frozenset) or issubclass(cls, _NATIVE):
+        if cls in (set, frozenset, bool) or cls in _NATIVE or issubclass(cls, memoryview):
             base = next((b for b in (bool, *_NATIVE, set, frozenset) if issubclass(cls, b)), object)
             raise CodecError(
                 f"cannot register a codec for {_describe(cls)}: it is {'' if cls is base else 'a subclass of '}"
@@ -242,16 +308,63 @@ class _Unencodable(Exception):
 
 _PACK_ERRORS = (TypeError, ValueError, OverflowError, RecursionError)
 
+PICKLE_HINT = "on a trusted cluster, enable pickle with timely.execute(..., pickle=True) or timely run --pickle"
+"""How a user enables pickle, as error messages say it."""
+
+
+class _TupleMark:
+    """What the `EXT_TUPLE` marker decodes to, until ``list_hook`` turns its array into a tuple."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<timely tuple marker>"
+
+
+_TUPLE_MARK = _TupleMark()
+_TUPLE_EXT = msgpack.ExtType(EXT_TUPLE, b"")
+
+
+def _from_strict_array(items: list[Any]) -> Any:
+    """``list_hook`` of the strict encoding: an array ending in the tuple marker is a tuple."""
+    if items and items[-1] is _TUPLE_MARK:
+        items.pop()
+        return tuple(items)
+    return items
+
+
+def _as_base(obj: Any) -> Any:
+    """An instance of a subclass of a native type as msgpack's default mode would pack it: as
+    the base type (the strict encoding hands such instances to ``default``)."""
+    if isinstance(obj, tuple):
+        return [*obj, _TUPLE_EXT]
+    if isinstance(obj, list):
+        return list(obj)
+    if isinstance(obj, dict):
+        return dict(obj)
+    if isinstance(obj, int):
+        value = int.__int__(obj)
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise _Unencodable(obj)
+        return value
+    if isinstance(obj, float):
+        return float.__float__(obj)
+    if isinstance(obj, str):
+        return str.__str__(obj)
+    if isinstance(obj, (bytes, bytearray)):
+        return bytes(obj)
+    raise _Unencodable(obj)
+
 
 class Codec:
     """Encode and decode batches of records and control messages. See the module docstring."""
 
-    __slots__ = ("_default", "_ext_hook", "allow_pickle", "registry")
+    __slots__ = ("_default", "_ext_hook", "_pack_value", "allow_pickle", "registry")
 
     def __init__(self, allow_pickle: bool = False) -> None:
         self.allow_pickle = allow_pickle
         self.registry = CodecRegistry()
-        self._default = self._make_default()
+        self._default, self._pack_value = self._make_packer()
         self._ext_hook = self._make_ext_hook()
 
     def register(self, cls: type, encode: Encoder, decode: Decoder, code: int | None = None) -> int:
@@ -261,40 +374,52 @@ class Codec:
 
     # Encoding ------------------------------------------------------------------------
     def encode_records(self, records: list[Any]) -> bytes:
-        """One msgpack array holding the records."""
-        if type(records) is not list and type(records) is not tuple:
+        """The records as one msgpack value (an array, or `EXT_EXACT` when they hold lists)."""
+        if type(records) is not list:
             records = list(records)
-        return self._pack(records, "a record", "a batch of records")
+        return self._pack(records, records, "a record", "a batch of records")
 
     def encode(self, obj: Any) -> bytes:
         """One control message (any value the codec can encode)."""
-        return self._pack(obj, "a message", "a message")
+        return self._pack(obj, [obj], "a message", "a message")
 
-    def _pack(self, obj: Any, item: str, whole: str) -> bytes:
+    def _pack(self, obj: Any, census: list[Any], item: str, whole: str) -> bytes:
         try:
-            return msgpack.packb(obj, default=self._default, use_bin_type=True)  # type: ignore[no-any-return]
+            return self._pack_value(obj, census)
         except _Unencodable as e:
             raise self._unencodable(item, e) from None
         except _PACK_ERRORS as e:
             raise self._pack_failed(whole, e) from e
 
-    def _make_default(self) -> Callable[[Any], msgpack.ExtType]:
+    def _make_packer(self) -> tuple[Callable[[Any], Any], Callable[[Any, list[Any]], bytes]]:
         local = self.registry._by_type
         shared = DEFAULT_REGISTRY._by_type
         allow_pickle = self.allow_pickle
         ExtType = msgpack.ExtType
         packb = msgpack.packb
+        needs_strict = _needs_strict
+        mark = _TUPLE_EXT
+
+        def pack_value(value: Any, census: list[Any]) -> bytes:
+            """``value`` packed so that it decodes to the same types: msgpack's default mode
+            unless the census of ``census`` (the values inside ``value``) finds a list."""
+            if not needs_strict(census):
+                return packb(value, default=default, use_bin_type=True)  # type: ignore[no-any-return]
+            strict = packb(value, default=default, use_bin_type=True, strict_types=True)
+            return packb(ExtType(EXT_EXACT, strict), use_bin_type=True)  # type: ignore[no-any-return]
 
         def pack_inner(value: Any, inside: str) -> bytes:
             try:
-                return packb(value, default=default, use_bin_type=True)  # type: ignore[no-any-return]
+                return pack_value(value, [value])
             except _Unencodable as e:
                 if not e.inside:
                     e.inside = inside
                 raise
 
-        def default(obj: Any) -> msgpack.ExtType:
+        def default(obj: Any) -> Any:
             cls = type(obj)
+            if cls is tuple:  # only in the strict encoding: an array marked as a tuple
+                return [*obj, mark]
             entry = local.get(cls) or shared.get(cls)
             if entry is not None:
                 try:
@@ -305,6 +430,8 @@ class Codec:
                         f"{type(e).__name__}: {e}"
                     ) from e
                 return ExtType(entry.code, pack_inner(value, f"inside the encoding of a {cls.__qualname__}"))
+            if cls is Timestamp:
+                return ExtType(EXT_TIMESTAMP, packb(tuple(obj)))
             if isinstance(obj, frozenset):
                 return ExtType(EXT_FROZENSET, pack_inner(tuple(obj), "inside a frozenset"))
             if isinstance(obj, set):
@@ -317,9 +444,9 @@ class Codec:
                         f"cannot encode a value of type {_describe(cls)}: it has no registered codec and "
                         f"pickle failed: {type(e).__name__}: {e}"
                     ) from e
-            raise _Unencodable(obj)
+            return _as_base(obj)
 
-        return default
+        return default, pack_value
 
     def _unencodable(self, what: str, e: _Unencodable) -> CodecError:
         obj = e.obj
@@ -329,11 +456,12 @@ class Codec:
             return CodecError(
                 f"cannot encode {what} holding an int of {obj.bit_length()} bits (type {_describe(cls)}){inside}: "
                 f"msgpack integers are limited to 64 bits ({_INT_MIN} .. {_INT_MAX}); send it as a str or "
-                f"bytes, or run with pickle enabled"
+                f"bytes, or, {PICKLE_HINT}"
             )
         return CodecError(
             f"cannot encode {what} of type {_describe(cls)}{inside}: register a codec with "
-            f"timely.net.register_codec({cls.__qualname__}, encode, decode) or run with pickle enabled"
+            f"timely.register_codec({cls.__qualname__}, encode, decode) (at import time, in every process), "
+            f"or, {PICKLE_HINT}"
         )
 
     @staticmethod
@@ -348,15 +476,16 @@ class Codec:
 
     # Decoding ------------------------------------------------------------------------
     def decode_records(self, data: bytes) -> list[Any]:
-        """The records of a batch made by `encode_records`, as a list (arrays inside them
-        arrive as tuples)."""
+        """The records of a batch made by `encode_records`, as a list."""
         result = self._unpack(data, "batch of records")
-        if type(result) is not tuple:
-            raise CodecError(
-                f"malformed batch of records ({len(data)} bytes): expected an array of records, "
-                f"got a {type(result).__name__}"
-            )
-        return list(result)
+        if type(result) is tuple:
+            return list(result)
+        if type(result) is list:
+            return result
+        raise CodecError(
+            f"malformed batch of records ({len(data)} bytes): expected an array of records, "
+            f"got a {type(result).__name__}"
+        )
 
     def decode(self, data: bytes) -> Any:
         """The value of a message made by `encode`."""
@@ -375,9 +504,19 @@ class Codec:
         shared = DEFAULT_REGISTRY._by_code
         allow_pickle = self.allow_pickle
         unpackb = msgpack.unpackb
+        from_strict_array = _from_strict_array
 
-        def unpack_inner(data: bytes, what: str) -> Any:
+        def unpack_inner(data: bytes, what: str, strict: bool = False) -> Any:
             try:
+                if strict:
+                    return unpackb(
+                        data,
+                        use_list=True,
+                        list_hook=from_strict_array,
+                        raw=False,
+                        strict_map_key=False,
+                        ext_hook=ext_hook,
+                    )
                 return unpackb(data, use_list=False, raw=False, strict_map_key=False, ext_hook=ext_hook)
             except CodecError:
                 raise
@@ -385,6 +524,17 @@ class Codec:
                 raise CodecError(f"malformed {what} ({len(data)} bytes): {_unpack_reason(e)}") from e
 
         def ext_hook(code: int, data: bytes) -> Any:
+            if code == EXT_TUPLE:
+                if data:
+                    raise CodecError(f"malformed tuple marker ({len(data)} bytes): it carries no data")
+                return _TUPLE_MARK
+            if code == EXT_EXACT:
+                return unpack_inner(data, "value holding lists", strict=True)
+            if code == EXT_TIMESTAMP:
+                flat = unpack_inner(data, "timestamp")
+                if type(flat) is not tuple or not flat or any(type(c) is not int or c < 0 for c in flat):
+                    raise CodecError(f"malformed timestamp: expected non-negative ints, got {_short_repr(flat)}")
+                return _from_flat(flat)
             if code in (EXT_SET, EXT_FROZENSET):
                 kind = "set" if code == EXT_SET else "frozenset"
                 items = unpack_inner(data, kind)
@@ -399,8 +549,8 @@ class Codec:
             if code == EXT_PICKLE:
                 if not allow_pickle:
                     raise CodecError(
-                        "refusing a pickled record: enable pickle only on a trusted cluster "
-                        f"(a peer sent a pickled value of {len(data)} bytes to a codec without allow_pickle)"
+                        f"refusing a pickled record ({len(data)} bytes): a peer has pickle enabled and this "
+                        f"process does not; {PICKLE_HINT}, in every process"
                     )
                 try:
                     return pickle.loads(data)

@@ -21,6 +21,7 @@ Frames are length-prefixed (`framing`), bounded by a maximum size; TCP_NODELAY i
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import hmac
 import logging
@@ -161,7 +162,14 @@ class TcpTransport(Transport):
             await accepted.put(_Peer(index, reader, writer))
 
         host, port = addresses[process_index]
-        server = await asyncio.start_server(on_connect, bind or host, port, reuse_address=True)
+        try:
+            server = await asyncio.start_server(on_connect, bind or host, port, reuse_address=True)
+        except OSError as exc:
+            reason = "in use by another program" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+            raise HandshakeError(
+                f"process {process_index} cannot listen on {bind or host}:{port}: {reason}; choose another port "
+                f"(timely run --base-port P, or this process's line in the hosts file)"
+            ) from exc
         try:
             joins = [
                 asyncio.create_task(self._connect(j, secret, fingerprint, connect_timeout))
