@@ -69,8 +69,8 @@ CASES = {
 }
 
 SLOW_CASES = {
-    "cc-skewed-big-hub": Case("cc", "skewed", 30_000, 60_000, 20_000, 10, lag=3, close=True),
-    "scc-skewed-big-hub": Case("scc", "skewed", 10_000, 20_000, 5_000, 8, workers=2, lag=2),
+    "cc-skewed-big-hub": Case("cc", "skewed", 30_000, 60_000, 20_000, 7, lag=3, close=True),
+    "scc-skewed-big-hub": Case("scc", "skewed", 10_000, 20_000, 5_000, 7, workers=2, lag=2),
     "sssp-skewed-big-hub": Case("sssp", "skewed", 30_000, 60_000, 20_000, 12, lag=3),
 }
 
