@@ -99,6 +99,16 @@ def test_connected_components(workers: int, seed: int, nodes: int, initial: int,
     check(linq.connected_components, nx_components, [(e,) for e in epochs], workers)
 
 
+@WORKERS
+@pytest.mark.parametrize(("seed", "nodes", "initial", "delete"), CC_GRAPHS)
+def test_connected_components_figure3(workers: int, seed: int, nodes: int, initial: int, delete: float) -> None:
+    """TR Figure 3 as written (every label at once, general join and min), the reference form
+    of the fused, size-ordered `connected_components`."""
+    rng = random.Random(seed)
+    epochs = random_epochs(rng, _edge_maker(rng, nodes), initial, delete=delete)
+    check(linq.connected_components_figure3, nx_components, [(e,) for e in epochs], workers)
+
+
 PRIORITIES: dict[str, Callable[[int], int] | None] = {
     "default": None,
     "label_mod_4": lambda label: label % 4,

@@ -155,21 +155,7 @@ EQUAL_BUT_DIFFERENT = [r for i in range(12) for r in ((i, "k"), (float(i), "k"),
 """Python counts ``(1, "k")``, ``(1.0, "k")`` and ``(True, "k")`` as one record (equal, same hash)."""
 
 
-@pytest.mark.parametrize(
-    "workers",
-    [
-        1,
-        pytest.param(
-            3,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="libs/_hash.stable_hash((1, 2)) is Python's hash of the pair but stable_hash((1.0, 2)) "
-                "combines the parts' hashes another way, so equal tuples whose parts differ in type (int, float, "
-                "bool) go to different workers: distinct() then keeps both and counts them twice",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("workers", [1, 3])
 def test_equal_records_of_different_types_are_one_record(workers: int) -> None:
     def query(scope: timely.Scope) -> tuple[linq.CollectionInput, linq.CollectionOutput]:
         inp = linq.new_input(scope, "records")
@@ -182,15 +168,9 @@ def test_equal_records_of_different_types_are_one_record(workers: int) -> None:
         assert out.contents() == {("all", len(set(EQUAL_BUT_DIFFERENT))): 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="libs/_hash.stable_hash(None) is hash(None), which Python 3.11 derives from None's address: each "
-    "process routes a record holding None to its own worker, so a removal fed in one process misses the "
-    "addition fed in another (distinct raises 'removed more often than it was added', or keeps the records)",
-)
 def test_records_holding_none_meet_across_real_processes() -> None:
-    # three processes: None's address-based hash is a multiple of 16 in every process, so with
-    # two workers the parity of the route, and so the worker, happens to agree
+    # three processes: hash(None) comes from None's address, a multiple of 16 in every process, so
+    # with two workers even an address-based route would happen to agree (stable_hash(None) is a constant)
     results = real.run(PROGRAM, "none", processes=3, timeout=60)
     assert sum(r["after_insert"] for r in results) == len(NONE_KEYS)
     assert [r["after_remove"] for r in results] == [[], [], []]
