@@ -40,7 +40,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs import _dataflows
-from jobs._input import Changes, Edges, InputError, apply_changes, read_changes, read_edges, synthetic
+from jobs._input import (
+    Changes,
+    Edges,
+    InputError,
+    apply_changes,
+    read_changes,
+    read_edges,
+    synthetic,
+    unique_pairs,
+)
 
 __all__ = [
     "ANALYSES",
@@ -116,7 +125,7 @@ def generate_edges(nodes: int, edges: int, seed: int) -> np.ndarray:
     while len(pairs) < edges:
         more = rng.integers(0, nodes, size=(edges - len(pairs)) * 2 + 16, dtype=np.int64).reshape(-1, 2)
         more = more[more[:, 0] != more[:, 1]]
-        pairs = np.unique(np.concatenate([pairs, more]), axis=0)
+        pairs = unique_pairs(np.concatenate([pairs, more]))
     return rng.permutation(pairs)[:edges]
 
 
@@ -124,30 +133,33 @@ def edge_changes(
     edges: np.ndarray, nodes: int, epochs: int, changes: int, seed: int
 ) -> list[list[tuple[int, int, int]]]:
     """Per epoch, ``changes`` rows ``(src, dst, diff)``: half removals of edges present at that
-    point, half insertions of edges absent then (seeded, so every run sees the same stream)."""
+    point, half insertions of edges absent then (seeded, and independent of the order of
+    ``edges``, so every run sees the same stream). Node ids must lie in ``[0, nodes)``."""
     rng = np.random.default_rng(seed + 1)
-    present = {(int(a), int(b)) for a, b in edges}
-    order = sorted(present)
+    present = np.sort(edges[:, 0] * nodes + edges[:, 1])  # an edge as one int64 key, sorted (edges are distinct)
     out = []
     for _ in range(epochs):
-        batch: list[tuple[int, int, int]] = []
-        removed: set[tuple[int, int]] = set()
-        while len(removed) < changes // 2:
-            edge = order[int(rng.integers(len(order)))]
-            if edge in present and edge not in removed:
-                removed.add(edge)
-                batch.append((*edge, -1))
-        added: set[tuple[int, int]] = set()
-        while len(added) < changes - changes // 2:
-            a, b = (int(x) for x in rng.integers(0, nodes, size=2))
-            if a != b and (a, b) not in present and (a, b) not in added:
-                added.add((a, b))
-                batch.append((a, b, 1))
-        present -= removed
-        present |= added
-        order = [e for e in order if e not in removed] + sorted(added)
+        removed = present[rng.choice(len(present), size=min(changes // 2, len(present)), replace=False)]
+        wanted = changes - len(removed)
+        added = np.empty(0, dtype=np.int64)
+        while len(added) < wanted:
+            a, b = rng.integers(0, nodes, size=(2, 2 * wanted + 16), dtype=np.int64)
+            keys = (a * nodes + b)[a != b]
+            keys = keys[~_holds(present, keys)]
+            keys = np.concatenate([added, keys])
+            _, first = np.unique(keys, return_index=True)
+            added = keys[np.sort(first)][:wanted]  # distinct, in the order drawn
+        batch = [(int(k // nodes), int(k % nodes), -1) for k in removed]
+        batch += [(int(k // nodes), int(k % nodes), 1) for k in added]
+        present = np.sort(np.concatenate([present[~_holds(np.sort(removed), present)], added]))
         out.append(batch)
     return out
+
+
+def _holds(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """For each of ``keys``, whether the sorted array holds it."""
+    at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return sorted_keys[at] == keys if len(sorted_keys) else np.zeros(len(keys), dtype=bool)
 
 
 def edge_array(edges: Any) -> np.ndarray:
@@ -233,7 +245,7 @@ def _read(options: JobOptions, progress: _Progress, result: JobResult) -> tuple[
     with progress.stage("read", result):
         if options.input is None:
             pairs = generate_edges(options.nodes, options.edges, options.seed)
-            edges = Edges(np.unique(pairs, axis=0), rows=len(pairs))
+            edges = Edges(unique_pairs(pairs), rows=len(pairs))
             counts["input"] = f"generated: {options.nodes:,} nodes, {options.edges:,} edges, seed {options.seed}"
         else:
             edges = read_edges(options.input, options.header, options.skip_bad_rows)
