@@ -64,6 +64,7 @@ def run(
     timeout: float | None = 600.0,
     progress: bool | ProgressCallback = True,
     timings: dict[str, float] | None = None,
+    columns: bool = False,
 ) -> DataFrame:
     """Run ``build`` as a timely computation over ``inputs``, one Spark barrier task per process.
 
@@ -82,6 +83,12 @@ def run(
 
     ``timings``, if given, receives where the call's time went, in seconds: ``total``, ``spark``
     (Spark's own share), ``joining``, ``computing`` and ``first_answer`` (see `TIMINGS`).
+
+    ``columns``: each Arrow batch Spark hands a process arrives on its input as *one* record, a
+    tuple of numpy arrays (one per column: numbers without nulls as numeric arrays, other values
+    as object arrays), and the output stream carries tuples of numpy arrays, one per column of
+    ``schema`` — no Python object per row (`libs.linq.Collection.from_columns` and
+    ``to_columns`` take and give such arrays). Default: a tuple of values per row, both ways.
     """
     if not inputs:
         raise ValueError("run needs at least one input DataFrame")
@@ -95,6 +102,7 @@ def run(
         epochs_column=False,
         progress=progress,
         timings=timings,
+        columns=columns,
     )
 
 
@@ -110,6 +118,7 @@ def run_epochs(
     checkpoint_every: int = 10,
     progress: bool | ProgressCallback = True,
     timings: dict[str, float] | None = None,
+    columns: bool = False,
 ) -> DataFrame:
     """Feed ``epochs[i]`` into one running computation as epoch ``i``, and return what the output
     stream produced at each epoch, with a leading ``epoch`` (int) column.
@@ -130,8 +139,8 @@ def run_epochs(
     epoch's rows exactly once. A later call on the same directory resumes that computation
     too (same build, processes and epochs expected); use a fresh directory for a new one.
 
-    ``progress`` and ``timings`` as `run`'s; progress snapshots also count the epochs every
-    process has passed.
+    ``progress``, ``timings`` and ``columns`` as `run`'s; progress snapshots also count the
+    epochs every process has passed.
     """
     if not epochs:
         raise ValueError("run_epochs needs at least one epoch")
@@ -154,6 +163,7 @@ def run_epochs(
         checkpoint_every=checkpoint_every,
         progress=progress,
         timings=timings,
+        columns=columns,
     )
 
 
@@ -289,6 +299,7 @@ def _launch(
     checkpoint_every: int = 10,
     progress: bool | ProgressCallback = True,
     timings: dict[str, float] | None = None,
+    columns: bool = False,
 ) -> DataFrame:
     if not callable(build):
         raise TypeError("build must be a function (scope, inputs) -> stream")
@@ -309,7 +320,7 @@ def _launch(
     began, began_at = time.perf_counter(), time.time()
     with monitor(session.sparkContext, _label(build), callback, processes=n, epochs=len(epochs)) as listener:
         result = _run_stage(session, build, epochs, names, n, timeout, out, arrow, figures, listener,
-                            epochs_column, checkpoint_dir, checkpoint_every)  # fmt: skip
+                            epochs_column, checkpoint_dir, checkpoint_every, columns)  # fmt: skip
     total = time.perf_counter() - began
     tasks: dict[str, Any] = figures.value
     if seconds is not None:
@@ -367,6 +378,7 @@ def _run_stage(
     epochs_column: bool,
     checkpoint_dir: str | None,
     checkpoint_every: int,
+    columns: bool,
 ) -> DataFrame:
     plan = TaskPlan(
         build=build,
@@ -380,6 +392,7 @@ def _run_stage(
         checkpoint_dir=checkpoint_dir,
         checkpoint_every=checkpoint_every,
         progress=listener,
+        columns=columns,
     )
     packed = _pack(epochs, names, n, sort=epochs_column)
     with quiet_pandas_warning():

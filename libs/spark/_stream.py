@@ -70,6 +70,7 @@ def run_stream(
     trigger_seconds: float = 0.5,
     checkpoint_location: str | None = None,
     timeout: float | None = None,
+    columns: bool = False,
 ) -> StreamRun:
     """Start a stream: each micro-batch of the streaming DataFrames ``inputs`` is one epoch of one
     long-running computation, and ``write(output, epoch)`` receives the epoch's output rows (a
@@ -78,7 +79,8 @@ def run_stream(
     ``build`` is as for `run`. ``processes`` defaults to the free task slots less one (each
     micro-batch needs a slot of its own while the processes hold theirs). Micro-batches start
     every ``trigger_seconds`` when there is new data; ``checkpoint_location`` is Spark's (the
-    stream's progress through its sources), not timely's. ``timeout`` bounds the computation.
+    stream's progress through its sources), not timely's. ``timeout`` bounds the computation;
+    ``columns`` as `run`'s.
 
     Returns a running `StreamRun`: ``stop()`` it (or use it as a context manager) to end the
     stream and the computation.
@@ -104,7 +106,7 @@ def run_stream(
     if "epoch" in user.fieldNames():
         raise ValueError("the output schema of run_stream may not have a column 'epoch': the bridge adds it")
     out = StructType([StructField("epoch", IntegerType(), False), *user.fields])
-    run = StreamRun(session, build, list(inputs), out, n, write, timeout)
+    run = StreamRun(session, build, list(inputs), out, n, write, timeout, columns)
     run.start(_packed(inputs), trigger_seconds, checkpoint_location)
     return run
 
@@ -140,6 +142,7 @@ class StreamRun:
         processes: int,
         write: Write,
         timeout: float | None,
+        columns: bool = False,
     ) -> None:
         self.session = session
         self.processes = processes
@@ -162,6 +165,7 @@ class StreamRun:
             coordinator=self._server.getsockname()[:2],
             token=token,
             timeout=timeout,
+            columns=columns,
         )
         self._stage: threading.Thread | None = None
 

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 
 import timely
 
-from ._convert import rows_of, to_batches
+from ._convert import columns_of, output_rows, rows_of, to_batches
 from ._errors import SparkBridgeError
 from ._task import TAG, input_column, rendezvous, task_host
 
@@ -58,6 +58,8 @@ class StreamPlan:
     coordinator: tuple[str, int]
     token: str = field(repr=False)
     timeout: float | None = None
+    columns: bool = False
+    """Inputs and output as numpy columns (see `run`'s ``columns``)."""
 
 
 def send_line(out: BinaryIO, message: dict[str, Any]) -> None:
@@ -225,11 +227,12 @@ def _serve(plan: StreamPlan, index: int, cluster: timely.ClusterConfig, host: st
                         break
                     epoch = int(command["commit"])
                     if epoch not in epochs.fed:
-                        rows = _feed(epochs.take(epoch), inputs, epoch, width)
+                        rows = _feed(epochs.take(epoch), inputs, epoch, width, plan.columns)
                         comp.wait_passed(probe, epoch)
                         records = produced.pop(epoch, [])
-                        epochs.keep_output(epoch, list(to_batches(records, plan.schema, epoch)))
-                        send_line(to_driver, {"passed": epoch, "rows_in": rows, "rows_out": len(records)})
+                        epochs.keep_output(epoch, list(to_batches(records, plan.schema, epoch, columns=plan.columns)))
+                        rows_out = output_rows(records, plan.columns)
+                        send_line(to_driver, {"passed": epoch, "rows_in": rows, "rows_out": rows_out})
                         computed += 1
                     else:  # a micro-batch Spark runs again: its epoch is done already
                         send_line(to_driver, {"passed": epoch, "again": True})
@@ -248,34 +251,28 @@ def _serve(plan: StreamPlan, index: int, cluster: timely.ClusterConfig, host: st
                 control.shutdown(socket.SHUT_RDWR)
 
 
-def _feed(batches: list[pa.RecordBatch], inputs: list[timely.Input], epoch: int, width: int) -> int:
+def _feed(batches: list[pa.RecordBatch], inputs: list[timely.Input], epoch: int, width: int, columns: bool) -> int:
     """Send the epoch's rows to the inputs (a batch's ``tag`` column names its input), then
     advance every input past the epoch. Returns the rows fed."""
     for handle in inputs:
         if handle.epoch < epoch:
             handle.advance_to(epoch)
     fed = 0
+    convert = columns_of if columns else rows_of
     for batch in batches:
-        for tag, rows in _by_tag(batch, width):
-            inputs[tag].send(rows)
-            fed += len(rows)
+        if batch.num_rows == 0:
+            continue
+        tags = batch.column(TAG)
+        for k in range(width):
+            mine = (
+                batch.column(input_column(k)) if width == 1 else batch.column(input_column(k)).filter(pc.equal(tags, k))
+            )
+            if len(mine):
+                inputs[k].send([convert(mine)] if columns else convert(mine))
+                fed += len(mine)
     for handle in inputs:
         handle.advance_to(epoch + 1)
     return fed
-
-
-def _by_tag(batch: pa.RecordBatch, width: int) -> Iterator[tuple[int, list[tuple[Any, ...]]]]:
-    """``(input, rows)`` for each input with rows in the batch."""
-    if batch.num_rows == 0:
-        return
-    if width == 1:
-        yield 0, rows_of(batch.column(input_column(0)))
-        return
-    tags = batch.column(TAG)
-    for k in range(width):
-        mine = batch.column(input_column(k)).filter(pc.equal(tags, k))
-        if len(mine):
-            yield k, rows_of(mine)
 
 
 # The micro-batch's tasks ----------------------------------------------------------------------------

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 import timely
 
-from ._convert import BATCH_ROWS, rows_of, to_batches
+from ._convert import BATCH_ROWS, columns_of, output_rows, rows_of, to_batches
 from ._errors import SparkBridgeError
 from ._progress import TaskReporter
 
@@ -83,6 +83,8 @@ class TaskPlan:
     checkpoint_every: int = 10
     progress: tuple[str, int, str] | None = None
     """The driver's progress listener ``(host, port, token)``, or None (see _progress.py)."""
+    columns: bool = False
+    """Inputs and output as numpy columns, a record per batch, instead of a tuple per row."""
 
 
 def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -238,26 +240,31 @@ class _Output:
 
     def receive(self, time: timely.Timestamp, records: list[Any]) -> None:
         log = self.log
-        self.total += len(records)
+        rows = output_rows(records, self.plan.columns)
+        self.total += rows
         if log is None:
             self.parts.append((time[0], records))
-            self.pending += len(records)
+            self.pending += rows
             return
         epoch = time[0]
         if epoch in log.reemitted:  # logged by an earlier attempt and emitted from the log
             log.redelivered.append(epoch)
             return
-        batches = list(to_batches(records, self.plan.schema, epoch if self.plan.epochs else None))
+        batches = list(self._batches(epoch, records))
         log.write(epoch, batches)
         self.logged.extend(batches)
-        self.pending += len(records)
+        self.pending += rows
 
     def drain(self) -> Iterator[pa.RecordBatch]:
         parts, self.parts, self.pending = self.parts, [], 0
         logged, self.logged = self.logged, []
         yield from logged
         for epoch, records in parts:
-            yield from to_batches(records, self.plan.schema, epoch if self.plan.epochs else None)
+            yield from self._batches(epoch, records)
+
+    def _batches(self, epoch: int, records: list[Any]) -> Iterator[pa.RecordBatch]:
+        plan = self.plan
+        return to_batches(records, plan.schema, epoch if plan.epochs else None, columns=plan.columns)
 
 
 def _compute(
@@ -341,7 +348,7 @@ def _computation(
         try:
             began = time.perf_counter()
             for batch in batches:
-                for tag, rows in _split(batch, width, wanted):
+                for tag, n, part in _split(batch, width, wanted, plan.columns):
                     e, k = divmod(tag, width)
                     if e != epoch:
                         if e < epoch:
@@ -360,8 +367,8 @@ def _computation(
                                 if first_answer_at is None:
                                     first_answer_at = time.time()
                         epoch = e
-                    inputs[k].send(rows)
-                    fed += len(rows)
+                    inputs[k].send([part] if plan.columns else part)
+                    fed += n
                 if out.pending >= BATCH_ROWS:
                     yield from out.drain()
             for handle in inputs:
@@ -384,20 +391,22 @@ def _computation(
 
 
 def _split(
-    batch: pa.RecordBatch, inputs: int, wanted: Callable[[int], bool] | None = None
-) -> Iterator[tuple[int, list[tuple[Any, ...]]]]:
-    """``(tag, rows)`` for each tag in the batch that is ``wanted`` (default: all), in
-    increasing tag order; the rows of other tags are not converted."""
+    batch: pa.RecordBatch, inputs: int, wanted: Callable[[int], bool] | None = None, columns: bool = False
+) -> Iterator[tuple[int, int, Any]]:
+    """``(tag, rows, part)`` for each tag in the batch that is ``wanted`` (default: all), in
+    increasing tag order: ``part`` is the tag's rows as tuples, or with ``columns`` as one
+    tuple of numpy arrays; the rows of other tags are not converted."""
     if batch.num_rows == 0:
         return
+    convert = columns_of if columns else rows_of
     tags = batch.column(TAG).to_numpy()
     first = int(tags[0])
     if (tags == first).all():  # the usual case: the batch holds one input's rows of one epoch
         if wanted is None or wanted(first):
-            yield first, rows_of(batch.column(input_column(first % inputs)))
+            yield first, batch.num_rows, convert(batch.column(input_column(first % inputs)))
         return
     for tag in np.unique(tags).tolist():
         if wanted is not None and not wanted(tag):
             continue
-        mask = pa.array(tags == tag)
-        yield tag, rows_of(batch.column(input_column(tag % inputs)).filter(mask))
+        mask = tags == tag
+        yield tag, int(mask.sum()), convert(batch.column(input_column(tag % inputs)).filter(pa.array(mask)))
