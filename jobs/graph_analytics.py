@@ -420,6 +420,7 @@ def _components(
             seconds=seconds,
             progress=progress.console,
             timings=timings,
+            columns=True,
         )
         rows = labels.toArrow()  # the persisted rows: no recomputation
         labels.unpersist()
