@@ -72,7 +72,11 @@ def _log4j_file() -> str:
 
 
 def session(
-    master: str | None = None, cores: int = 2, app_name: str = "timely", conf: Mapping[str, str] | None = None
+    master: str | None = None,
+    cores: int = 2,
+    app_name: str = "timely",
+    conf: Mapping[str, str] | None = None,
+    jvm_options: str = LOCAL_JVM_OPTIONS,
 ) -> SparkSession:
     """A SparkSession for the bridge (or the running one, if there is one).
 
@@ -83,8 +87,9 @@ def session(
     interpreter) unless already set; shuffle partitions and default parallelism = ``cores``
     (Spark's 200 shuffle partitions make a small job 8x slower on 2 cores); no UI, no progress
     bar; Arrow on, and local Arrow data over 1 MB kept as Arrow batches; log level ERROR, with Spark's per-task failure traces switched off (a failed
-    computation reaches the caller as one exception); in local mode, `LOCAL_JVM_OPTIONS`.
-    ``conf`` adds or overrides settings.
+    computation reaches the caller as one exception); in local mode, ``jvm_options`` for the
+    driver's JVM (`LOCAL_JVM_OPTIONS`; ``""`` keeps the JVM's defaults). ``conf`` adds or
+    overrides settings.
     """
     if cores < 1:
         raise ValueError(f"cores must be at least 1, not {cores}")
@@ -107,7 +112,7 @@ def session(
         # as rows in the driver's heap: three DataFrames of 1M edges filled 900 MB of it
         # (the default threshold is 48 MB) and the job died of OutOfMemoryError.
         "spark.sql.execution.arrow.localRelationThreshold": str(1 << 20),
-        "spark.driver.extraJavaOptions": f"{java} {LOCAL_JVM_OPTIONS}" if local else java,
+        "spark.driver.extraJavaOptions": f"{java} {jvm_options}".strip() if local else java,
     }
     settings.update(conf or {})
     builder = SparkSession.builder.appName(app_name)
@@ -123,9 +128,14 @@ def session(
     return spark
 
 
-def local_session(cores: int = 2, app_name: str = "timely", conf: Mapping[str, str] | None = None) -> SparkSession:
+def local_session(
+    cores: int = 2,
+    app_name: str = "timely",
+    conf: Mapping[str, str] | None = None,
+    jvm_options: str = LOCAL_JVM_OPTIONS,
+) -> SparkSession:
     """`session` on ``local[cores]``: Spark in this process's JVM, ``cores`` task slots."""
-    return session(f"local[{cores}]", cores, app_name, conf)
+    return session(f"local[{cores}]", cores, app_name, conf, jvm_options)
 
 
 def _submitted_settings() -> set[str]:
