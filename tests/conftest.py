@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-TIMEOUT = 30.0
-"""Seconds any single test computation may take before it fails with an explanation."""
+from tests.support import TIMEOUT
+
+__all__ = ["TIMEOUT"]
 
 
 @pytest.fixture(params=[1, 3], ids=["w1", "w3"])

@@ -3,7 +3,7 @@
 The test imports this module for the workloads and the dataflow; every process of a cluster
 runs it as a script and prints what it observed::
 
-    timely run -n 4 tests/linq_cluster_program.py ALGORITHM SEED
+    timely run -n 4 -m tests.linq_cluster_program ALGORITHM SEED
 
 A workload is a seeded random directed graph that changes over `EPOCHS` epochs: epoch 0
 inserts a batch of edges, every later epoch inserts a few new ones and deletes a few present
@@ -21,15 +21,11 @@ The union over processes of those must equal what one process sees alone.
 from __future__ import annotations
 
 import json
-import pathlib
 import random
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-if __name__ == "__main__":
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import timely
 from libs import linq

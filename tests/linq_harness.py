@@ -14,7 +14,7 @@ from itertools import zip_longest
 import timely
 from libs import linq
 from tests import linq_reference as ref
-from tests.conftest import TIMEOUT
+from tests.support import TIMEOUT
 
 Epochs = Sequence[Sequence[ref.Change]]
 

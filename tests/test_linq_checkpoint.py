@@ -26,7 +26,7 @@ import pytest
 import timely
 from libs import linq
 from tests import linq_reference as ref
-from tests.conftest import TIMEOUT
+from tests.support import TIMEOUT
 from tests.test_linq_algorithms import random_epochs
 
 CODEC = timely.Codec(allow_pickle=True)

@@ -16,7 +16,7 @@ import pytest
 
 import timely
 from libs import linq
-from tests.conftest import TIMEOUT
+from tests.support import TIMEOUT
 
 WORKERS = pytest.mark.parametrize("workers", [1, 3], ids=["w1", "w3"])
 

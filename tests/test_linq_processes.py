@@ -23,7 +23,6 @@ import pytest
 
 import timely
 import timely.testing
-from tests import real_processes as real
 from tests.linq_cluster_program import (
     ALGORITHMS,
     EPOCHS,
@@ -35,8 +34,9 @@ from tests.linq_cluster_program import (
     union,
     weight,
 )
+from tests.support import real_processes as real
 
-PROGRAM = "tests/linq_cluster_program.py"
+PROGRAM = "tests.linq_cluster_program"
 TIMEOUT = 60.0
 """Seconds a whole computation (all its processes) may take."""
 

@@ -1,5 +1,5 @@
 """Checkpoint and restore of libs/bloom's operators (Naiad §3.4), taken by hand with the harness
-of tests/test_pregel_checkpoint.py: run epochs 0..F, checkpoint every vertex through the codec,
+of tests/pregel/test_checkpoint.py: run epochs 0..F, checkpoint every vertex through the codec,
 restore a fresh computation (the same or another number of workers) and feed epochs F+1..N.
 
 A Bloom program's tables, lattices and fired thresholds persist across epochs, so the resumed
@@ -20,8 +20,8 @@ import timely
 from libs import bloom
 from libs.bloom import LMax, LMin, LSet
 from libs.bloom._operators import _Aggregate, _Distinct, _History, _NotIn
-from tests.test_bloom_programs import closure_nx, cumulative, reach_nx, sssp_nx
-from tests.test_pregel_checkpoint import Build, resume, undisturbed
+from tests.bloom.test_programs import closure_nx, cumulative, reach_nx, sssp_nx
+from tests.pregel.test_checkpoint import Build, resume, undisturbed
 
 EPOCHS = 4
 

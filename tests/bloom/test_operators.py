@@ -12,7 +12,7 @@ import pytest
 import timely
 from libs import bloom
 from libs.bloom import LMax, LSet
-from tests.conftest import TIMEOUT
+from tests.support import TIMEOUT
 
 
 def _aggregate_run(coordinated: bool, workers: int) -> tuple[dict[int, list[Any]], int]:

@@ -2,7 +2,7 @@
 interleavings of the channels between them (`timely.testing.simulated`): the union of every
 process's share equals the one-process answer, which equals NetworkX's.
 
-And as real OS processes over loopback TCP (`timely run`, tests/bloom_cluster_program.py):
+And as real OS processes over loopback TCP (`timely run`, tests/support/bloom_program.py):
 reachability, asynchronous and coordinated, equals NetworkX per epoch; quorum equals a naive
 count of distinct voters per request, with each request's votes fed by several processes;
 every fact and every tally is held by exactly one process; the asynchronous loops requested no
@@ -20,9 +20,7 @@ import pytest
 import timely
 import timely.testing
 from libs import bloom
-from tests import bloom_cluster_program as cluster
-from tests import real_processes as real
-from tests.test_bloom_programs import (
+from tests.bloom.test_programs import (
     EPOCHS,
     cumulative,
     graph_epochs,
@@ -31,6 +29,8 @@ from tests.test_bloom_programs import (
     sssp_nx,
     vote_epochs,
 )
+from tests.support import bloom_program as cluster
+from tests.support import real_processes as real
 
 TIMEOUT = 60.0
 
@@ -108,7 +108,7 @@ def test_all_epochs_in_flight_at_once_on_four_processes(seed: int) -> None:
 
 
 # Real processes over TCP -------------------------------------------------------------------------------
-PROGRAM = "tests/bloom_cluster_program.py"
+PROGRAM = "tests.support.bloom_program"
 REAL_TIMEOUT = 45.0
 """Seconds a whole cluster run (start, join, every epoch, exit) may take."""
 

@@ -15,7 +15,7 @@ import pytest
 import timely
 from libs import bloom
 from libs.bloom import LMin
-from tests.conftest import TIMEOUT
+from tests.support import TIMEOUT
 
 EPOCHS = 3
 

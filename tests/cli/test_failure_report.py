@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 import timely
-from tests.test_cli import clean_env, interrupt, running, script
+from tests.support import clean_env
+from tests.support.launcher import interrupt, running, script
 from timely._runtime.report import format_failure
 from timely.net.tcp import TcpTransport
 

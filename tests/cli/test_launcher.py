@@ -3,7 +3,6 @@ output, exit statuses, signals, the hosts-file mode; and `cluster_from_env`'s pa
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -11,37 +10,17 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support import clean_env
+from tests.support.launcher import LAUNCHER, RUN_TIMEOUT, SECRET, interrupt, running, script
 from timely.cli import ClusterConfig, ClusterConfigError, _Sink, cluster_from_env, main
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the launcher's process handling is tested on POSIX")
-
-ROOT = Path(__file__).resolve().parent.parent
-LAUNCHER = [sys.executable, "-c", "import sys; from timely.cli import main; sys.exit(main())"]
-"""``timely`` without relying on the console script being on PATH."""
-
-RUN_TIMEOUT = 20.0
-SECRET = "00112233445566778899aabbccddeeff" * 2
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """The test's environment without timely's variables, with the repository importable
-    (the programs run in temporary directories, installed package or not)."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("TIMELY_") and k not in ("PYTHONHASHSEED", "PYTHONUNBUFFERED")
-    }
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-    env.update(extra)
-    return env
 
 
 def timely(
@@ -56,38 +35,6 @@ def timely(
         cwd=cwd,
         stdin=subprocess.DEVNULL,
     )
-
-
-@contextlib.contextmanager
-def running(argv: list[str], cwd: Path) -> Iterator[subprocess.Popen[str]]:
-    """A launcher started in the background (empty stdin, output captured), killed on the way
-    out whatever happened."""
-    with subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as launcher:
-        try:
-            yield launcher
-        finally:
-            launcher.kill()
-
-
-def interrupt(launcher: subprocess.Popen[str], sig: signal.Signals = signal.SIGINT) -> str:
-    """Send ``sig`` to a running launcher and wait for it to end; its stderr."""
-    launcher.send_signal(sig)
-    _, err = launcher.communicate(timeout=RUN_TIMEOUT)
-    return err
-
-
-def script(tmp_path: Path, body: str, name: str = "prog.py") -> Path:
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(body))
-    return path
 
 
 def lines_of(output: str, index: int) -> list[str]:

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from tests.test_cli import SECRET, clean_env, interrupt, running
+from tests.support import clean_env
+from tests.support.launcher import SECRET, interrupt, running
 from timely.cli import main
 
 pytestmark = [
@@ -28,7 +29,6 @@ pytestmark = [
     pytest.mark.timeout(90),
 ]
 
-ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = [sys.executable, "-m", "timely.cli"]
 RUN_TIMEOUT = 45.0
 """Seconds a launcher may run before the test kills it and fails."""

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import timely
-from tests.conftest import TIMEOUT
+from tests.support import TIMEOUT
 
 
 class SlowEcho(timely.Vertex):

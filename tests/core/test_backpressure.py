@@ -8,7 +8,7 @@ from typing import Any
 
 import timely
 import timely.testing
-from tests.conftest import TIMEOUT
+from tests.support import TIMEOUT
 
 BATCH = 1000
 BATCHES = 400  # 400,000 records: far more than the queues may hold

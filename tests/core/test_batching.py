@@ -12,7 +12,7 @@ from typing import Any
 
 import timely
 from libs._hash import stable_hash
-from tests.conftest import TIMEOUT
+from tests.support import TIMEOUT
 
 
 class Record(timely.Vertex):

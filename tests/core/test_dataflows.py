@@ -13,7 +13,7 @@ import pytest
 
 import timely
 from examples.connected_components import components, reference_components
-from tests.conftest import TIMEOUT
+from tests.support import TIMEOUT
 
 
 class DistinctCount(timely.Vertex):
@@ -147,7 +147,7 @@ def test_loop_iterates_to_a_data_dependent_fixed_point(workers: int) -> None:
 class Countdown(timely.Vertex):
     """Inner-loop body: records (n, k) go round while k > 0; records the times it saw.
 
-    Used by tests/dataflows.py's ``nested_loops`` case, which checks every timestamp against
+    Used by tests/support/dataflows.py's ``nested_loops`` case, which checks every timestamp against
     the paper's table (ingress appends 0, feedback increments, egress drops) in every mode."""
 
     def __init__(self, seen: list[tuple[Any, timely.Timestamp]]) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import timely
-from tests.conftest import TIMEOUT
+from tests.support import TIMEOUT
 from timely.graph import GraphBuilder, StageKind
 from timely.progress import PathSummary
 

@@ -7,8 +7,6 @@ changed type on the way (a list become a tuple) fails them."""
 from __future__ import annotations
 
 import json
-import os
-import pathlib
 import subprocess
 import sys
 from typing import Any
@@ -17,9 +15,8 @@ import pytest
 
 import timely
 import timely.testing
-from tests.dataflows import CASES, PICKLED
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from tests.support import ROOT, clean_env
+from tests.support.dataflows import CASES, PICKLED
 
 
 def canonical(result: Any) -> Any:
@@ -58,11 +55,23 @@ async def test_simulated_processes_match_the_reference(name: str, processes: int
 
 
 def run_cluster_driver(name: str, *options: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run(
-        [sys.executable, "-m", "timely", "run", "-n", "3", "--workers", "2", *options, "tests/cluster_driver.py", name],
+        [
+            sys.executable,
+            "-m",
+            "timely",
+            "run",
+            "-n",
+            "3",
+            "--workers",
+            "2",
+            *options,
+            "-m",
+            "tests.support.cluster_driver",
+            name,
+        ],
         cwd=ROOT,
-        env=env,
+        env=clean_env(),
         capture_output=True,
         text=True,
         timeout=90,

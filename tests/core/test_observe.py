@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import timely
-from tests.conftest import TIMEOUT
+from tests.support import TIMEOUT
 
 
 def loop_dataflow(scope: timely.Scope) -> timely.Input:

@@ -3,7 +3,7 @@
 A run is "crashed" by raising out of the ``with`` block after some epochs (the computation is
 abandoned where it stands, its files stay), then started again on the same directory. Every
 test compares what the disturbed runs delivered, epoch by epoch, with an undisturbed run;
-tests/test_fault_processes.py does the same with real processes killed by SIGKILL.
+tests/faults/test_kills.py does the same with real processes killed by SIGKILL.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import timely
-from tests.ft_program import Sums
+from tests.support.ft_program import Sums
 from timely.checkpoint import latest_checkpoint
 from timely.checkpoint._store import checkpoint_dir, log_dir
 

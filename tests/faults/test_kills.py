@@ -1,11 +1,10 @@
 """Recovery with real processes: `timely run --restarts` over loopback TCP, processes killed
-with SIGKILL at chosen and at random points (tests/ft_program.py). What every attempt
+with SIGKILL at chosen and at random points (tests/support/ft_program.py). What every attempt
 delivered, merged, must equal an undisturbed run epoch by epoch: nothing lost, nothing twice."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -15,10 +14,7 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from tests import ft_program
-
-ROOT = Path(__file__).resolve().parent.parent
-PROGRAM = str(ROOT / "tests" / "ft_program.py")
+from tests.support import ROOT, clean_env, ft_program
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -38,15 +34,14 @@ def launch(
     command = [sys.executable, "-m", "timely.cli", "run", "-n", str(processes), "--restarts", str(restarts)]
     if checkpoints is not None:
         command += ["--checkpoint-dir", str(checkpoints), "--checkpoint-every", str(every)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIMELY_")}
-    env["PYTHONPATH"] = str(ROOT)
+    env = clean_env()
     if every_seconds is not None:
         env["FT_EVERY_SECONDS"] = str(every_seconds)
         # epochs paced at 2x the policy's period: whether a checkpoint falls due must not depend
         # on how fast the machine runs the 4 epochs left after the restart
         env["FT_EPOCH_PAUSE"] = str(2 * every_seconds)
     return subprocess.run(
-        [*command, PROGRAM, workload, str(out), kill],
+        [*command, "-m", "tests.support.ft_program", workload, str(out), kill],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -2,7 +2,7 @@
 malformed frames, a killed peer, a user exception, an unencodable record; and the same vertex
 failure in the in-memory simulated cluster.
 
-Every process runs ``tests/net_programs.py`` (see its docstring for what it prints), started
+Every process runs ``tests/support/net_programs.py`` (see its docstring for what it prints), started
 either by ``python -m timely.cli run -n N`` or by the test itself with the ``TIMELY_*``
 variables set per process (to give one process a wrong secret, another program, or to place a
 fake peer or a stranger beside the real ones). Every wait has a deadline and every process
@@ -31,6 +31,7 @@ import msgpack
 import pytest
 
 import timely
+from tests.support import net_programs
 from timely._runtime.computation import _build
 from timely._runtime.config import ClusterConfig
 from timely.net.framing import MAX_FRAME
@@ -39,8 +40,7 @@ from timely.testing import simulated
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="real processes and signals are tested on POSIX")
 
-HERE = Path(__file__).resolve().parent
-PROGRAM = HERE / "net_programs.py"
+PROGRAM = Path(net_programs.__file__)
 LAUNCHER = [sys.executable, "-m", "timely.cli", "run"]
 RUN_TIMEOUT = 30.0
 """Seconds any process (or launcher) may run before the test kills it and fails."""
@@ -48,9 +48,6 @@ CONNECT_TIMEOUT = 2.5
 """What the tests that expect a process to wait in vain for a peer set TEST_CONNECT_TIMEOUT to."""
 SOON = 10.0
 """Seconds within which a process must fail once the cause has happened (it is "within seconds")."""
-
-sys.path.insert(0, str(HERE))
-import net_programs  # noqa: E402
 
 # Processes ---------------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ gives the same answers, and that a checkpoint taken in the middle of a run is re
 silently losing the run.
 
 The helpers here (`resume`, `take_checkpoint`, `restore_all`) are shared with
-tests/test_bloom_checkpoint.py.
+tests/bloom/test_checkpoint.py.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import pytest
 import timely
 from libs import pregel
 from libs.pregel import programs
-from tests.conftest import TIMEOUT
-from tests.pregel_harness import both_ways, digraph, random_edges
+from tests.support import TIMEOUT
+from tests.support.pregel_harness import both_ways, digraph, random_edges
 
 CODEC = timely.Codec(allow_pickle=True)
 

@@ -19,7 +19,7 @@ import pytest
 import timely
 from libs import pregel
 from libs.pregel import programs
-from tests.pregel_harness import failure, pregel_error, run
+from tests.support.pregel_harness import failure, pregel_error, run
 
 RING = [(i, (i + 1) % 6) for i in range(6)]
 """Six vertices 0..5 in a ring: with three workers, each worker owns two."""

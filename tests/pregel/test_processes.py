@@ -1,7 +1,7 @@
 """pregel programs give the same answer whatever the number of processes.
 
 For PageRank (per-vertex and array), connected components, shortest paths, k-core and
-bipartite matching, each over a seeded random graph per epoch (tests/pregel_cluster_program.py),
+bipartite matching, each over a seeded random graph per epoch (tests/support/pregel_program.py),
 the final values gathered from every process (each holds the vertices its workers own; every
 vertex must be reported exactly once) equal those of a one-process run: for 1, 2 and 4
 processes simulated in one event loop (`timely.testing.simulated`), with the epochs fed in
@@ -22,8 +22,8 @@ import pytest
 
 import timely
 import timely.testing
-from tests import real_processes as real
-from tests.pregel_cluster_program import (
+from tests.support import real_processes as real
+from tests.support.pregel_program import (
     EPOCHS,
     KCORE_K,
     SOURCE,
@@ -34,7 +34,7 @@ from tests.pregel_cluster_program import (
     union,
 )
 
-PROGRAM = "tests/pregel_cluster_program.py"
+PROGRAM = "tests.support.pregel_program"
 TIMEOUT = 60.0
 """Seconds a whole computation (all its processes) may take."""
 

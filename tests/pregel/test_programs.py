@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from libs import pregel
 from libs.pregel import programs
-from tests.pregel_harness import (
+from tests.support.pregel_harness import (
     SIZES,
     Recorder,
     both_ways,

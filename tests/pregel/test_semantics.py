@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from libs import pregel
 from libs._hash import stable_hash
 from libs.pregel import programs
-from tests.pregel_harness import Recorder, both_ways, digraph, random_edges, run, run_epochs
+from tests.support.pregel_harness import Recorder, both_ways, digraph, random_edges, run, run_epochs
 
 FAST = settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]

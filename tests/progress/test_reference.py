@@ -1,4 +1,4 @@
-"""The pure progress layer against a brute-force reference (tests/progress_reference.py).
+"""The pure progress layer against a brute-force reference (tests/support/progress_reference.py).
 
 Random logical graphs with nested loops are built through `GraphBuilder`; could-result-in,
 path summaries, the single-process tracker and the distributed broadcast protocol
@@ -13,8 +13,17 @@ from collections import Counter, deque
 import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
-from progress_reference import ReferenceModel, builders, describe, graphs, le, minimal, pointstamps, times_of_depth
 
+from tests.support.progress_reference import (
+    ReferenceModel,
+    builders,
+    describe,
+    graphs,
+    le,
+    minimal,
+    pointstamps,
+    times_of_depth,
+)
 from timely.dataflow import Scope
 from timely.errors import CycleError
 from timely.graph import FrozenGraph, GraphBuilder, StageKind

@@ -1,9 +1,9 @@
-"""The bloom workloads of tests/test_bloom_processes.py's real-process tests, and their driver.
+"""The bloom workloads of tests/bloom/test_processes.py's real-process tests, and their driver.
 
 The test imports this module for the workloads; every process of a cluster runs it as a
 script and prints what it observed::
 
-    timely run -n 2 tests/bloom_cluster_program.py SEED [lockstep|inflight] [WORKERS]
+    timely run -n 2 -m tests.support.bloom_program SEED [lockstep|inflight] [WORKERS]
 
 One dataflow runs three programs: `bloom.programs.reachability` asynchronous (loop ``reach``)
 and coordinated (loop ``reach_sync``) on the same seeded random graph and sources, and
@@ -21,14 +21,10 @@ A process prints one line ``RESULT <json>``: per output and epoch, its share of 
 from __future__ import annotations
 
 import json
-import pathlib
 import random
 import sys
 from dataclasses import dataclass
 from typing import Any
-
-if __name__ == "__main__":
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import timely
 from libs import bloom

@@ -3,7 +3,7 @@
 A case is a function ``case(scope) -> Case``: it builds the dataflow (the same in every
 process), and returns how this process feeds its share of the input and what it observed.
 ``expected()`` is the plain-Python answer for the whole input. Results are JSON-able, so
-real processes can print them (tests/cluster_driver.py) for the test to merge.
+real processes can print them (tests/support/cluster_driver.py) for the test to merge.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import timely
 from examples.connected_components import components, reference_components
-from tests.test_runtime_dataflows import Countdown, DistinctCount, IterationBarrier
+from tests.core.test_dataflows import Countdown, DistinctCount, IterationBarrier
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """A fault-tolerance workload for real processes, and what it delivered, on disk.
 
-    timely run -n 2 --restarts 3 --checkpoint-dir CK tests/ft_program.py WORKLOAD OUT [KILL]
+    timely run -n 2 --restarts 3 --checkpoint-dir CK -m tests.support.ft_program WORKLOAD OUT [KILL]
 
 Every process builds the same dataflow and feeds its share of each epoch from ``Input.epoch``
 on (after a restart the runtime has replayed the logged epochs, so the program goes on from
@@ -31,9 +31,6 @@ import threading
 import time
 from collections import defaultdict
 from typing import Any
-
-if __name__ == "__main__":
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import timely
 

@@ -1,4 +1,4 @@
-"""Worker programs for tests/test_net_failures.py: every process of a test cluster runs this
+"""Worker programs for tests/net/test_failures.py: every process of a test cluster runs this
 file as a script, ``python net_programs.py MODE [args...]`` (directly with ``TIMELY_*`` in its
 environment, or under ``timely run``).
 

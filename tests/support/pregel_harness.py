@@ -18,7 +18,7 @@ import pytest
 
 import timely
 from libs import pregel
-from tests.conftest import TIMEOUT
+from tests.support import TIMEOUT
 
 Edge = tuple[Any, ...]
 Graph = tuple[Sequence[Edge], Sequence[tuple[Any, Any]] | None]

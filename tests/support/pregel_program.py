@@ -1,9 +1,9 @@
-"""The pregel workloads of tests/test_pregel_processes.py, and a driver for real processes.
+"""The pregel workloads of tests/pregel/test_processes.py, and a driver for real processes.
 
 The test imports this module for the workloads and the dataflow; every process of a cluster
 runs it as a script and prints what its workers computed::
 
-    timely run -n 4 tests/pregel_cluster_program.py SEED [WORKLOAD ...]
+    timely run -n 4 -m tests.support.pregel_program SEED [WORKLOAD ...]
 
 A workload is a program from `libs.pregel.programs` and a seeded random graph per epoch
 (`EPOCHS` of them, each a separate run). One dataflow runs every workload asked for, each on
@@ -17,15 +17,11 @@ answer of one process alone, with every vertex reported exactly once.
 from __future__ import annotations
 
 import json
-import pathlib
 import random
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-if __name__ == "__main__":
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import timely
 from libs import pregel

@@ -1,4 +1,5 @@
-"""Runs a test program in N real OS processes (``timely run -n N``) and gathers their results.
+"""Runs a test program module in N real OS processes (``timely run -n N -m MODULE``) and gathers
+their results.
 
 A program prints one line ``RESULT <json>`` per process; `run` returns them parsed.
 """
@@ -6,21 +7,18 @@ A program prints one line ``RESULT <json>`` per process; `run` returns them pars
 from __future__ import annotations
 
 import json
-import os
-import pathlib
 import subprocess
 import sys
 from typing import Any
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from tests.support import ROOT, clean_env
 
 
-def run(program: str, *args: Any, processes: int, timeout: float) -> list[dict[str, Any]]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def run(module: str, *args: Any, processes: int, timeout: float) -> list[dict[str, Any]]:
     done = subprocess.run(
-        [sys.executable, "-m", "timely.cli", "run", "-n", str(processes), program, *map(str, args)],
+        [sys.executable, "-m", "timely.cli", "run", "-n", str(processes), "-m", module, *map(str, args)],
         cwd=ROOT,
-        env=env,
+        env=clean_env(),
         capture_output=True,
         text=True,
         timeout=timeout,
