@@ -60,8 +60,11 @@ class SuperstepReport:
     halting: bool
 
 
-# Input ports of the superstep stage, and its output ports.
-VERTICES, EDGES, MESSAGES, CONTROL, MUTATIONS = range(5)
+MESSAGES = 2
+"""The superstep stage's first feedback input: inputs 0 and 1 take the vertices and the edges,
+2, 3 and 4 the messages, the master's control records and the mutations, which arrive as
+``(worker, payload)`` pairs."""
+# The superstep stage's output ports.
 OUT_MESSAGES, OUT_PARTIALS, OUT_MUTATIONS, OUT_RESULTS = range(4)
 
 

@@ -118,7 +118,6 @@ class Route:
         "peers",
         "per_process",
         "port",
-        "target_name",
         "targets",
     )
 
@@ -129,7 +128,6 @@ class Route:
         self.targets: list[VertexRuntime | None] = []  # by global worker index; None: in another process
         self.local: VertexRuntime | None = None  # the target on the sender's own worker
         self.peers = peers
-        self.target_name = ""
         self.connector = 0
         self.link: ClusterLink | None = None
         self.per_process = 1  # workers per process
@@ -325,7 +323,6 @@ class ProcessRuntime:
                         route.connector = c.index
                         route.link = self.link
                         route.per_process = self.workers_per_process
-                        route.target_name = g.stages[c.target].name
                         vr.routes[port].append(route)
                 for port, conn in enumerate(g.incoming[vr.stage]):
                     assert conn is not None
