@@ -35,7 +35,7 @@ def slow_sink(scope: timely.Scope) -> tuple[timely.Input, Any]:
 async def test_a_fast_input_into_a_slow_remote_stage_keeps_queues_bounded() -> None:
     async with timely.testing.simulated(slow_sink, processes=2, seed=3, timeout=TIMEOUT) as runs:
         (producer, (inp, _)), (consumer, _) = runs
-        network = inp._bound().runtime.transport.network
+        network = producer.runtime.transport.network
         peak_channel = 0
         for i in range(BATCHES):
             inp.send(range(i * BATCH, (i + 1) * BATCH))

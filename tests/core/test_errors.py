@@ -10,6 +10,7 @@ import pytest
 
 import timely
 from tests.support import TIMEOUT
+from timely.dataflow import Dataflow
 from timely.graph import GraphBuilder, StageKind
 from timely.progress import PathSummary
 
@@ -189,7 +190,7 @@ def test_inputs_refuse_misuse() -> None:
         inp.close()
         with pytest.raises(timely.InputError, match="'in' is closed"):
             inp.send([1])
-    unbound = timely.Scope._root().new_input("x")
+    unbound = Dataflow().root.new_input("x")
     with pytest.raises(timely.TimelyError, match="not running yet"):
         unbound.send([1])
 

@@ -32,8 +32,8 @@ import pytest
 
 import timely
 from tests.support import net_programs
-from timely._runtime.computation import _build
 from timely._runtime.config import ClusterConfig
+from timely.dataflow import Dataflow
 from timely.net.framing import MAX_FRAME
 from timely.net.tcp import HANDSHAKE_SECONDS, MAGIC
 from timely.testing import simulated
@@ -310,7 +310,7 @@ def test_every_stranger_is_refused_with_a_warning(cluster: Any, kind: str) -> No
             s.sendall(struct.pack(">I", 50) + b"\x85")  # a header and one byte of a 50-byte frame
         elif kind == "mac-not-bytes":
             # A stranger that knows the program (the fingerprint is no secret) but not the secret.
-            fingerprint = _build(net_programs.build_sum, 1, 1, 2)[2].fingerprint()
+            fingerprint = Dataflow.build(net_programs.build_sum, 1, 2, 1)[2].fingerprint()
             hello = {"magic": MAGIC, "process": 1, "fingerprint": fingerprint, "nonce": b"n" * 16, "mac": 12345}
             write_frame(s, hello)
         s.shutdown(socket.SHUT_WR)
@@ -450,8 +450,8 @@ def test_a_process_running_a_different_program_is_refused_on_both_sides(cluster:
     assert p1.wait() != 0 and p0.wait() != 0
     assert "JOINED" not in p0.out + p1.out
 
-    ours = _build(net_programs.build_sum, 1, 0, 2)[2].fingerprint()
-    theirs = _build(net_programs.build_sum_variant, 1, 1, 2)[2].fingerprint()
+    ours = Dataflow.build(net_programs.build_sum, 0, 2, 1)[2].fingerprint()
+    theirs = Dataflow.build(net_programs.build_sum_variant, 1, 2, 1)[2].fingerprint()
     assert ours != theirs
     err = failure(p1.out)
     assert err["type"] == "HandshakeError"

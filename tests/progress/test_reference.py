@@ -24,7 +24,7 @@ from tests.support.progress_reference import (
     pointstamps,
     times_of_depth,
 )
-from timely.dataflow import Scope
+from timely.dataflow import Dataflow
 from timely.errors import CycleError
 from timely.graph import FrozenGraph, GraphBuilder, StageKind
 from timely.loop_context import LoopContext
@@ -445,7 +445,7 @@ def test_broadcast_protocol_with_accumulated_batches_never_ahead_of_global(data:
 
 
 def test_builder_refuses_a_cycle_that_leaves_its_loop_context() -> None:
-    root = Scope._root()
+    root = Dataflow().root
     loop = LoopContext(root, "loop")
     fb = loop.feedback("fb")
     x = loop.stage("x", Forward, [fb.stream])
@@ -454,7 +454,7 @@ def test_builder_refuses_a_cycle_that_leaves_its_loop_context() -> None:
     # Accepted, could-result-in would stop being antisymmetric: ((0, 5), x) and ((0, 1), x)
     # could each result in the other, and progress could never be decided.
     with pytest.raises(CycleError, match="leaves the feedback's loop") as info:
-        root._builder.freeze()
+        root.dataflow.freeze()
     assert {"loop.x", "loop.fb"} <= set(info.value.stages)
 
 

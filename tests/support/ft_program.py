@@ -100,7 +100,7 @@ class Witness(timely.Vertex):
         self.send_by(self.outputs[0], records, time)
 
     def checkpoint(self) -> Any:
-        if _RUNTIME is not None and KILL.armed("checkpoint", _RUNTIME.fence):
+        if _RUNTIME is not None and KILL.armed("checkpoint", _RUNTIME.fence.epoch):
             _die()
         return timely.KeyedState([])  # keyed (if empty): resumable on any number of processes
 

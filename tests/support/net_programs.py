@@ -47,8 +47,8 @@ import msgpack
 
 import timely
 from timely._runtime.cluster import DATA, ERROR
-from timely._runtime.computation import _build
 from timely._runtime.config import cluster_from_env
+from timely.dataflow import Dataflow
 from timely.net.framing import MAX_FRAME, frame
 from timely.net.tcp import TcpTransport
 
@@ -280,7 +280,7 @@ async def fake_peer(kind: str) -> None:
     config = cluster_from_env()
     assert config is not None
     build = build_slow if kind == "error-then-reset" else build_sum
-    _, _, graph = _build(build, config.workers, config.process_index, config.processes)
+    _, _, graph = Dataflow.build(build, config.process_index, config.processes, config.workers)
     transport = await TcpTransport.join(
         config.process_index, config.addresses, config.secret, graph.fingerprint(), connect_timeout=20
     )

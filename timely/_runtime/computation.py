@@ -19,7 +19,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from ..checkpoint import CheckpointError, CheckpointInfo, Checkpoints, checkpoints_from_env, latest_checkpoint
 from ..checkpoint._store import history_lost
-from ..dataflow import Probe, Scope, _as_time
+from ..dataflow import Dataflow, Probe, Scope
 from ..errors import ComputationFailed, StalledError, TimelyError
 from ..graph import FrozenGraph
 from ..net.codec import Codec
@@ -49,14 +49,6 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()  # type: ignore[no-any-return]
 
 
-def _build(
-    build: Callable[[Scope], T], workers: int, process_index: int, processes: int
-) -> tuple[Scope, T, FrozenGraph]:
-    scope = Scope._root(process_index, processes, workers)
-    result = build(scope)
-    return scope, result, scope._builder.freeze()
-
-
 class _Setup(Generic[T]):
     """Where this process runs: alone, on a given transport, or in the cluster the environment
     describes (set by ``timely run`` or the Spark integration); builds the graph accordingly."""
@@ -84,7 +76,7 @@ class _Setup(Generic[T]):
             index, processes = cluster.process_index, cluster.processes
         else:
             index, processes = 0, 1
-        self.scope, self.result, self.graph = _build(build, workers, index, processes)
+        self.dataflow, self.result, self.graph = Dataflow.build(build, index, processes, workers)
         if checkpoints is None and (cluster is not None or transport is None):
             checkpoints = checkpoints_from_env()
         self.checkpoints = checkpoints or None
@@ -101,7 +93,7 @@ class _Setup(Generic[T]):
                     "be rebuilt from this directory; keep more checkpoints (keep=) or start over in a fresh one"
                 )
             start = 0 if self.resume is None else self.resume.epoch + 1
-            names = [i.name for i in self.scope._inputs]
+            names = [i.name for i in self.dataflow.inputs]
             self.replay = plan_replay(checkpoints, names, index, processes, start)
 
     def fingerprint(self) -> str:
@@ -174,11 +166,11 @@ class Computation(_Handle):
 
     def wait_passed(self, probe: Probe, time: Timestamp | int, timeout: float | None = None) -> None:
         """Run the computation until nothing at or before ``time`` can reach ``probe``."""
-        t = _as_time(time, probe._scope.depth)
-        loc = probe._bound().location
+        binding = self.runtime.bindings.probe(probe)
+        t = binding.time(time)
 
         async def wait() -> None:
-            await self.runtime.wait_passed(loc, t)
+            await self.runtime.wait_passed(binding.location, t)
 
         self._run(wait(), timeout, f"probe {probe.name!r} did not pass {t}")
 
@@ -239,8 +231,7 @@ class Computation(_Handle):
         loop = self._loop
         try:
             if error is None and not self._task.done():
-                for binding in self.runtime.inputs:
-                    binding.close()
+                self.runtime.close_inputs()
                 try:
                     self._run(None, None, "the computation did not complete")
                 except StalledError as stalled:
@@ -321,7 +312,7 @@ class _Execution(Generic[T]):
     def _runtime(self, setup: _Setup[T], transport: Transport | None) -> ProcessRuntime:
         return ProcessRuntime(
             setup.graph,
-            setup.scope,
+            setup.dataflow,
             workers=setup.workers,
             stall_log_after=self._stall,
             transport=transport,
@@ -379,8 +370,9 @@ class AsyncComputation(_Handle):
 
     async def wait_passed(self, probe: Probe, time: Timestamp | int, timeout: float | None = None) -> None:
         """Wait until nothing at or before ``time`` can reach ``probe``."""
-        t = _as_time(time, probe._scope.depth)
-        future = self.runtime.wait_passed(probe._bound().location, t)
+        binding = self.runtime.bindings.probe(probe)
+        t = binding.time(time)
+        future = self.runtime.wait_passed(binding.location, t)
         await self._wait(future, timeout, f"probe {probe.name!r} did not pass {t}")
 
     async def run(self, timeout: float | None = None) -> None:
@@ -408,8 +400,7 @@ class AsyncComputation(_Handle):
 
     def close_inputs(self) -> None:
         """Close every input of this process (leaving ``async with`` does this too)."""
-        for binding in self.runtime.inputs:
-            binding.close()
+        self.runtime.close_inputs()
 
     async def _close(self, error: BaseException | None) -> None:
         try:

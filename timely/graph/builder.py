@@ -49,7 +49,10 @@ class GraphBuilder:
         inputs: int,
         output_summaries: list[PathSummary],
         partitions: list[Callable[[Any], int] | None] | None = None,
+        depth: int | None = None,
     ) -> int:
+        """Add a stage; its index. ``depth``: the loop depth of the times it holds, when not its
+        context's (an ingress holds the enclosing scope's times)."""
         self._check_open()
         if not isinstance(name, str) or not name:
             raise GraphError(f"a stage needs a non-empty name, got {name!r}")
@@ -61,7 +64,8 @@ class GraphBuilder:
         if len(partitions) != inputs:
             raise GraphError(f"stage {full!r}: {len(partitions)} partition functions for {inputs} inputs")
         index = len(self.stages)
-        depth = self.contexts[context].depth
+        if depth is None:
+            depth = self.contexts[context].depth
         self.stages.append(
             StageSpec(index, full, kind, context, factory, inputs, list(output_summaries), partitions, depth)
         )
