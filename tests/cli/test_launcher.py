@@ -18,7 +18,9 @@ import pytest
 
 from tests.support import clean_env
 from tests.support.launcher import LAUNCHER, RUN_TIMEOUT, SECRET, interrupt, running, script
-from timely.cli import ClusterConfig, ClusterConfigError, _Sink, cluster_from_env, main
+from timely._runtime.config import ClusterConfig, ClusterConfigError, cluster_from_env
+from timely._supervisor import Sink
+from timely.cli import main
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the launcher's process handling is tested on POSIX")
 
@@ -583,7 +585,7 @@ def test_the_launcher_writes_a_long_line_whole_when_signals_interrupt_it() -> No
     reader.start()
     pesterer.start()
     try:
-        _Sink(Stream).write(data)  # type: ignore[arg-type]
+        Sink(Stream).write(data)  # type: ignore[arg-type]
     finally:
         stop.set()
         pesterer.join()

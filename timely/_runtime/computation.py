@@ -17,7 +17,7 @@ import time as _time
 from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
 
-from ..checkpoint import CheckpointError, CheckpointInfo, Checkpoints, checkpoints_from_env, latest_checkpoint
+from ..checkpoint import CheckpointError, CheckpointInfo, Checkpoints, latest_checkpoint
 from ..checkpoint._store import history_lost
 from ..dataflow import Dataflow, Probe, Scope
 from ..errors import ComputationFailed, StalledError, TimelyError
@@ -26,7 +26,7 @@ from ..net.codec import Codec
 from ..net.transport import Transport
 from ..timestamp import Timestamp
 from ..vertex import Vertex
-from .config import ClusterConfig, cluster_from_env, pickle_from_env
+from .config import ClusterConfig, checkpoints_from_env, cluster_from_env, pickle_from_env
 from .process import SHUTDOWN_SECONDS, ProcessRuntime
 from .recovery import ReplayPlan, plan_replay
 from .report import install as install_failure_report
