@@ -1,10 +1,10 @@
 """``spark.job``: the main job (`jobs.graph_analytics`) end to end, against the same analyses in plain PySpark.
 
 The graph is generated with a fixed seed: 100,000 nodes and 1,000,000 edges (``--quick``:
-10,000 and 100,000), written as Parquet and read back by Spark. Both sides run on one
+10,000 and 100,000); the job writes it as Parquet and PySpark reads it from there. Both sides run on one
 ``local[2]`` session, one after the other:
 
-* timely (the job with ``--analyses cc,pagerank,changes``): connected components with
+* timely (the job with ``--analyses cc,pagerank``): connected components with
   libs/linq inside Spark, then 5 epochs of 100 edge changes fed into the same running
   computation, then PageRank (20 iterations) with libs/pregel; results written as Parquet.
 * PySpark (`jobs._pyspark_baseline`): DataFrame label propagation for the components, RDD
@@ -53,11 +53,11 @@ def spark_job(ctx: Context) -> None:
             options = JobOptions(
                 output=out,
                 processes=PROCESSES,
-                analyses=("cc", "pagerank", "changes"),
+                analyses=("cc", "pagerank"),
                 nodes=nodes,
                 edges=edges,
                 epochs=EPOCHS,
-                changes=CHANGES,
+                changes_per_epoch=CHANGES,
             )
             ctx.progress(f"timely: the job on {nodes:,} nodes, {edges:,} edges")
             began = time.perf_counter()
@@ -66,7 +66,7 @@ def spark_job(ctx: Context) -> None:
 
             ctx.progress("PySpark: the same analyses")
             began = time.perf_counter()
-            edge_df = session.read.parquet(str(out / "_input" / "edges.parquet")).cache()
+            edge_df = session.read.parquet(str(out / "generated_edges.parquet")).cache()
             edge_df.count()
             stages: dict[str, float] = {}
             t = time.perf_counter()

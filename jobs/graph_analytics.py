@@ -1,28 +1,32 @@
-"""The main job: a graph analytics pipeline on Spark with timely inside.
+"""Graph analytics on Spark, with timely inside: components, changes and PageRank.
 
-    python -m jobs.graph_analytics [--input edges.parquet|edges.csv] [--output DIR]
-                                   [--processes N] [--master URL] [--analyses cc,scc,pagerank,changes]
+    python -m jobs.graph_analytics [--input EDGES] [--changes CHANGES] [--output DIR] [--format parquet|csv]
+                                   [--analyses cc,scc,pagerank] [--processes N] [--master URL]
 
-Spark reads an edge list (``src``, ``dst`` columns; CSV with a header, or Parquet), or, by
-default, a graph the job generates with a fixed seed and writes as Parquet first. Timely runs
-inside Spark, one barrier task per process (`libs.spark`):
+The graph is the user's edge list (``--input``: ``src,dst`` integer rows, CSV or Parquet) or,
+by default, one generated with a fixed seed. Timely runs inside Spark, one barrier task per
+process (`libs.spark`):
 
-1. ``components``: connected components (edges undirected) and strongly connected components
-   with `libs.linq` (differential dataflow), in one computation that then takes ``--epochs``
-   epochs of ``--changes`` random edge changes (half removals of existing edges, half new
-   edges) and reports, per epoch, only the labels that changed;
-2. ``pagerank``: PageRank (20 iterations) with `libs.pregel`.
+1. components: connected components (edges undirected) and strongly connected components with
+   `libs.linq` (differential dataflow), in one computation that then follows the epochs of
+   edge changes — the user's (``--changes``), or, on the generated graph only, random ones —
+   and reports per epoch only the labels that changed;
+2. pagerank: PageRank (20 iterations) with `libs.pregel`.
 
-Spark writes ``components.parquet`` (node, cc, scc), ``pagerank.parquet`` (node, rank),
-``changes.parquet`` (epoch, analysis, node, label, diff) and ``summary.json`` under
-``--output``; the job prints a summary with per-stage timings and a progress line per step.
+Everything is read and checked before Spark starts (see `jobs._input`): a bad row stops the
+job with its file, line and text, or with ``--skip-bad-rows`` is skipped and counted. The
+results are written to a temporary directory next to ``--output`` and moved into place only
+when the job succeeds, so a failed run leaves nothing half-written.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -35,26 +39,55 @@ import numpy as np
 import pyarrow as pa
 
 from jobs import _dataflows
+from jobs._input import Changes, Edges, InputError, apply_changes, read_changes, read_edges, synthetic
 
-__all__ = ["JobOptions", "JobResult", "edge_array", "edge_changes", "generate_edges", "main", "run_job"]
+__all__ = [
+    "ANALYSES",
+    "JobError",
+    "JobOptions",
+    "JobResult",
+    "edge_array",
+    "edge_changes",
+    "generate_edges",
+    "main",
+    "run_job",
+]
 
-ANALYSES = ("cc", "scc", "pagerank", "changes")
-CHANGES_WORD = "edge changes"
+ANALYSES = {
+    "cc": "connected components (edges undirected) -> components.cc: the least node id in the node's component",
+    "scc": "strongly connected components -> components.scc: the least node id in the node's SCC",
+    "pagerank": "PageRank, 20 iterations, damping 0.85, as networkx.pagerank -> pagerank (node, rank)",
+}
+FORMATS = ("parquet", "csv")
+RESULTS = ("components", "changes", "pagerank", "generated_edges")
+"""What the job writes under --output, each ``NAME.FORMAT``, and ``summary.json``."""
+
+
+class JobError(Exception):
+    """The job cannot run as asked (bad options, input or output); one line that says why."""
 
 
 @dataclass
 class JobOptions:
     input: Path | None = None
+    """The edge list; None: a generated graph (``nodes``, ``edges``, ``seed``)."""
+    changes: Path | None = None
+    """Edge changes to follow after the input (see `jobs._input.read_changes`)."""
     output: Path = Path("graph-analytics-out")
+    format: str = "parquet"
+    header: bool | None = None
+    """CSV files: True/False, or None to detect (a first line of integers is data)."""
+    skip_bad_rows: bool = False
     processes: int = 2
     master: str | None = None
     """Spark master URL; default ``local[processes]`` (every process needs a slot)."""
-    analyses: Sequence[str] = ANALYSES
+    analyses: Sequence[str] = tuple(ANALYSES)
     nodes: int = 10_000
     edges: int = 50_000
-    epochs: int = 5
-    changes: int = 100
     seed: int = 42
+    epochs: int = 5
+    """Generated graph only: epochs of random edge changes."""
+    changes_per_epoch: int = 100
     supersteps: int = 20
     timeout: float = 3600.0
 
@@ -64,11 +97,12 @@ class JobResult:
     stages: dict[str, float] = field(default_factory=dict)
     """Seconds per stage, in the order they ran."""
     counts: dict[str, Any] = field(default_factory=dict)
+    """What the job read and found, each named for what it counts (see `_print_summary`)."""
     epochs: list[dict[str, Any]] = field(default_factory=list)
-    """Per epoch of edge changes: the seconds it took (its share of the run) and what changed."""
+    """Per epoch of edge changes: edges added and removed, nodes whose label changed, seconds."""
 
 
-# The data ---------------------------------------------------------------------------------------
+# The generated graph ------------------------------------------------------------------------------
 def generate_edges(nodes: int, edges: int, seed: int) -> np.ndarray:
     """``edges`` distinct directed edges ``(src, dst)`` between random nodes, no self-loops."""
     rng = np.random.default_rng(seed)
@@ -110,100 +144,240 @@ def edge_changes(
     return out
 
 
-# Progress -----------------------------------------------------------------------------------------
-class _Progress:
-    def __init__(self, out: Any = None) -> None:
-        self.out = out or sys.stdout
-        self.started = time.perf_counter()
-
-    def say(self, message: str) -> None:
-        print(f"[{time.perf_counter() - self.started:7.1f}s] {message}", file=self.out, flush=True)
-
-    @contextmanager
-    def stage(self, name: str, result: JobResult) -> Iterator[None]:
-        self.say(f"{name} ...")
-        began = time.perf_counter()
-        yield
-        result.stages[name] = time.perf_counter() - began
-        self.say(f"{name} done in {result.stages[name]:.2f} s")
-
-
-# The job ------------------------------------------------------------------------------------------
-def _read_edges(session: Any, options: JobOptions, progress: _Progress, result: JobResult) -> Any:
-    """The edge DataFrame ``(src long, dst long)``, deduplicated, from the input or generated."""
-    path = options.input
-    if path is None:
-        path = options.output / "_input" / "edges.parquet"
-        with progress.stage("generate", result):
-            pairs = generate_edges(options.nodes, options.edges, options.seed)
-            frame = session.createDataFrame(pa.table({"src": pairs[:, 0], "dst": pairs[:, 1]}))
-            frame.write.mode("overwrite").parquet(str(path))
-            progress.say(f"generated {len(pairs):,} edges on {options.nodes:,} nodes (seed {options.seed}) -> {path}")
-    with progress.stage("read", result):
-        if str(path).endswith(".csv"):
-            frame = session.read.option("header", True).csv(str(path), schema="src long, dst long")
-        else:
-            frame = session.read.parquet(str(path))
-        frame = frame.selectExpr("cast(src as long) as src", "cast(dst as long) as dst").dropDuplicates().cache()
-        result.counts["edges"] = frame.count()
-        progress.say(f"read {result.counts['edges']:,} distinct edges")
-    return frame
-
-
 def edge_array(edges: Any) -> np.ndarray:
     """A DataFrame's ``(src, dst)`` columns as an ``(n, 2)`` int64 array (through Arrow, no pandas)."""
     table = edges.select("src", "dst").toArrow()
     return np.column_stack([table.column("src").to_numpy(), table.column("dst").to_numpy()]).astype(np.int64)
 
 
-def run_job(options: JobOptions, session: Any = None, out: Any = None) -> JobResult:
-    """Run the pipeline; ``session`` (default: a local one, or one for ``options.master``)."""
-    from libs import spark as tspark
+# Progress -----------------------------------------------------------------------------------------
+class _Progress:
+    """The job's lines, ``[  12.3s] ...``: a line as each stage starts and ends, live figures
+    from the computation while it runs (`libs.spark.ConsoleProgress` on the job's stream), and
+    for a stage with nothing to observe (the JVM starting) a line every few seconds saying what
+    it waits for, so that no step is silent for long."""
 
+    QUIET = 4.0
+    """Seconds without a line after which a stage says what it is still doing (live figures,
+    when there are any, come every `EVERY` seconds)."""
+    EVERY = 3.0
+
+    def __init__(self, out: Any = None) -> None:
+        self.out = out or sys.stdout
+        self.started = time.monotonic()
+        self.last_line = self.started
+        self._lock = threading.Lock()
+        self._console: Any = None
+
+    def say(self, message: str) -> None:
+        with self._lock:
+            self.last_line = time.monotonic()
+            print(f"[{self.last_line - self.started:7.1f}s] {message}", file=self.out, flush=True)
+
+    @property
+    def console(self) -> Any:
+        """The live progress of Spark runs, shown through `say` (a bar on a terminal)."""
+        if self._console is None:
+            from libs.spark import ConsoleProgress
+
+            self._console = ConsoleProgress(self.out, every=self.EVERY, say=self.say)
+        return self._console
+
+    @contextmanager
+    def stage(self, name: str, result: JobResult, waiting: str = "working") -> Iterator[None]:
+        self.say(f"{name} ...")
+        began = time.perf_counter()
+        done = threading.Event()
+
+        def fallback() -> None:
+            while not done.wait(0.5):
+                shown = max(self.last_line, self._console.last_shown if self._console is not None else 0.0)
+                if time.monotonic() - shown >= self.QUIET:
+                    self.say(f"{name}: {waiting}, {time.perf_counter() - began:.0f} s")
+
+        watcher = threading.Thread(target=fallback, name="job-progress", daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            done.set()
+            watcher.join()
+        result.stages[name] = time.perf_counter() - began
+        self.say(f"{name} done in {result.stages[name]:.2f} s")
+
+
+# Checks before Spark ------------------------------------------------------------------------------
+def _check_output(path: Path) -> None:
+    """The output directory may be new, empty, or an earlier run's results (replaced whole)."""
+    if path.exists() and not path.is_dir():
+        raise JobError(f"--output {path}: exists and is not a directory")
+    if path.is_dir():
+        ours = {"summary.json"} | {f"{r}.{fmt}" for r in RESULTS for fmt in FORMATS}
+        theirs = sorted(p.name for p in path.iterdir() if p.name not in ours)
+        if theirs:
+            raise JobError(
+                f"--output {path}: holds {', '.join(theirs[:3])}, which this job did not write; "
+                "give a new or empty directory (an earlier run's results are replaced whole)"
+            )
+
+
+def _read(options: JobOptions, progress: _Progress, result: JobResult) -> tuple[Edges, Changes, np.ndarray]:
+    """The graph, the epochs of changes that apply to it and the graph after them, checked."""
+    counts = result.counts
+    with progress.stage("read", result):
+        if options.input is None:
+            pairs = generate_edges(options.nodes, options.edges, options.seed)
+            edges = Edges(np.unique(pairs, axis=0), rows=len(pairs))
+            counts["input"] = f"generated: {options.nodes:,} nodes, {options.edges:,} edges, seed {options.seed}"
+        else:
+            edges = read_edges(options.input, options.header, options.skip_bad_rows)
+            counts["input"] = str(options.input)
+        counts["input_rows"] = edges.rows
+        if options.skip_bad_rows:
+            counts["input_bad_rows_skipped"] = edges.skipped.count
+        counts["duplicate_edges"] = edges.duplicates
+        counts["edges"] = len(edges.pairs)
+        counts["nodes"] = edges.nodes
+        progress.say(
+            f"{counts['input']}: {edges.rows:,} rows -> {len(edges.pairs):,} distinct edges on {edges.nodes:,} nodes"
+            + (f"; {edges.duplicates:,} repeated edges counted once" if edges.duplicates else "")
+            + (
+                f"; skipped {edges.skipped.count:,} bad rows (first: {edges.skipped.first})"
+                if edges.skipped.count
+                else ""
+            )
+        )
+        if options.changes is not None:
+            epochs, skipped = read_changes(options.changes, options.header, options.skip_bad_rows)
+            source = str(options.changes)
+        elif options.input is None and options.epochs > 0:
+            epochs = synthetic(
+                edge_changes(pairs, options.nodes, options.epochs, options.changes_per_epoch, options.seed)
+            )
+            skipped, source = None, f"generated: {options.epochs} epochs of {options.changes_per_epoch} random changes"
+        else:
+            epochs, skipped, source = [], None, "none"
+        changes, final = apply_changes(edges, epochs, options.skip_bad_rows, skipped)
+        changes.source = source
+        counts["changes"] = source
+        counts["change_epochs"] = len(changes.epochs)
+        counts["changes_applied"] = changes.rows
+        if options.skip_bad_rows and options.changes is not None:
+            counts["changes_bad_rows_skipped"] = changes.skipped.count
+        if changes.epochs:
+            progress.say(
+                f"changes: {source}: {changes.rows:,} changes in {len(changes.epochs)} epochs"
+                + (
+                    f"; skipped {changes.skipped.count:,} bad rows (first: {changes.skipped.first})"
+                    if changes.skipped.count
+                    else ""
+                )
+            )
+        counts["final_edges"] = len(final)
+        counts["final_nodes"] = int(np.unique(final).size)
+    return edges, changes, final
+
+
+# The job ------------------------------------------------------------------------------------------
+def run_job(options: JobOptions, session: Any = None, out: Any = None) -> JobResult:
+    """Run the pipeline; ``session`` (default: a local one, or one for ``options.master``).
+
+    Raises `JobError` (or `jobs._input.InputError`) before Spark starts for bad options and
+    inputs; the output directory is then untouched."""
     unknown = set(options.analyses) - set(ANALYSES)
-    if unknown:
-        raise ValueError(f"unknown analyses {sorted(unknown)}; choose from {', '.join(ANALYSES)}")
+    if unknown or not options.analyses:
+        raise JobError(f"unknown analyses {sorted(unknown)}; choose from {', '.join(ANALYSES)}")
+    if options.format not in FORMATS:
+        raise JobError(f"unknown format {options.format!r}; choose from {', '.join(FORMATS)}")
+    output = Path(os.path.abspath(options.output))
+    _check_output(output)
     progress = _Progress(out)
     result = JobResult()
+    edges, changes, final = _read(options, progress, result)
+
+    from libs import spark as tspark
+
     own_session = session is None
-    if own_session:
-        with progress.stage("spark", result):
-            conf = {"spark.master": options.master} if options.master else None
-            session = tspark.local_session(cores=options.processes, app_name="graph_analytics", conf=conf)
+    staging = output.parent / f".{output.name}.partial-{os.getpid()}"
     try:
-        options.output.mkdir(parents=True, exist_ok=True)
-        edges = _read_edges(session, options, progress, result)
+        if own_session:
+            with progress.stage("spark", result, waiting="starting the JVM and the SparkContext"):
+                conf = {"spark.master": options.master} if options.master else None
+                session = tspark.local_session(cores=options.processes, app_name="graph_analytics", conf=conf)
+        staging.mkdir(parents=True)
+        writer = _Writer(staging, options.format)
+        if options.input is None:
+            with (
+                progress.stage("write generated edges", result),
+                tspark.watch(session, "write generated edges", progress.console),
+            ):
+                writer.write("generated_edges", _frame(session, edges.pairs))
         components = [a for a in ("cc", "scc") if a in options.analyses]
         if components:
-            _components(session, tspark, edges, components, options, progress, result)
+            _components(session, tspark, edges, changes, components, options, writer, progress, result)
         if "pagerank" in options.analyses:
-            _pagerank(session, tspark, edges, options, progress, result)
+            _pagerank(session, tspark, final, options, writer, progress, result)
+        (staging / "summary.json").write_text(json.dumps(_jsonable(result), indent=2) + "\n")
+        _publish(staging, output)
     finally:
-        if own_session:
+        shutil.rmtree(staging, ignore_errors=True)
+        if own_session and session is not None:
             session.stop()
-    (options.output / "summary.json").write_text(json.dumps(_jsonable(result), indent=2) + "\n")
-    _print_summary(result, options, progress.out)
+    _print_summary(result, output, progress.out)
     return result
+
+
+def _publish(staging: Path, output: Path) -> None:
+    """Move the finished results into place; an earlier run's results there are replaced."""
+    if output.exists():
+        old = output.parent / f".{output.name}.old-{os.getpid()}"
+        output.rename(old)
+        staging.rename(output)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        staging.rename(output)
+
+
+def _frame(session: Any, values: np.ndarray, names: Sequence[str] = ("src", "dst")) -> Any:
+    """A DataFrame of int64 columns from an ``(n, k)`` array (through Arrow)."""
+    table = pa.table({n: pa.array(values[:, k], type=pa.int64()) for k, n in enumerate(names)})
+    return session.createDataFrame(table)
+
+
+class _Writer:
+    def __init__(self, root: Path, fmt: str) -> None:
+        self.root = root
+        self.format = fmt
+
+    def write(self, name: str, frame: Any) -> None:
+        path = str(self.root / f"{name}.{self.format}")
+        if self.format == "csv":
+            frame.write.option("header", True).csv(path)
+        else:
+            frame.write.parquet(path)
 
 
 def _components(
     session: Any,
     tspark: Any,
-    edges: Any,
+    edges: Edges,
+    changes: Changes,
     analyses: list[str],
     options: JobOptions,
+    writer: _Writer,
     progress: _Progress,
     result: JobResult,
 ) -> None:
-    epochs = [{"edges": edges.selectExpr("src", "dst", "cast(1 as long) as diff")}]
-    if "changes" in options.analyses and options.epochs > 0:
-        local = edge_array(edges)
-        for batch in edge_changes(local, options.nodes, options.epochs, options.changes, options.seed):
-            epochs.append({"edges": session.createDataFrame(batch, "src long, dst long, diff long")})
+    from pyspark.sql import functions as F
+
+    ones = np.column_stack([edges.pairs, np.ones(len(edges.pairs), dtype=np.int64)])
+    names = ("src", "dst", "diff")
+    epochs = [{"edges": _frame(session, ones, names)}]
+    epochs += [{"edges": _frame(session, batch, names)} for batch in changes.epochs]
     name = "components" if len(epochs) == 1 else f"components (+{len(epochs) - 1} epochs of changes)"
     seconds: dict[int, float] = {}
     with progress.stage(name, result):
-        changes = tspark.run_epochs(
+        labels = tspark.run_epochs(
             session,
             partial(_dataflows.components, analyses=analyses),
             epochs=epochs,
@@ -211,94 +385,209 @@ def _components(
             processes=options.processes,
             timeout=options.timeout,
             seconds=seconds,
+            progress=progress.console,
         )
-        rows = changes.count()
     if 0 in seconds:
         progress.say(f"epoch 0 (the whole graph): {seconds[0]:.2f} s")
-    result.counts["change_rows"] = rows
-    with progress.stage("write components", result):
-        final = changes.groupBy("analysis", "node", "label").sum("diff").where("`sum(diff)` > 0")
-        wide = final.groupBy("node").pivot("analysis", analyses).min("label")
-        wide.write.mode("overwrite").parquet(str(options.output / "components.parquet"))
-        changes.where("epoch > 0").write.mode("overwrite").parquet(str(options.output / "changes.parquet"))
-        for a in analyses:
-            result.counts[f"{a}_components"] = final.where(f"analysis = '{a}'").select("label").distinct().count()
-        per_epoch = changes.groupBy("epoch", "analysis").count().collect()
+    result.stages["components: epoch 0"] = seconds.get(0, float("nan"))
+    with progress.stage("write components", result), tspark.watch(session, "write components", progress.console):
+        final = labels.groupBy("analysis", "node", "label").sum("diff").where("`sum(diff)` > 0").persist()
+        writer.write("components", final.groupBy("node").pivot("analysis", analyses).min("label").orderBy("node"))
+        if changes.epochs:
+            writer.write("changes", labels.where("epoch > 0").orderBy("epoch", "analysis", "node", "diff"))
+        found = {
+            r["analysis"]: int(r["n"])
+            for r in final.groupBy("analysis").agg(F.countDistinct("label").alias("n")).collect()
+        }
+        result.counts.update({f"{a}_components": found.get(a, 0) for a in analyses})
+        changed = labels.where("epoch > 0").select("epoch", "analysis", "node").distinct()
+        per_epoch = changed.groupBy("epoch", "analysis").count().collect()
+        final.unpersist()
     by_epoch: dict[int, dict[str, int]] = {}
     for row in per_epoch:
         by_epoch.setdefault(int(row["epoch"]), {})[row["analysis"]] = int(row["count"])
-    result.stages["components: epoch 0"] = seconds.get(0, float("nan"))
-    for e in range(1, len(epochs)):
-        result.epochs.append({"epoch": e, "label_changes": by_epoch.get(e, {}), "seconds": seconds.get(e)})
+    for e, batch in enumerate(changes.epochs, start=1):
+        result.epochs.append(
+            {
+                "epoch": e,
+                "edges_added": int((batch[:, 2] > 0).sum()),
+                "edges_removed": int((batch[:, 2] < 0).sum()),
+                "nodes_relabelled": {a: by_epoch.get(e, {}).get(a, 0) for a in analyses},
+                "seconds": seconds.get(e),
+            }
+        )
+    labels.unpersist()
 
 
 def _pagerank(
-    session: Any, tspark: Any, edges: Any, options: JobOptions, progress: _Progress, result: JobResult
+    session: Any,
+    tspark: Any,
+    final: np.ndarray,
+    options: JobOptions,
+    writer: _Writer,
+    progress: _Progress,
+    result: JobResult,
 ) -> None:
-    nodes = edges.selectExpr("src as node").union(edges.selectExpr("dst as node")).distinct()
+    nodes = np.unique(final).reshape(-1, 1)
     with progress.stage("pagerank", result):
         ranks = tspark.run(
             session,
             partial(_dataflows.pagerank, supersteps=options.supersteps),
-            inputs={"edges": edges, "nodes": nodes},
+            inputs={"edges": _frame(session, final), "nodes": _frame(session, nodes, ("node",))},
             schema=_dataflows.PAGERANK_SCHEMA,
             processes=options.processes,
             timeout=options.timeout,
+            progress=progress.console,
         )
-        ranks.write.mode("overwrite").parquet(str(options.output / "pagerank.parquet"))
-    top = session.read.parquet(str(options.output / "pagerank.parquet")).orderBy("rank", ascending=False).limit(5)
-    result.counts["pagerank_top"] = [(int(r["node"]), float(r["rank"])) for r in top.collect()]
+        with tspark.watch(session, "write pagerank", progress.console):
+            writer.write("pagerank", ranks.orderBy("node"))
+    top = ranks.orderBy("rank", ascending=False).limit(5).collect()
+    result.counts["pagerank_top"] = [(int(r["node"]), float(r["rank"])) for r in top]
+    ranks.unpersist()
 
 
 def _jsonable(result: JobResult) -> dict[str, Any]:
     return {"stages": result.stages, "counts": result.counts, "epochs": result.epochs}
 
 
-def _print_summary(result: JobResult, options: JobOptions, out: Any) -> None:
+def _print_summary(result: JobResult, output: Path, out: Any) -> None:
     p = partial(print, file=out)
     p("\n== graph analytics: summary ==")
     for k, v in result.counts.items():
         p(f"  {k}: {v}")
     for e in result.epochs:
         took = "" if e["seconds"] is None else f" in {e['seconds']:.3f} s"
-        p(f"  epoch {e['epoch']}: {CHANGES_WORD} reflected{took}; label changes {e['label_changes']}")
+        relabelled = ", ".join(f"{a} {n}" for a, n in e["nodes_relabelled"].items())
+        p(
+            f"  epoch {e['epoch']}: +{e['edges_added']} -{e['edges_removed']} edges{took}; nodes relabelled: {relabelled}"
+        )
     p("  stage timings:")
     for name, s in result.stages.items():
         p(f"    {name:<40} {s:8.2f} s")
-    p(f"  results in {options.output}/")
+    p(f"  results in {output}/")
+
+
+# The command line ------------------------------------------------------------------------------------
+_EPILOG = """\
+analyses (--analyses, comma-separated; default all):
+{analyses}
+
+results (under --output, as FORMAT files or directories of them, as Spark writes):
+  components  node, cc, scc: each node's labels in the graph after the last epoch of changes
+  changes     epoch, analysis, node, label, diff: per epoch of changes, each label a node
+              took (diff 1) or left (diff -1); written when there are epochs of changes
+  pagerank    node, rank: PageRank of the graph after the last epoch of changes
+  generated_edges  src, dst: the generated graph (without --input)
+  summary.json     what was read, skipped and found, per-epoch figures and stage timings
+
+input (--input) and changes (--changes): local .csv or .parquet files, or directories of them.
+  Edges: integer columns src, dst. A CSV header naming them is detected (a first line of
+  integers is data) unless --header/--no-header says. Repeated edges are counted once.
+  Changes: src, dst, diff (1 adds the edge, -1 removes it) and, with a header, an optional
+  epoch column (1, 2, ...); without one, a file is one epoch, and a directory is one epoch
+  per entry in order of name. A change must apply: no removal of an absent edge, no second
+  copy of a present one. Without --input the job generates a graph and, unless --changes is
+  given, --epochs epochs of --changes-per-epoch random changes; with --input there are no
+  changes but the user's.
+  A bad row stops the job before Spark starts, naming its file, line and text; with
+  --skip-bad-rows it is skipped and counted in the summary.
+"""
+
+
+def _analyses(text: str) -> tuple[str, ...]:
+    chosen = tuple(x.strip() for x in text.split(",") if x.strip())
+    unknown = [a for a in chosen if a not in ANALYSES]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(map(repr, unknown)) or 'nothing'}: choose from {', '.join(ANALYSES)}"
+        )
+    return chosen
+
+
+def _parser() -> argparse.ArgumentParser:
+    d = JobOptions()
+    ap = argparse.ArgumentParser(
+        prog="python -m jobs.graph_analytics",
+        description=__doc__.split("\n\n")[0],
+        epilog=_EPILOG.format(analyses="\n".join(f"  {k:<9} {v}" for k, v in ANALYSES.items())),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    data = ap.add_argument_group("data")
+    data.add_argument("--input", type=Path, metavar="EDGES", help="the edge list (default: a generated graph)")
+    data.add_argument("--changes", type=Path, metavar="CHANGES", help="edge changes to follow after the input")
+    header = data.add_mutually_exclusive_group()
+    header.add_argument("--header", dest="header", action="store_const", const=True, help="CSV files have a header")
+    header.add_argument("--no-header", dest="header", action="store_const", const=False, help="CSV files have none")
+    data.add_argument(
+        "--skip-bad-rows", action="store_true", help="skip and count bad rows (default: stop at the first)"
+    )
+    results = ap.add_argument_group("results")
+    results.add_argument("--output", type=Path, default=d.output, help="results directory (default: %(default)s)")
+    results.add_argument("--format", choices=FORMATS, default=d.format, help="results format (default: %(default)s)")
+    results.add_argument(
+        "--analyses", type=_analyses, default=d.analyses, help=f"comma-separated (default: {','.join(ANALYSES)})"
+    )
+    run = ap.add_argument_group("running")
+    run.add_argument(
+        "--processes", type=int, default=d.processes, help="timely processes = Spark tasks (default: %(default)s)"
+    )
+    run.add_argument("--master", help="Spark master URL (default: local[PROCESSES])")
+    generated = ap.add_argument_group("the generated graph (without --input)")
+    generated.add_argument("--nodes", type=int, metavar="N", help=f"nodes (default: {d.nodes})")
+    generated.add_argument("--edges", type=int, metavar="M", help=f"edges (default: {d.edges})")
+    generated.add_argument("--seed", type=int, metavar="S", help=f"random seed (default: {d.seed})")
+    generated.add_argument(
+        "--epochs", type=int, metavar="E", help=f"epochs of random edge changes (default: {d.epochs})"
+    )
+    generated.add_argument(
+        "--changes-per-epoch", type=int, metavar="K", help=f"changes per epoch (default: {d.changes_per_epoch})"
+    )
+    return ap
 
 
 def _parse(argv: Sequence[str] | None) -> JobOptions:
-    d = JobOptions()
-    ap = argparse.ArgumentParser(prog="python -m jobs.graph_analytics", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--input", type=Path, help="edge list: Parquet, or CSV with a header (src,dst); default: generated")
-    ap.add_argument("--output", type=Path, default=d.output, help=f"results directory (default {d.output})")
-    ap.add_argument("--processes", type=int, default=d.processes, help="timely processes = Spark barrier tasks")
-    ap.add_argument("--master", help="Spark master URL (default local[PROCESSES])")
-    ap.add_argument("--analyses", default=",".join(ANALYSES), help=f"comma-separated subset of {','.join(ANALYSES)}")
-    ap.add_argument("--nodes", type=int, default=d.nodes, help="generated graph: nodes")
-    ap.add_argument("--edges", type=int, default=d.edges, help="generated graph: edges")
-    ap.add_argument("--epochs", type=int, default=d.epochs, help="epochs of edge changes")
-    ap.add_argument("--changes", type=int, default=d.changes, help="edge changes per epoch")
-    ap.add_argument("--seed", type=int, default=d.seed)
+    ap = _parser()
     a = ap.parse_args(argv)
+    d = JobOptions()
+    generated = {k: getattr(a, k) for k in ("nodes", "edges", "seed", "epochs", "changes_per_epoch")}
+    given = [f"--{k.replace('_', '-')}" for k, v in generated.items() if v is not None]
+    if a.input is not None and given:
+        ap.error(f"{', '.join(given)}: only for the generated graph (without --input); give --changes for edge changes")
+    if a.changes is not None and any(generated[k] is not None for k in ("epochs", "changes_per_epoch")):
+        ap.error("--changes replaces the random changes: drop --epochs/--changes-per-epoch")
+    if a.processes < 1:
+        ap.error("--processes must be at least 1")
+    for k, v in generated.items():
+        if v is not None and v < (1 if k in ("nodes", "edges") else 0):
+            ap.error(f"--{k.replace('_', '-')} must be at least {1 if k in ('nodes', 'edges') else 0}")
     return JobOptions(
         input=a.input,
+        changes=a.changes,
         output=a.output,
+        format=a.format,
+        header=a.header,
+        skip_bad_rows=a.skip_bad_rows,
         processes=a.processes,
         master=a.master,
-        analyses=tuple(x.strip() for x in a.analyses.split(",") if x.strip()),
-        nodes=a.nodes,
-        edges=a.edges,
-        epochs=a.epochs,
-        changes=a.changes,
-        seed=a.seed,
+        analyses=a.analyses,
+        **{k: (getattr(d, k) if v is None else v) for k, v in generated.items()},
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = _parse(argv)
-    run_job(options)
+    try:
+        run_job(options)
+    except (JobError, InputError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        from libs.spark import SparkBridgeError
+
+        if not isinstance(e, SparkBridgeError):
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -9,6 +9,18 @@ See docs/spark.md.
 
 from ._driver import epochs_from_directory, run, run_epochs, task_slots
 from ._errors import SparkBridgeError
+from ._progress import ConsoleProgress, Progress, ProgressCallback, watch
 from ._session import local_session
 
-__all__ = ["SparkBridgeError", "epochs_from_directory", "local_session", "run", "run_epochs", "task_slots"]
+__all__ = [
+    "ConsoleProgress",
+    "Progress",
+    "ProgressCallback",
+    "SparkBridgeError",
+    "epochs_from_directory",
+    "local_session",
+    "run",
+    "run_epochs",
+    "task_slots",
+    "watch",
+]

@@ -41,6 +41,7 @@ from pyspark.sql.types import IntegerType, StructField, StructType
 import timely
 
 from ._errors import SparkBridgeError
+from ._progress import ConsoleProgress, ProgressCallback, monitor
 from ._session import quiet_pandas_warning
 from ._task import OUTPUT_DIR, TAG, TaskPlan, input_column, run_task
 
@@ -60,6 +61,7 @@ def run(
     schema: str | StructType,
     processes: int | None = None,
     timeout: float | None = 600.0,
+    progress: bool | ProgressCallback = True,
 ) -> DataFrame:
     """Run ``build`` as a timely computation over ``inputs``, one Spark barrier task per process.
 
@@ -71,10 +73,14 @@ def run(
 
     The computation runs once, inside this call (a failure raises `SparkBridgeError` with the
     timely error's text); the returned DataFrame is persisted (``unpersist()`` it when done).
+
+    ``progress``: once a second while it runs, a `Progress` snapshot from the processes (rows
+    fed, records processed and their rates, rows out) and Spark's stages goes to this callback;
+    True (the default) shows it on stderr (`ConsoleProgress`), False not at all.
     """
     if not inputs:
         raise ValueError("run needs at least one input DataFrame")
-    return _launch(session, build, [dict(inputs)], schema, processes, timeout, epochs_column=False)
+    return _launch(session, build, [dict(inputs)], schema, processes, timeout, epochs_column=False, progress=progress)
 
 
 def run_epochs(
@@ -87,6 +93,7 @@ def run_epochs(
     seconds: dict[int, float] | None = None,
     checkpoint_dir: str | os.PathLike[str] | None = None,
     checkpoint_every: int = 10,
+    progress: bool | ProgressCallback = True,
 ) -> DataFrame:
     """Feed ``epochs[i]`` into one running computation as epoch ``i``, and return what the output
     stream produced at each epoch, with a leading ``epoch`` (int) column.
@@ -106,6 +113,8 @@ def run_epochs(
     attempt resumes from the last complete checkpoint, and the result still holds every
     epoch's rows exactly once. A later call on the same directory resumes that computation
     too (same build, processes and epochs expected); use a fresh directory for a new one.
+
+    ``progress`` as `run`'s; its snapshots also count the epochs every process has passed.
     """
     if not epochs:
         raise ValueError("run_epochs needs at least one epoch")
@@ -126,6 +135,7 @@ def run_epochs(
         seconds=seconds,
         checkpoint_dir=None if checkpoint_dir is None else os.fspath(checkpoint_dir),
         checkpoint_every=checkpoint_every,
+        progress=progress,
     )
 
 
@@ -258,6 +268,7 @@ def _launch(
     seconds: dict[int, float] | None = None,
     checkpoint_dir: str | None = None,
     checkpoint_every: int = 10,
+    progress: bool | ProgressCallback = True,
 ) -> DataFrame:
     if not callable(build):
         raise TypeError("build must be a function (scope, inputs) -> stream")
@@ -274,6 +285,36 @@ def _launch(
     if checkpoint_dir is not None:
         checkpoint_dir = _claim(checkpoint_dir, n, len(epochs), names, arrow)
     latency = session.sparkContext.accumulator({}, _SlowestPerEpoch())
+    callback = ConsoleProgress() if progress is True else (progress or None)
+    with monitor(session.sparkContext, _label(build), callback, processes=n, epochs=len(epochs)) as listener:
+        result = _run_stage(session, build, epochs, names, n, timeout, out, arrow, latency, listener,
+                            epochs_column, checkpoint_dir, checkpoint_every)  # fmt: skip
+    if seconds is not None:
+        seconds.update(latency.value)
+    return result
+
+
+def _label(build: Build) -> str:
+    """What progress lines call a run: the build function's name."""
+    inner = getattr(build, "func", build)  # a functools.partial
+    return str(getattr(inner, "__name__", "timely"))
+
+
+def _run_stage(
+    session: SparkSession,
+    build: Build,
+    epochs: list[dict[str, DataFrame]],
+    names: list[str],
+    n: int,
+    timeout: float | None,
+    out: StructType,
+    arrow: Any,
+    latency: Any,
+    listener: tuple[str, int, str] | None,
+    epochs_column: bool,
+    checkpoint_dir: str | None,
+    checkpoint_every: int,
+) -> DataFrame:
     plan = TaskPlan(
         build=build,
         names=tuple(names),
@@ -285,6 +326,7 @@ def _launch(
         latency=latency,
         checkpoint_dir=checkpoint_dir,
         checkpoint_every=checkpoint_every,
+        progress=listener,
     )
     packed = _pack(epochs, names, n, sort=epochs_column)
     with quiet_pandas_warning():
@@ -295,8 +337,6 @@ def _launch(
     except Exception as e:
         result.unpersist()
         raise _failure(e) from e
-    if seconds is not None:
-        seconds.update(latency.value)
     return result
 
 

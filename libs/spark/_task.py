@@ -32,6 +32,7 @@ import timely
 
 from ._convert import BATCH_ROWS, rows_of, to_batches
 from ._errors import SparkBridgeError
+from ._progress import TaskReporter
 
 __all__ = ["ATTEMPTS_DIR", "OUTPUT_DIR", "OUTPUT_NAME", "TAG", "TaskPlan", "input_column", "run_task"]
 
@@ -67,6 +68,8 @@ class TaskPlan:
     checkpoint_dir: str | None = None
     """Where the processes checkpoint and log their output (an absolute path every task sees)."""
     checkpoint_every: int = 10
+    progress: tuple[str, int, str] | None = None
+    """The driver's progress listener ``(host, port, token)``, or None (see _progress.py)."""
 
 
 def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -215,9 +218,12 @@ class _Output:
         self.parts: list[tuple[int, list[Any]]] = []
         self.logged: list[pa.RecordBatch] = []
         self.pending = 0
+        self.total = 0
+        """Rows produced so far (progress)."""
 
     def receive(self, time: timely.Timestamp, records: list[Any]) -> None:
         log = self.log
+        self.total += len(records)
         if log is None:
             self.parts.append((time[0], records))
             self.pending += len(records)
@@ -276,30 +282,48 @@ def _compute(
             return first is not None and e >= first
 
         wanted = None if log is None else resumed_past
-        began = time.perf_counter()
-        for batch in batches:
-            for tag, rows in _split(batch, width, wanted):
-                e, k = divmod(tag, width)
-                if e != epoch:
-                    if e < epoch:
-                        raise SparkBridgeError(
-                            f"rows of epoch {e} arrived after epoch {epoch} (the input is not sorted)"
-                        )
-                    for handle in inputs:
-                        if not handle.closed and handle.epoch < e:
-                            handle.advance_to(e)
-                    if plan.epochs:  # a stream brings epochs one after the other: finish this one
-                        for done in range(epoch, e):
-                            comp.wait_passed(probe, done)
-                            latency[done] = time.perf_counter() - began
-                            began = time.perf_counter()
-                    epoch = e
-                inputs[k].send(rows)
-            if out.pending >= BATCH_ROWS:
-                yield from out.drain()
-        for handle in inputs:
-            handle.close()
-        comp.run()
+        fed = 0
+        passed = 0
+
+        def sample() -> dict[str, Any]:
+            return {
+                "epochs_done": passed,
+                "rows_in": fed,
+                "records": comp.statistics().records_delivered,
+                "rows_out": out.total,
+            }
+
+        reporter = TaskReporter(plan.progress, cluster.process_index, sample)
+        try:
+            began = time.perf_counter()
+            for batch in batches:
+                for tag, rows in _split(batch, width, wanted):
+                    e, k = divmod(tag, width)
+                    if e != epoch:
+                        if e < epoch:
+                            raise SparkBridgeError(
+                                f"rows of epoch {e} arrived after epoch {epoch} (the input is not sorted)"
+                            )
+                        for handle in inputs:
+                            if not handle.closed and handle.epoch < e:
+                                handle.advance_to(e)
+                        if plan.epochs:  # a stream brings epochs one after the other: finish this one
+                            for done in range(epoch, e):
+                                comp.wait_passed(probe, done)
+                                latency[done] = time.perf_counter() - began
+                                began = time.perf_counter()
+                                passed = done + 1
+                        epoch = e
+                    inputs[k].send(rows)
+                    fed += len(rows)
+                if out.pending >= BATCH_ROWS:
+                    yield from out.drain()
+            for handle in inputs:
+                handle.close()
+            comp.run()
+            passed = epoch + 1
+        finally:
+            reporter.close()  # also on failure: Spark reuses its Python workers
         if open_starts:
             latency[epoch] = time.perf_counter() - began
         if log is not None:

@@ -295,3 +295,47 @@ def test_the_output_is_computed_once_not_once_per_action(session: SparkSession, 
     assert out.count() == 50
     assert out.filter("n > 10").count() == 39
     assert len(os.listdir(runs)) == 1
+
+
+# Progress --------------------------------------------------------------------------------------------
+
+
+def waits_for_the_driver(flag: str) -> Any:
+    """Every row passes through; epoch 2's rows wait (up to 30 s) for ``flag`` to exist, which
+    the driver's progress callback makes once it has seen epochs done while the run runs."""
+
+    def slow_identity(scope: timely.Scope, inputs: dict[str, timely.Input]) -> timely.Stream:
+        def pause(at: timely.Timestamp, batch: list[Any]) -> None:
+            deadline = time.monotonic() + 30.0
+            while at.epoch == 2 and not os.path.exists(flag) and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+        return inputs["rows"].inspect_batch("pause", pause).map("same", lambda r: r)
+
+    return slow_identity
+
+
+def test_progress_reports_what_the_processes_did_while_they_run(session: SparkSession, tmp_path: Any) -> None:
+    rows = [[(e, i) for i in range(50)] for e in range(5)]
+    epochs = [{"rows": session.createDataFrame(batch, "e long, i long")} for batch in rows]
+    flag = tmp_path / "seen-mid-run"
+    seen: list[tspark.Progress] = []
+
+    def callback(p: tspark.Progress) -> None:
+        seen.append(p)
+        if 0 < p.epochs_done < 5 and not p.done:
+            flag.touch()
+
+    build = waits_for_the_driver(str(flag))
+    out = tspark.run_epochs(session, build, epochs, "e long, i long", timeout=TIMEOUT, progress=callback)
+    assert out.count() == 250
+    assert flag.exists(), "no snapshot while the epochs were running"
+    last = seen[-1]
+    assert last.done and last.label == "slow_identity" and last.processes == 2 and last.reporting == 2
+    assert (last.epochs, last.epochs_done, last.rows_in, last.rows_out) == (5, 5, 250, 250)
+    # Each record is received by the inspect_batch and the map stages, then by the output.
+    assert last.records == 3 * 250
+    live = [p for p in seen if not p.done and p.reporting == 2]
+    assert [p.epochs_done for p in live] == sorted(p.epochs_done for p in live)
+    assert all(p.rows_in <= 250 and p.records <= last.records for p in live)
+    assert "5/5 epochs done · 250 rows in" in last.describe()
