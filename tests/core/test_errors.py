@@ -149,6 +149,34 @@ def test_a_user_exception_ends_the_computation_chained_with_stage_and_time(worke
         inp.send([1])
 
 
+class ALibrarysError(timely.LibraryError):
+    """What a library raises: a TimelyError, but one that reports a user function's failure."""
+
+
+class RaisesALibraryError(timely.Vertex):
+    def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
+        raise ALibrarysError(f"the user's reducer failed on {records[0]!r}")
+
+
+def test_a_library_error_in_a_callback_is_wrapped_like_the_users_own_exception() -> None:
+    """Library errors are TimelyErrors (one tree), yet the runtime still adds where they happened:
+    timely's own errors pass through as they are, a library's gets a VertexError around it."""
+
+    def build(scope: timely.Scope) -> timely.Input:
+        inp = scope.new_input("in")
+        inp.stage("reduce", RaisesALibraryError).probe()
+        return inp
+
+    with pytest.raises(timely.VertexError) as info:
+        with timely.execute(build, timeout=TIMEOUT) as (comp, inp):
+            inp.advance_to(4)
+            inp.send(["k"])
+    err = info.value
+    assert isinstance(err.__cause__, ALibrarysError) and isinstance(err.__cause__, timely.TimelyError)
+    assert err.stage == "reduce" and err.time == timely.Timestamp(4) and err.callback == "on_recv"
+    assert "the user's reducer failed on 'k'" in str(err)
+
+
 def test_an_exception_in_a_notification_or_a_subscriber_is_reported() -> None:
     class BadNotify(timely.Vertex):
         def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:

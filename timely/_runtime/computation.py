@@ -20,7 +20,7 @@ from typing import Any, Generic, Literal, TypeVar
 from ..checkpoint import CheckpointError, CheckpointInfo, Checkpoints, latest_checkpoint
 from ..checkpoint._store import history_lost
 from ..dataflow import Dataflow, Probe, Scope
-from ..errors import ComputationFailed, StalledError, TimelyError
+from ..errors import ComputationFailed, LibraryError, StalledError, TimelyError
 from ..graph import FrozenGraph
 from ..net.codec import Codec
 from ..net.transport import Transport
@@ -257,7 +257,7 @@ class Computation(_Handle):
 
 
 def _body_failed(runtime: ProcessRuntime, error: BaseException) -> TimelyError:
-    if isinstance(error, TimelyError):
+    if isinstance(error, TimelyError) and not isinstance(error, LibraryError):
         return error
     err = TimelyError(
         f"process {runtime.process_index}: the program raised {type(error).__name__} while the computation ran: {error}"

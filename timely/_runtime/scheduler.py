@@ -21,7 +21,7 @@ import time as _time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..errors import CodecError, TimelyError, VertexError
+from ..errors import CodecError, LibraryError, TimelyError, VertexError
 from ..graph import FrozenGraph, StageSpec
 from ..progress import ChangeBatch, Pointstamp, ProgressTracker
 from ..timestamp import Timestamp
@@ -374,8 +374,8 @@ class Scheduler:
             err = CodecError(f"stage {ctx.stage_name!r} (worker {ctx.worker}) at time {shown}: {exc}")
             err.stage, err.worker, err.time = ctx.stage_name, ctx.worker, shown  # type: ignore[attr-defined]
             err.__cause__ = exc
-        elif isinstance(exc, TimelyError):
-            err = exc
+        elif isinstance(exc, TimelyError) and not isinstance(exc, LibraryError):
+            err = exc  # timely's own, raised by send_by or notify_at: it names the stage already
         else:
             err = VertexError(
                 f"stage {ctx.stage_name!r} (worker {ctx.worker}) raised {type(exc).__name__} in {callback} "
