@@ -35,8 +35,8 @@ from timely import LoopContext, Stream, Timestamp, Vertex
 from .._hash import by_first
 from ._array_engine import ArrayEngine, ArrayProgram
 from ._errors import PregelError
-from ._program import Master, Program, ProgramBase
-from ._vertex_engine import VertexEngine
+from ._program import Master, ProgramBase
+from ._vertex_engine import Program, VertexEngine
 
 __all__ = ["SuperstepReport", "pregel"]
 
