@@ -18,6 +18,7 @@ _MASK = (1 << 61) - 1
 
 
 def stable_hash(key: Any) -> int:
+    """A hash of ``key`` that is the same in every process (see the module's docstring)."""
     t = type(key)
     if t is int:
         return key  # type: ignore[no-any-return]
