@@ -1,9 +1,4 @@
-"""The linq graph workloads of tests/test_linq_processes.py, and a driver for real processes.
-
-The test imports this module for the workloads and the dataflow; every process of a cluster
-runs it as a script and prints what it observed::
-
-    timely run -n 4 -m tests.linq_cluster_program ALGORITHM SEED
+"""The linq graph workloads of tests/test_linq_processes.py, as a program for `Mode.run`.
 
 A workload is a seeded random directed graph that changes over `EPOCHS` epochs: epoch 0
 inserts a batch of edges, every later epoch inserts a few new ones and deletes a few present
@@ -11,24 +6,24 @@ ones (the edge set stays a set: no duplicates, deletions only of present edges).
 paths also gets a changing set of source nodes, and weights derived from each edge.
 
 Every process builds the same dataflow and feeds only its share of each epoch's changes: the
-changes ``i`` with ``i % processes == process_index``. The processes move in lockstep: after
-feeding epoch ``e`` each one waits until its output has passed ``e`` and takes a snapshot of
-what its `linq.CollectionOutput` holds. A result (`Run.result`) is JSON-able: per epoch the
-changes and the snapshot this process saw, and the final contents after the inputs closed.
-The union over processes of those must equal what one process sees alone.
+changes ``i`` with ``i % processes == process_index``. In lockstep, after epoch ``e`` has
+passed everywhere, each process takes a snapshot of what its `linq.CollectionOutput` holds. A
+result (`LinqRun.result`) is JSON-able: per epoch the changes and the snapshot this process saw,
+and the final contents after the inputs closed. The union over processes of those must equal
+what one process sees alone.
 """
 
 from __future__ import annotations
 
 import json
 import random
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import timely
 from libs import linq
+from tests.support.modes import Run
 
 EPOCHS = 10
 ALGORITHMS = ("connected_components", "strongly_connected_components", "shortest_paths")
@@ -105,7 +100,7 @@ def weighted(edge: Edge) -> tuple[int, int, int]:
 
 
 @dataclass
-class Run:
+class LinqRun(Run):
     """One process's handles, and what it has seen so far."""
 
     algorithm: str
@@ -116,6 +111,7 @@ class Run:
     sources: linq.CollectionInput | None
     output: linq.CollectionOutput
     snapshots: dict[int, dict[Any, int]] = field(default_factory=dict)
+    epochs = EPOCHS
 
     def share(self, changes: list[Change]) -> list[Change]:
         return [c for i, c in enumerate(changes) if i % self.processes == self.process_index]
@@ -128,12 +124,18 @@ class Run:
             self.sources.update(self.share(source_epochs(self.seed)[epoch]))
             self.sources.advance_to(epoch + 1)
 
+    def probes(self) -> list[timely.Probe]:
+        return [self.output.probe]
+
+    def observe(self, epoch: int) -> None:
+        self.snapshot(epoch)
+
     def snapshot(self, epoch: int) -> None:
         """Keep the output's contents; call once the output has passed ``epoch``."""
         assert self.output.passed(epoch)
         self.snapshots[epoch] = self.output.contents()
 
-    def result(self) -> dict[str, Any]:
+    def result(self, comp: Any = None) -> dict[str, Any]:
         """JSON-able: per epoch the changes and snapshots, and the final contents."""
         return {
             "changes": {str(e): [[d, r] for d, r in c] for e, c in sorted(self.output.changes.items())},
@@ -142,12 +144,12 @@ class Run:
         }
 
 
-def builder(algorithm: str, seed: int) -> Callable[[timely.Scope], Run]:
-    """The dataflow computing ``algorithm`` over the workload of ``seed``."""
+def builder(algorithm: str, seed: int) -> Callable[[timely.Scope], LinqRun]:
+    """The dataflow computing ``algorithm`` over the workload of ``seed`` (a program for `Mode.run`)."""
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}")
 
-    def build(scope: timely.Scope) -> Run:
+    def build(scope: timely.Scope) -> LinqRun:
         edges = linq.new_input(scope, "edges")
         sources = None
         if algorithm == "connected_components":
@@ -158,7 +160,7 @@ def builder(algorithm: str, seed: int) -> Callable[[timely.Scope], Run]:
             sources = linq.new_input(scope, "sources")
             result = linq.shortest_paths(edges.collection.select(weighted, name="weights"), sources.collection)
         output = linq.CollectionOutput(result, name="result")
-        return Run(algorithm, seed, scope.process_index, scope.processes, edges, sources, output)
+        return LinqRun(algorithm, seed, scope.process_index, scope.processes, edges, sources, output)
 
     return build
 
@@ -184,25 +186,3 @@ def union(results: list[dict[str, Any]]) -> dict[str, Any]:
                 merged[key].setdefault(e, []).extend(items)
         merged["final"].extend(r["final"])
     return canonical(merged)
-
-
-WAIT = 30.0
-"""Seconds a process may wait for one epoch to pass, or for the whole run to end."""
-
-
-def main(argv: list[str]) -> None:
-    algorithm, seed = argv[0], int(argv[1])
-    with timely.execute(builder(algorithm, seed), timeout=120) as (comp, run):
-        for epoch in range(EPOCHS):
-            run.feed(epoch)
-            comp.wait_passed(run.output.probe, epoch, timeout=WAIT)
-            run.snapshot(epoch)
-        run.edges.close()
-        if run.sources is not None:
-            run.sources.close()
-        comp.run(timeout=WAIT)
-    print("RESULT " + json.dumps(run.result()), flush=True)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -1,19 +1,18 @@
-"""linq's graph algorithms give the same answer whatever the number of processes.
+"""linq's graph algorithms give plain Python's answer in every mode (the ``mode`` fixture: one
+process with one and several workers, simulated processes with several seeds, real processes
+over TCP).
 
 For connected components, strongly connected components and shortest paths over a seeded
-random graph changing for ten epochs (tests/linq_cluster_program.py), the per-epoch
-changes, the per-epoch snapshots of the output and its final contents, gathered from every
-process (each `linq.CollectionOutput` holds its process's share; their union is the
-answer), equal those of a one-process run: for 2 and 4 processes, simulated in one event
-loop (`timely.testing.simulated`, several seeds) and as real processes over loopback TCP
-(`timely run`). The processes move in lockstep (each epoch fed, then awaited everywhere), and
-in simulated mode also with every epoch fed before anything has passed (many epochs in
-flight). The one-process run is itself checked against plain Python, epoch by epoch.
+random graph changing for ten epochs (tests/linq_cluster_program.py), the per-epoch changes,
+the per-epoch snapshots of the output and its final contents, gathered from every process
+(each `linq.CollectionOutput` holds its process's share; their union is the answer), equal what
+plain Python computes from each epoch's whole graph. The processes move in lockstep (each
+epoch fed, then awaited everywhere), and also with every epoch fed before anything has passed
+(many epochs in flight).
 """
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 from collections import Counter
 from typing import Any
@@ -21,12 +20,9 @@ from typing import Any
 import networkx as nx
 import pytest
 
-import timely
-import timely.testing
 from tests.linq_cluster_program import (
     ALGORITHMS,
     EPOCHS,
-    WAIT,
     builder,
     canonical,
     edge_epochs,
@@ -34,9 +30,8 @@ from tests.linq_cluster_program import (
     union,
     weight,
 )
-from tests.support import real_processes as real
+from tests.support.modes import Mode
 
-PROGRAM = "tests.linq_cluster_program"
 TIMEOUT = 60.0
 """Seconds a whole computation (all its processes) may take."""
 
@@ -116,54 +111,6 @@ def as_result(states: list[set[Any]]) -> dict[str, Any]:
     return canonical({"changes": changes, "snapshots": snapshots, "final": [[r, 1] for r in states[-1]]})
 
 
-# Running the dataflow ------------------------------------------------------------------------------
-_one_process: dict[tuple[str, int], dict[str, Any]] = {}
-
-
-async def one_process(algorithm: str, seed: int) -> dict[str, Any]:
-    """The result of one process with one worker (computed once per algorithm and seed)."""
-    key = (algorithm, seed)
-    if key not in _one_process:
-        async with timely.execute_async(builder(algorithm, seed), workers=1, timeout=TIMEOUT) as (comp, run):
-            for epoch in range(EPOCHS):
-                run.feed(epoch)
-                await comp.wait_passed(run.output.probe, epoch, timeout=WAIT)
-                run.snapshot(epoch)
-        _one_process[key] = canonical(run.result())
-    return _one_process[key]
-
-
-async def simulated(algorithm: str, seed: int, processes: int, workers: int = 1) -> list[dict[str, Any]]:
-    """Each process's result: the processes feed and wait in lockstep, epoch by epoch."""
-    build = builder(algorithm, seed)
-    async with timely.testing.simulated(
-        build, processes=processes, workers=workers, seed=seed, timeout=TIMEOUT
-    ) as runs:
-        for epoch in range(EPOCHS):
-            for _, run in runs:
-                run.feed(epoch)
-            await asyncio.gather(*(comp.wait_passed(run.output.probe, epoch, timeout=WAIT) for comp, run in runs))
-            for _, run in runs:
-                run.snapshot(epoch)
-    return [run.result() for _, run in runs]
-
-
-async def simulated_all_at_once(algorithm: str, seed: int, processes: int) -> list[dict[str, Any]]:
-    """Each process's result when every process feeds all epochs before anything has passed:
-    many epochs in flight at once, each process's inputs running ahead of the others'."""
-    async with timely.testing.simulated(
-        builder(algorithm, seed), processes=processes, seed=seed, timeout=TIMEOUT
-    ) as runs:
-        for epoch in range(EPOCHS):
-            for _, run in runs:
-                run.feed(epoch)
-    return [run.result() for _, run in runs]
-
-
-def real_processes(algorithm: str, seed: int, processes: int) -> list[dict[str, Any]]:
-    return real.run(PROGRAM, algorithm, seed, processes=processes, timeout=TIMEOUT + 30)
-
-
 def assert_same(actual: dict[str, Any], expected: dict[str, Any]) -> None:
     """Equal results; on a difference, name the first epoch and part that differ."""
     for part in ("changes", "snapshots"):
@@ -182,56 +129,42 @@ def assert_shared(results: list[dict[str, Any]]) -> None:
 
 # The tests ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-@pytest.mark.parametrize("seed", [1, 2, 3])
-async def test_one_process_matches_plain_python(algorithm: str, seed: int) -> None:
+@pytest.mark.parametrize("seed", [1, 2])
+def test_every_mode_matches_plain_python(mode: Mode, algorithm: str, seed: int) -> None:
     expected = as_result(reference(algorithm, seed))
     assert len(expected["changes"]) >= EPOCHS // 2, "the workload should change the answer in most epochs"
-    assert_same(await one_process(algorithm, seed), expected)
-
-
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-@pytest.mark.parametrize(("processes", "workers", "seed"), [(2, 1, 1), (2, 1, 2), (4, 1, 3), (4, 1, 1), (2, 2, 3)])
-async def test_simulated_processes_match_one_process(algorithm: str, processes: int, workers: int, seed: int) -> None:
-    results = await simulated(algorithm, seed, processes, workers)
-    assert_shared(results)
-    assert_same(union(results), await one_process(algorithm, seed))
-
-
-@pytest.mark.parametrize(
-    "algorithm",
-    [
-        "connected_components",
-        # with all epochs in flight SCC does ~10x the work of the lockstep runs (several seconds)
-        pytest.param("strongly_connected_components", marks=pytest.mark.slow),
-        "shortest_paths",
-    ],
-)
-@pytest.mark.parametrize(("processes", "seed"), [(2, 1), (4, 2)])
-async def test_simulated_processes_fed_all_epochs_at_once_match_one_process(
-    algorithm: str, processes: int, seed: int
-) -> None:
-    results = await simulated_all_at_once(algorithm, seed, processes)
-    assert_shared(results)
-    assert all(r["snapshots"] == {} for r in results)
-    assert_same(union(results), dict(await one_process(algorithm, seed), snapshots={}))
-
-
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-@pytest.mark.parametrize("processes", [2, 4])
-async def test_real_processes_over_tcp_match_one_process(algorithm: str, processes: int) -> None:
-    seed = 2
-    expected = await one_process(algorithm, seed)
-    results = real_processes(algorithm, seed, processes)  # blocks this test's event loop: nothing else runs on it
-    assert_shared(results)
+    results = mode.run(builder, algorithm, seed, timeout=TIMEOUT)
+    if mode.processes > 1:
+        assert_shared(results)
     assert_same(union(results), expected)
 
 
-async def test_the_union_notices_a_missing_or_duplicated_share() -> None:
+@pytest.mark.parametrize("algorithm", ["connected_components", "shortest_paths"])
+def test_every_mode_fed_all_epochs_at_once_matches_plain_python(mode: Mode, algorithm: str) -> None:
+    check_all_at_once(mode, algorithm)
+
+
+@pytest.mark.slow  # with all epochs in flight SCC does ~10x the work of the lockstep runs
+@pytest.mark.parametrize("mode", [Mode("simulated", processes=2, seed=1), Mode("tcp", processes=3, workers=2)], ids=str)
+def test_scc_fed_all_epochs_at_once_matches_plain_python(mode: Mode) -> None:
+    check_all_at_once(mode, "strongly_connected_components")
+
+
+def check_all_at_once(mode: Mode, algorithm: str) -> None:
+    seed = 3
+    results = mode.run(builder, algorithm, seed, lockstep=False, timeout=TIMEOUT)
+    if mode.processes > 1:
+        assert_shared(results)
+    assert all(r["snapshots"] == {} for r in results)
+    assert_same(union(results), dict(as_result(reference(algorithm, seed)), snapshots={}))
+
+
+def test_the_union_notices_a_missing_or_duplicated_share() -> None:
     """The comparison can fail: one process's share dropped, or counted twice, is a difference."""
-    results = await simulated("connected_components", 1, 2)
-    baseline = await one_process("connected_components", 1)
-    assert_same(union(results), baseline)
+    results = Mode("simulated", processes=2, seed=1).run(builder, "connected_components", 1, timeout=TIMEOUT)
+    expected = as_result(reference("connected_components", 1))
+    assert_same(union(results), expected)
     with pytest.raises(AssertionError):
-        assert_same(union(results[:1]), baseline)
+        assert_same(union(results[:1]), expected)
     with pytest.raises(AssertionError):
-        assert_same(union([*results, results[1]]), baseline)
+        assert_same(union([*results, results[1]]), expected)

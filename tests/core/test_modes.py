@@ -1,8 +1,8 @@
-"""Every test dataflow in every mode, with equal results: one process (one and several
-workers), several simulated processes in one event loop (seeded interleavings), and real
-processes over loopback TCP started by `timely run`. The typed cases (lists, registered
-types, pickled types) compare the ``repr`` of each record as it arrives, so a record that
-changed type on the way (a list become a tuple) fails them."""
+"""Every test dataflow of the core in every mode (the ``mode`` fixture, tests/support/modes.py),
+with results equal to plain Python's: one process (one and several workers), several simulated
+processes in one event loop (seeded interleavings), and real processes over loopback TCP. The
+typed cases (lists, registered types, pickled types) compare the ``repr`` of each record as it
+arrives, so a record that changed type on the way (a list become a tuple) fails them."""
 
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 
-import timely
-import timely.testing
 from tests.support import ROOT, clean_env
-from tests.support.dataflows import CASES, PICKLED
+from tests.support.dataflows import CASES, PICKLED, program
+from tests.support.modes import Mode
 
 
 def canonical(result: Any) -> Any:
@@ -34,64 +33,35 @@ def merge(results: list[Any]) -> Any:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@pytest.mark.parametrize("workers", [1, 3])
-def test_one_process_matches_the_reference(name: str, workers: int) -> None:
-    build, expected = CASES[name]
-    with timely.execute(build, workers=workers, timeout=30) as (comp, case):
-        case.feed()
-    assert canonical(case.result()) == canonical(expected())
+def test_every_case_matches_the_reference_in_every_mode(mode: Mode, name: str) -> None:
+    _, expected = CASES[name]
+    results = mode.run(program, name, pickle=name in PICKLED, timeout=30)
+    assert len(results) == mode.processes
+    assert merge(results) == canonical(expected())
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-@pytest.mark.parametrize(("processes", "workers", "seed"), [(2, 1, 1), (3, 2, 7), (4, 1, 42)])
-async def test_simulated_processes_match_the_reference(name: str, processes: int, workers: int, seed: int) -> None:
-    build, expected = CASES[name]
-    async with timely.testing.simulated(
-        build, processes=processes, workers=workers, seed=seed, timeout=30, pickle=name in PICKLED
-    ) as runs:
-        for _, case in runs:
-            case.feed()
-    assert merge([case.result() for _, case in runs]) == canonical(expected())
+def test_the_merge_notices_a_missing_or_duplicated_share() -> None:
+    """The comparison can fail: a process's share dropped, or counted twice, is a difference."""
+    _, expected = CASES["distinct_count"]
+    results = Mode("simulated", processes=2, seed=3).run(program, "distinct_count", timeout=30)
+    assert merge(results) == canonical(expected())
+    assert merge(results[:1]) != canonical(expected())
+    assert merge([*results, results[1]]) != canonical(expected())
 
 
-def run_cluster_driver(name: str, *options: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "timely",
-            "run",
-            "-n",
-            "3",
-            "--workers",
-            "2",
-            *options,
-            "-m",
-            "tests.support.cluster_driver",
-            name,
-        ],
+def test_a_type_without_codec_fails_across_processes_naming_the_options() -> None:
+    # Without --pickle the same program fails in the sending stage, and the message says how to
+    # fix it with options that exist (and the launcher option really does fix it: see above).
+    launcher = [sys.executable, "-m", "timely", "run", "-n", "3", "--workers", "2"]
+    case = f"{program.__module__}:{program.__qualname__}"
+    done = subprocess.run(
+        [*launcher, "-m", "tests.support.modes", case, '["pickled_records"]', "lockstep", "60"],
         cwd=ROOT,
         env=clean_env(),
         capture_output=True,
         text=True,
         timeout=90,
     )
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_real_processes_over_tcp_match_the_reference(name: str) -> None:
-    _, expected = CASES[name]
-    done = run_cluster_driver(name, *(["--pickle"] if name in PICKLED else []))
-    assert done.returncode == 0, done.stdout + done.stderr
-    results = [json.loads(line.split("RESULT ", 1)[1]) for line in done.stdout.splitlines() if "RESULT " in line]
-    assert len(results) == 3, done.stdout
-    assert merge(results) == canonical(expected())
-
-
-def test_a_type_without_codec_fails_across_processes_naming_the_options() -> None:
-    # Without --pickle the same program fails in the sending stage, and the message says how to
-    # fix it with options that exist (and the launcher option really does fix it: see above).
-    done = run_cluster_driver("pickled_records")
     assert done.returncode != 0
     assert "cannot encode a record of type 'Opaque'" in done.stderr
     assert "timely.register_codec(Opaque, encode, decode)" in done.stderr

@@ -1,6 +1,8 @@
 """Recovery with real processes: `timely run --restarts` over loopback TCP, processes killed
 with SIGKILL at chosen and at random points (tests/support/ft_program.py). What every attempt
-delivered, merged, must equal an undisturbed run epoch by epoch: nothing lost, nothing twice."""
+delivered, merged, must equal the workload's output computed in plain Python epoch by epoch
+(`ft_program.reference`, which an undisturbed run matches in every mode): nothing lost,
+nothing twice."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import networkx as nx
 import pytest
 
 from tests.support import ROOT, clean_env, ft_program
+from tests.support.modes import Mode
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -72,20 +75,18 @@ def delivered(out: Path) -> tuple[dict[int, list[Any]], int, set[int]]:
     return {e: sorted(v) for e, v in per.items()}, again, attempts
 
 
-_baselines: dict[str, dict[int, list[Any]]] = {}
+@pytest.mark.parametrize("workload", ["sum", pytest.param("cc", marks=pytest.mark.slow)])
+def test_the_workloads_undisturbed_match_plain_python_in_every_mode(mode: Mode, workload: str) -> None:
+    """What the kill tests compare with is right: undisturbed, each mode delivers it."""
+    per: dict[int, list[str]] = defaultdict(list)
+    for result in mode.run(ft_program.workload, workload, timeout=120):
+        for epoch, records in result.items():
+            per[int(epoch)].extend(json.dumps(r) for r in records)
+    assert {e: sorted(r) for e, r in per.items()} == ft_program.reference(workload)
 
 
-def baseline(workload: str, tmp_path_factory: pytest.TempPathFactory) -> dict[int, list[Any]]:
-    if workload not in _baselines:
-        out = tmp_path_factory.mktemp(f"base-{workload}")
-        done = launch(workload, out, restarts=0)
-        assert done.returncode == 0, done.stderr[-3000:]
-        _baselines[workload] = delivered(out)[0]
-    return _baselines[workload]
-
-
-def check(workload: str, kill: str, tmp_path: Path, factory: pytest.TempPathFactory, kills: int = 1) -> set[int]:
-    expected = baseline(workload, factory)
+def check(workload: str, kill: str, tmp_path: Path, kills: int = 1) -> set[int]:
+    expected = ft_program.reference(workload)
     done = launch(workload, tmp_path / "out", kill, checkpoints=tmp_path / "ck")
     assert done.returncode == 0, done.stderr[-4000:]
     assert "restarting all 2 processes" in done.stderr
@@ -106,24 +107,20 @@ KILLS = {
 
 
 @pytest.mark.parametrize("point", sorted(KILLS))
-def test_sums_survive_kills(point: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
-    attempts = check("sum", KILLS[point], tmp_path, tmp_path_factory, kills=2 if point == "during_recovery" else 1)
+def test_sums_survive_kills(point: str, tmp_path: Path) -> None:
+    attempts = check("sum", KILLS[point], tmp_path, kills=2 if point == "during_recovery" else 1)
     assert max(attempts) == (2 if point == "during_recovery" else 1)  # attempt 1 died restoring
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_sums_survive_a_kill_at_a_random_moment(
-    seed: int, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    check("sum", f"{seed % 2}:random:{400 + 300 * seed}", tmp_path, tmp_path_factory)
+def test_sums_survive_a_kill_at_a_random_moment(seed: int, tmp_path: Path) -> None:
+    check("sum", f"{seed % 2}:random:{400 + 300 * seed}", tmp_path)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", ["first_epoch", "mid_epoch", "during_checkpoint", "during_recovery"])
-def test_connected_components_survive_kills(
-    point: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    check("cc", KILLS[point], tmp_path, tmp_path_factory, kills=2 if point == "during_recovery" else 1)
+def test_connected_components_survive_kills(point: str, tmp_path: Path) -> None:
+    check("cc", KILLS[point], tmp_path, kills=2 if point == "during_recovery" else 1)
 
 
 @pytest.mark.slow
@@ -149,10 +146,8 @@ def test_connected_components_after_kills_match_networkx(tmp_path: Path) -> None
     assert labels == expected
 
 
-def test_a_time_policy_checkpoints_where_process_0_decides(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    expected = baseline("sum", tmp_path_factory)
+def test_a_time_policy_checkpoints_where_process_0_decides(tmp_path: Path) -> None:
+    expected = ft_program.reference("sum")
     done = launch("sum", tmp_path / "out", "1:epoch:8", checkpoints=tmp_path / "ck", every_seconds=0.05)
     assert done.returncode == 0, done.stderr[-4000:]
     results = [json.loads(line.split("RESULT ", 1)[1]) for line in done.stdout.splitlines() if "RESULT" in line]
@@ -163,8 +158,8 @@ def test_a_time_policy_checkpoints_where_process_0_decides(
     assert got == expected and again <= 1
 
 
-def test_resume_by_hand_on_more_processes(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
-    expected = baseline("sum", tmp_path_factory)
+def test_resume_by_hand_on_more_processes(tmp_path: Path) -> None:
+    expected = ft_program.reference("sum")
     stopped = launch("sum", tmp_path / "out", "1:epoch:8", restarts=0, checkpoints=tmp_path / "ck")
     assert stopped.returncode != 0
     done = launch("sum", tmp_path / "out", processes=3, restarts=0, checkpoints=tmp_path / "ck")

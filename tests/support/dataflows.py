@@ -1,9 +1,9 @@
-"""Test dataflows that run in every mode: one process, simulated processes, real processes.
+"""Test dataflows of the core that run in every mode (`tests.support.modes`).
 
 A case is a function ``case(scope) -> Case``: it builds the dataflow (the same in every
 process), and returns how this process feeds its share of the input and what it observed.
-``expected()`` is the plain-Python answer for the whole input. Results are JSON-able, so
-real processes can print them (tests/support/cluster_driver.py) for the test to merge.
+``expected()`` is the plain-Python answer for the whole input. `program` names a case for
+`Mode.run`; results are JSON-able, so real processes can print them for the test to merge.
 """
 
 from __future__ import annotations
@@ -11,18 +11,26 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import timely
 from examples.connected_components import components, reference_components
 from tests.core.test_dataflows import Countdown, DistinctCount, IterationBarrier
+from tests.support.modes import Run
 
 
-@dataclass
-class Case:
-    feed: Callable[[], None]
-    result: Callable[[], Any]
+class Case(Run):
+    """A case's run: it feeds all its input at once (``feed(0)``) and reports what it observed."""
+
+    def __init__(self, feed: Callable[[], None], observed: Callable[[], Any]) -> None:
+        self._feed = feed
+        self._observed = observed
+
+    def feed(self, epoch: int) -> None:
+        self._feed()
+
+    def result(self, comp: Any) -> Any:
+        return self._observed()
 
 
 def _share(items: list[Any], scope: timely.Scope) -> list[Any]:
@@ -224,3 +232,8 @@ CASES = {
 }
 PICKLED = {"pickled_records"}
 """Cases whose records cross processes only pickled: run with ``pickle=True`` or ``timely run --pickle``."""
+
+
+def program(name: str) -> Callable[[timely.Scope], Case]:
+    """The case called ``name``, as a program for `Mode.run`."""
+    return CASES[name][0]

@@ -6,7 +6,8 @@ Every process builds the same dataflow and feeds its share of each epoch from ``
 on (after a restart the runtime has replayed the logged epochs, so the program goes on from
 there). Each epoch's output is appended to ``OUT/p<index>.jsonl`` as
 ``{"attempt", "epoch", "records"}``; the test merges the files of a disturbed run and compares
-them with an undisturbed one.
+them with `reference`, the workload's output computed in plain Python. `workload` is the same
+dataflow as a program for `Mode.run`, to check an undisturbed run in every mode against it.
 
 ``KILL`` says where processes SIGKILL themselves, on the first attempt only unless the point
 is ``recovery`` (``PROCESS:POINT:EPOCH``, several separated by commas):
@@ -15,8 +16,8 @@ is ``recovery`` (``PROCESS:POINT:EPOCH``, several separated by commas):
     ``recovery``    on the second attempt, while the vertices are being restored
     ``random``      after a random delay of up to EPOCH milliseconds (seeded by the run)
 
-Workloads: ``cc`` (libs.linq connected components over epochs of edge changes), ``sum``
-(a core vertex keeping running sums by key), ``pregel`` (libs.pregel components per epoch).
+Workloads: ``cc`` (libs.linq connected components over epochs of edge changes) and ``sum``
+(a core vertex keeping running sums by key).
 """
 
 from __future__ import annotations
@@ -30,9 +31,13 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
+import networkx as nx
+
 import timely
+from tests.support.modes import Run
 
 EPOCHS = 12
 NODES = 1500
@@ -136,6 +141,91 @@ class Sums(timely.Vertex):
             self.sums[k] = v
 
 
+Deliver = Callable[[int, list[Any]], None]
+
+
+def dataflow(workload: str, scope: timely.Scope, deliver: Deliver) -> tuple[timely.Input, timely.Probe]:
+    """Build ``workload``; ``deliver(epoch, records)`` gets each epoch's output. Its input, and
+    a probe of its output."""
+    if workload == "cc":
+        from libs import linq
+
+        edges = linq.new_input(scope, "edges")
+        marked = edges.collection.stream.stage("witness", Witness)
+        labels = linq.connected_components(linq.Collection(marked))
+        output = linq.CollectionOutput(labels, on_change=deliver, name="labels")
+        return edges.input, output.probe
+    if workload == "sum":
+        inp = scope.new_input("values")
+        sums = inp.stage("witness", Witness).stage("sums", Sums, exchange=lambda r: r[0])
+        sums.subscribe(lambda t, recs: deliver(t.epoch, recs), name="sums.out")
+        return inp, sums.probe()
+    raise SystemExit(f"unknown workload {workload!r}")
+
+
+def epochs_of(workload: str) -> list[list[Any]]:
+    return edge_epochs() if workload == "cc" else sum_epochs()  # type: ignore[return-value]
+
+
+def reference(workload: str) -> dict[int, list[str]]:
+    """Per epoch, what the workload delivers, computed in plain Python: the running sums of the
+    keys an epoch touched, or the changes of every node's component label (the least node of its
+    component, from NetworkX). Records as sorted JSON texts, the form the tests merge into."""
+    out: dict[int, list[str]] = {}
+    if workload == "sum":
+        sums: dict[int, int] = defaultdict(int)
+        for epoch, batch in enumerate(sum_epochs()):
+            for k, v in batch:
+                sums[k] += v
+            out[epoch] = sorted(json.dumps([k, sums[k]]) for k in {k for k, _ in batch})
+        return out
+    present: set[tuple[int, int]] = set()
+    before: set[tuple[int, int]] = set()
+    for epoch, changes in enumerate(edge_epochs()):
+        for edge, diff in changes:
+            (present.add if diff > 0 else present.discard)(edge)
+        labels = {(n, min(c)) for c in nx.connected_components(nx.Graph(list(present))) for n in c}
+        diff_ = [[list(r), 1] for r in labels - before] + [[list(r), -1] for r in before - labels]
+        if diff_:
+            out[epoch] = sorted(json.dumps(d) for d in diff_)
+        before = labels
+    return out
+
+
+class FtRun(Run):
+    """An undisturbed run of a workload (for `Mode.run`): feeds this process's share of each
+    epoch, keeps what it delivered."""
+
+    epochs = EPOCHS
+
+    def __init__(self, workload: str, scope: timely.Scope, delivered: dict[int, list[Any]], handles: Any) -> None:
+        self.data = epochs_of(workload)
+        self.index, self.processes = scope.process_index, scope.processes
+        self.delivered = delivered
+        self.input, self.probe = handles
+
+    def feed(self, epoch: int) -> None:
+        self.input.send([c for i, c in enumerate(self.data[epoch]) if i % self.processes == self.index])
+        self.input.advance_to(epoch + 1)
+
+    def probes(self) -> list[timely.Probe]:
+        return [self.probe]
+
+    def result(self, comp: Any) -> dict[str, list[Any]]:
+        return {str(e): records for e, records in sorted(self.delivered.items())}
+
+
+def workload(name: str) -> Callable[[timely.Scope], FtRun]:
+    """The workload called ``name``, undisturbed, as a program for `Mode.run`."""
+
+    def build(scope: timely.Scope) -> FtRun:
+        delivered: dict[int, list[Any]] = defaultdict(list)
+        handles = dataflow(name, scope, lambda epoch, records: delivered[epoch].extend(records))
+        return FtRun(name, scope, delivered, handles)
+
+    return build
+
+
 def main(argv: list[str]) -> None:
     global KILL, _RUNTIME
     workload, out = argv[0], pathlib.Path(argv[1])
@@ -151,29 +241,10 @@ def main(argv: list[str]) -> None:
         sink.write(json.dumps(line) + "\n")
         sink.flush()
 
-    if workload == "cc":
-        from libs import linq
+    epochs = epochs_of(workload)
 
-        epochs: list[list[Any]] = edge_epochs()
-
-        def build(scope: timely.Scope) -> Any:
-            edges = linq.new_input(scope, "edges")
-            marked = edges.collection.stream.stage("witness", Witness)
-            labels = linq.connected_components(linq.Collection(marked))
-            output = linq.CollectionOutput(labels, on_change=deliver, name="labels")
-            return edges.input, output.probe
-
-    elif workload == "sum":
-        epochs = sum_epochs()
-
-        def build(scope: timely.Scope) -> Any:
-            inp = scope.new_input("values")
-            sums = inp.stage("witness", Witness).stage("sums", Sums, exchange=lambda r: r[0])
-            sums.subscribe(lambda t, recs: deliver(t.epoch, recs), name="sums.out")
-            return inp, sums.probe()
-
-    else:
-        raise SystemExit(f"unknown workload {workload!r}")
+    def build(scope: timely.Scope) -> Any:
+        return dataflow(workload, scope, deliver)
 
     if KILL.armed("random"):
         delay = random.Random(f"{spec}/{index}").uniform(0.05, KILL.arg("random") / 1000)

@@ -1,9 +1,4 @@
-"""The pregel workloads of tests/pregel/test_processes.py, and a driver for real processes.
-
-The test imports this module for the workloads and the dataflow; every process of a cluster
-runs it as a script and prints what its workers computed::
-
-    timely run -n 4 -m tests.support.pregel_program SEED [WORKLOAD ...]
+"""The pregel workloads of tests/pregel/test_processes.py, as a program for `Mode.run`.
 
 A workload is a program from `libs.pregel.programs` and a seeded random graph per epoch
 (`EPOCHS` of them, each a separate run). One dataflow runs every workload asked for, each on
@@ -11,21 +6,21 @@ its own pair of inputs (edges, vertices). Every process builds the same dataflow
 its share of each epoch's records: those at positions ``i`` with ``i % processes ==
 process_index``, so that records reach the owning worker from anywhere. Each process keeps
 the ``(vertex, value)`` results its workers emit; the union over processes must be the
-answer of one process alone, with every vertex reported exactly once.
+answer, with every vertex reported exactly once.
 """
 
 from __future__ import annotations
 
 import json
 import random
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import timely
 from libs import pregel
 from libs.pregel import programs
+from tests.support.modes import Run
 
 EPOCHS = 2
 WORKLOADS = ("pagerank", "array_pagerank", "components", "shortest_paths", "kcore", "matching")
@@ -97,15 +92,19 @@ def program(workload: str, seed: int) -> Any:
 
 
 @dataclass
-class Run:
+class PregelRun(Run):
     """One process's inputs, and the results its workers emitted: workload -> epoch -> pairs."""
 
     seed: int
     process_index: int
     processes: int
     inputs: dict[str, tuple[timely.Input, timely.Input]]
-    probes: dict[str, timely.Probe]
+    outputs: dict[str, timely.Probe]
     results: dict[str, dict[int, list[tuple[Any, Any]]]] = field(default_factory=dict)
+    epochs = EPOCHS
+
+    def probes(self) -> list[timely.Probe]:
+        return list(self.outputs.values())
 
     def share(self, records: list[Any]) -> list[Any]:
         return [r for i, r in enumerate(records) if i % self.processes == self.process_index]
@@ -119,19 +118,20 @@ class Run:
             edges.advance_to(epoch + 1)
             vertices.advance_to(epoch + 1)
 
-    def result(self) -> dict[str, dict[str, list[list[Any]]]]:
+    def result(self, comp: Any = None) -> dict[str, dict[str, list[list[Any]]]]:
         """JSON-able: per workload and epoch, the ``[vertex, value]`` pairs, sorted."""
         data = json.loads(json.dumps(self.results))
         return {w: {e: sorted(pairs, key=json.dumps) for e, pairs in by_epoch.items()} for w, by_epoch in data.items()}
 
 
-def builder(seed: int, workloads: tuple[str, ...] = WORKLOADS) -> Callable[[timely.Scope], Run]:
+def builder(seed: int, workloads: Sequence[str] = WORKLOADS) -> Callable[[timely.Scope], PregelRun]:
+    """The program of the workloads of ``seed`` (for `Mode.run`)."""
     for w in workloads:
         if w not in WORKLOADS:
             raise ValueError(f"unknown workload {w!r}")
 
-    def build(scope: timely.Scope) -> Run:
-        run = Run(seed, scope.process_index, scope.processes, {}, {})
+    def build(scope: timely.Scope) -> PregelRun:
+        run = PregelRun(seed, scope.process_index, scope.processes, {}, {})
         for workload in workloads:
             edges = scope.new_input(f"{workload}_edges")
             vertices = scope.new_input(f"{workload}_vertices")
@@ -142,7 +142,7 @@ def builder(seed: int, workloads: tuple[str, ...] = WORKLOADS) -> Callable[[time
                 box.setdefault(time.epoch, []).extend(records)
 
             run.inputs[workload] = (edges, vertices)
-            run.probes[workload] = out.subscribe(collect, name=f"{workload}_results")
+            run.outputs[workload] = out.subscribe(collect, name=f"{workload}_results")
         return run
 
     return build
@@ -160,22 +160,3 @@ def union(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[Any, Any]]]
                     assert vid not in into, f"{workload} epoch {epoch}: vertex {vid} reported twice"
                     into[vid] = value
     return merged
-
-
-WAIT = 60.0
-"""Seconds a process may wait for one epoch to pass, or for the whole run to end."""
-
-
-def main(argv: list[str]) -> None:
-    seed = int(argv[0])
-    workloads = tuple(argv[1:]) or WORKLOADS
-    with timely.execute(builder(seed, workloads), timeout=120) as (comp, run):
-        for epoch in range(EPOCHS):
-            run.feed(epoch)
-            for probe in run.probes.values():
-                comp.wait_passed(probe, epoch, timeout=WAIT)
-    print("RESULT " + json.dumps(run.result()), flush=True)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
