@@ -7,6 +7,10 @@ dataflow's graph and hands every handle made while building its running side thr
 `Dataflow.bind`: the runtime implements the `Binder` protocol declared here, and the handles
 see only the `InputBinding` and `ProbeBinding` protocols, so handles created while building
 work afterwards without the runtime touching their insides.
+
+Why about 440 lines in one module: this is the whole building API a user meets (scopes, streams,
+inputs, probes) with the one interface the runtime implements to bind them (`Binder`), so that
+a handle's private state is touched only here.
 """
 
 from __future__ import annotations

@@ -8,6 +8,10 @@ From synchronous code the event loop runs in the calling thread, but only while 
 is called: a wait, an input that is sent more than it can queue, `Computation.explain`, or
 leaving the ``with`` block (which closes the inputs and runs the computation to its end).
 There is no background thread and no locking; parallelism comes from processes.
+
+Why about 450 lines in one module: the synchronous and the asynchronous handles and their two
+entry points share one setup (`_Setup`, `_Execution`) and must keep the same semantics (closing,
+failing, timing out); side by side, a difference between them shows.
 """
 
 from __future__ import annotations
