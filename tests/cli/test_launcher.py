@@ -17,50 +17,12 @@ from pathlib import Path
 import pytest
 
 from tests.support import clean_env
-from tests.support.launcher import LAUNCHER, RUN_TIMEOUT, SECRET, interrupt, running, script
+from tests.support.launcher import LAUNCHER, RUN_TIMEOUT, SECRET, gone, interrupt, lines_of, running, script, timely
 from timely._runtime.config import ClusterConfig, ClusterConfigError, cluster_from_env
 from timely._supervisor import Sink
 from timely.cli import main
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the launcher's process handling is tested on POSIX")
-
-
-def timely(
-    *args: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = RUN_TIMEOUT
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*LAUNCHER, *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=clean_env() if env is None else env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def lines_of(output: str, index: int) -> list[str]:
-    prefix = f"[p{index}] "
-    return [line[len(prefix) :] for line in output.splitlines() if line.startswith(prefix)]
-
-
-def gone(pid: int, within: float = 3.0) -> bool:
-    """Whether process `pid` has ended (polls: a kernel-delivered kill is asynchronous). A zombie
-    counts as ended: an orphan's zombie waits for init, which may reap it late."""
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            os.kill(pid, 0)
-        except (ProcessLookupError, PermissionError):  # PermissionError: the pid was reused
-            return True
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                return True
-        except (OSError, IndexError):
-            pass
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
 
 
 def main_in_process(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.support import clean_env
-from tests.support.launcher import SECRET, interrupt, running
+from tests.support.launcher import SECRET, gone, interrupt, lines_of, running, timely
 from timely.cli import main
 
 pytestmark = [
@@ -41,16 +41,8 @@ RESTART_LINE = re.compile(
 def timely_run(
     *args: str | Path, cwd: Path, env: dict[str, str] | None = None, input: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``timely`` with these arguments; its stdin is `input`, or empty."""
-    return subprocess.run(
-        [*LAUNCHER, *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-        env=clean_env() if env is None else env,
-        cwd=cwd,
-        **({"input": input} if input is not None else {"stdin": subprocess.DEVNULL}),
-    )
+    """``timely`` with these arguments, given the time a run with restarts needs."""
+    return timely(*args, cwd=cwd, env=env, input=input, timeout=RUN_TIMEOUT)
 
 
 def script(tmp_path: Path, body: str, name: str = "prog.py") -> Path:
@@ -59,31 +51,8 @@ def script(tmp_path: Path, body: str, name: str = "prog.py") -> Path:
     return path
 
 
-def lines_of(output: str, index: int) -> list[str]:
-    prefix = f"[p{index}] "
-    return [line[len(prefix) :] for line in output.splitlines() if line.startswith(prefix)]
-
-
 def restart_lines(stderr: str) -> list[re.Match[str]]:
     return [m for line in stderr.splitlines() if (m := RESTART_LINE.fullmatch(line))]
-
-
-def gone(pid: int, within: float = 3.0) -> bool:
-    """Whether process `pid` has ended (a zombie counts: an orphan's zombie waits for init)."""
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            os.kill(pid, 0)
-        except (ProcessLookupError, PermissionError):
-            return True
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                return True
-        except (OSError, IndexError):
-            pass
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
 
 
 def wait_for_pids(tmp_path: Path, processes: int, attempt: int, within: float = 20.0) -> list[int]:

@@ -32,6 +32,7 @@ import pytest
 
 import timely
 from tests.support import net_programs
+from tests.support.launcher import lines_of
 from timely._runtime.config import ClusterConfig
 from timely.dataflow import Dataflow
 from timely.net.framing import MAX_FRAME
@@ -187,11 +188,6 @@ def refusals(proc: Proc, index: int) -> list[tuple[int, str]]:
     warnings of logger ``timely.net``."""
     pattern = rf"^timely\.net:WARNING:process {index} refused a connection from \('127\.0\.0\.1', (\d+)\): (.*)$"
     return [(int(port), reason) for port, reason in re.findall(pattern, proc.err, re.MULTILINE)]
-
-
-def lines_of(output: str, index: int) -> list[str]:
-    prefix = f"[p{index}] "
-    return [line[len(prefix) :] for line in output.splitlines() if line.startswith(prefix)]
 
 
 # Raw sockets -------------------------------------------------------------------------------------
