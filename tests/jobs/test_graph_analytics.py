@@ -19,11 +19,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.graph_analytics import JobOptions, edge_changes, generate_edges, run_job
+from tests.support import ROOT
 
 pytestmark = pytest.mark.timeout(300)
 
 NODES, EDGES, EPOCHS, CHANGES, SEED = 300, 700, 3, 20, 5
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def labels(edges: set[tuple[int, int]]) -> dict[str, dict[int, int]]:
