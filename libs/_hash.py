@@ -2,8 +2,8 @@
 
 Python randomises ``hash(str)`` per process unless PYTHONHASHSEED is fixed (``timely run``
 fixes it, but a Spark task or a hand-started process may not), so keys are hashed here:
-ints by value, strings and bytes by CRC32, tuples and frozensets from their parts (pairs of
-ints by Python's tuple hash, which is not salted). Other
+ints by value, strings and bytes by CRC32, None by a constant, tuples and frozensets from
+their parts (pairs of ints by Python's tuple hash, which is not salted). Other
 types use their own ``__hash__``, which must then be deterministic across processes.
 """
 
@@ -15,6 +15,7 @@ from zlib import crc32
 __all__ = ["by_first", "stable_hash"]
 
 _MASK = (1 << 61) - 1
+_NONE = 0x9E3779B9
 
 
 def stable_hash(key: Any) -> int:
@@ -22,6 +23,8 @@ def stable_hash(key: Any) -> int:
     t = type(key)
     if t is int:
         return key  # type: ignore[no-any-return]
+    if key is None:  # hash(None) comes from None's address, different in every process
+        return _NONE
     if t is str:
         return crc32(key.encode("utf-8", "surrogatepass"))
     if t is tuple:

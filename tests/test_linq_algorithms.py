@@ -74,7 +74,11 @@ def random_epochs(
 def nx_components(edges: ref.Multiset) -> ref.Multiset:
     g = nx.Graph()
     g.add_edges_from(e for e, n in edges.items() if n > 0)
-    return {(node, min(comp)): 1 for comp in nx.connected_components(g) for node in comp}
+    out: ref.Multiset = {}
+    for comp in nx.connected_components(g):
+        least = min(comp)
+        out.update(((node, least), 1) for node in comp)
+    return out
 
 
 def _edge_maker(rng: random.Random, nodes: int) -> Callable[[], tuple[int, int]]:
@@ -93,6 +97,16 @@ def test_connected_components(workers: int, seed: int, nodes: int, initial: int,
     rng = random.Random(seed)
     epochs = random_epochs(rng, _edge_maker(rng, nodes), initial, delete=delete)
     check(linq.connected_components, nx_components, [(e,) for e in epochs], workers)
+
+
+@WORKERS
+@pytest.mark.parametrize(("seed", "nodes", "initial", "delete"), CC_GRAPHS)
+def test_connected_components_figure3(workers: int, seed: int, nodes: int, initial: int, delete: float) -> None:
+    """TR Figure 3 as written (every label at once, general join and min), the reference form
+    of the fused, size-ordered `connected_components`."""
+    rng = random.Random(seed)
+    epochs = random_epochs(rng, _edge_maker(rng, nodes), initial, delete=delete)
+    check(linq.connected_components_figure3, nx_components, [(e,) for e in epochs], workers)
 
 
 PRIORITIES: dict[str, Callable[[int], int] | None] = {

@@ -126,12 +126,6 @@ def test_a_raising_co_group_by_key_on_records_that_are_not_pairs(workers: int, s
 
 
 @WORKERS
-@pytest.mark.xfail(
-    strict=True,
-    reason="a raising join selector is reported with the record that just arrived only: when the "
-    "other side's record is the one it fails on, the message names the innocent record and not "
-    "the culprit (Join.on_recv passes just d to explain)",
-)
 def test_a_raising_join_selector_names_both_records(workers: int) -> None:
     """``("k", 13)`` is in the trace of the second input when ``("k", 1)`` arrives at the first."""
     query = lambda a, b: a.join(b, first, first, lambda x, y: unlucky(y[1]), name="my_op")  # noqa: E731

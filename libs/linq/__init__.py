@@ -17,11 +17,14 @@ so a user's own `timely.Vertex` can sit between two operators, also inside a loo
 """
 
 from .._hash import stable_hash
+from ._arrange import Arranged
+from ._columns._functions import columns
 from ._errors import OperatorError
 from ._io import CollectionInput, CollectionOutput, new_input
 from ._lattice import Lattice
 from .algorithms import (
     connected_components,
+    connected_components_figure3,
     prioritized_connected_components,
     shortest_paths,
     strongly_connected_components,
@@ -29,12 +32,15 @@ from .algorithms import (
 from .collection import Collection
 
 __all__ = [
+    "Arranged",
     "Collection",
     "CollectionInput",
     "CollectionOutput",
     "Lattice",
     "OperatorError",
+    "columns",
     "connected_components",
+    "connected_components_figure3",
     "new_input",
     "prioritized_connected_components",
     "shortest_paths",

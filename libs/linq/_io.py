@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+
+import numpy as np
 
 from timely import Input, KeyedState, Probe, Scope, Timestamp, Vertex
 
-from ._stateful import paused_gc, pieces_of, route
+from ._columns import Block, concat_blocks
+from ._columns._functions import as_block
+from ._linear import block_in, consolidate_block, record_key
+from ._stateful import ROUTE_BUCKETS, paused_gc, pieces_of
 from .collection import Collection, operator_name
 
 __all__ = ["CollectionInput", "CollectionOutput", "new_input"]
+
+FLUSH_AT = 65536
+"""Changes buffered by a `CollectionInput` before they leave as one block."""
 
 
 def new_input(scope: Scope, name: str | None = None) -> CollectionInput:
@@ -24,42 +32,82 @@ class CollectionInput:
     Changes sent before ``advance_to(e)`` belong to the current epoch; the outputs report the
     epoch's consequences once every process has advanced past it. In a computation with
     several processes, each process feeds its own share (any share: records are routed by key).
+
+    ``insert`` and ``remove`` gather single changes, which leave as one block with the next
+    bulk call (``insert_all``, ``remove_all``, ``update``, ``update_columns``), ``flush``,
+    ``advance_to`` or ``close`` (or every `FLUSH_AT` changes); the bulk calls send at once.
+    ``update_columns`` hands over columns directly (the fast path for large loads).
+    ``input`` is the underlying timely input, which takes ``(record, diff)`` pairs too.
     """
 
     def __init__(self, scope: Scope, name: str) -> None:
         self.input: Input = scope.new_input(name)
         self.collection = Collection(self.input)
+        self._records: list[Any] = []
+        self._diffs: list[int] = []
 
     @property
     def epoch(self) -> int:
         return self.input.epoch
 
+    def _add(self, records: Iterable[Any], diff: int) -> None:
+        before = len(self._records)
+        self._records.extend(records)
+        self._diffs.extend([diff] * (len(self._records) - before))
+        self.flush()
+
     def insert(self, record: Any, count: int = 1) -> None:
-        self.input.send([(record, count)])
+        self._records.append(record)
+        self._diffs.append(count)
+        if len(self._records) >= FLUSH_AT:
+            self.flush()
 
     def remove(self, record: Any, count: int = 1) -> None:
-        self.input.send([(record, -count)])
+        self.insert(record, -count)
 
     def insert_all(self, records: Iterable[Any]) -> None:
-        self.input.send([(r, 1) for r in records])
+        self._add(records, 1)
 
     def remove_all(self, records: Iterable[Any]) -> None:
-        self.input.send([(r, -1) for r in records])
+        self._add(records, -1)
 
     def update(self, changes: Iterable[tuple[Any, int]]) -> None:
         """Apply ``(record, diff)`` changes: a positive diff adds copies, a negative one removes them."""
-        batch = []
         for change in changes:
             record, diff = change
             if type(diff) is not int:
                 raise TypeError(f"update: the diff of {change!r} must be an int")
-            batch.append((record, diff))
-        self.input.send(batch)
+            self._records.append(record)
+            self._diffs.append(diff)
+        self.flush()
+
+    def update_columns(self, columns: Sequence[Any] | Any, diffs: Any = None) -> None:
+        """Apply changes given as columns: one array of records, or a tuple of arrays (one per
+        field of tuple records), and their diffs (an int array; default: each record once)."""
+        self.flush()
+        first = columns[0] if isinstance(columns, tuple) else columns
+        n = len(first)
+        d = np.ones(n, dtype=np.int64) if diffs is None else np.asarray(diffs, dtype=np.int64)
+        if len(d) != n:
+            raise ValueError(f"update_columns: {n} records but {len(d)} diffs")
+        block = as_block(tuple(columns) if isinstance(columns, tuple) else columns, d, "update_columns")
+        if len(block):
+            self.input.send([block])
+
+    def flush(self) -> None:
+        """Send the buffered changes now (``advance_to`` and ``close`` do it anyway)."""
+        if not self._records:
+            return
+        records, diffs = self._records, self._diffs
+        self._records, self._diffs = [], []
+        self.input.send([Block.of_records(records, np.asarray(diffs, dtype=np.int64))])
 
     def advance_to(self, epoch: int) -> None:
+        self.flush()
         self.input.advance_to(epoch)
 
     def close(self) -> None:
+        self.flush()
         self.input.close()
 
 
@@ -67,38 +115,41 @@ class Contents(Vertex):
     """The share of an output's accumulated collection that one worker owns (the consolidation
     before it routes each record to one worker), passing the differences on unchanged.
 
-    Checkpoint: one piece ``(record, count)`` per record, routed by the record's hash as the
-    consolidation routes it."""
+    Checkpoint: pieces ``block`` of ``(record, count)``, cut by the record's route."""
 
     def __init__(self, op: str) -> None:
         self.op = op
         self.contents: dict[Any, int] = {}
 
-    def on_recv(self, edge: int, records: list[tuple[Any, int]], time: Timestamp) -> None:
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        block = block_in(records)
         contents = self.contents
-        for d, r in records:
+        for d, r in block.pairs():
             c = contents.get(d, 0) + r
             if c:
                 contents[d] = c
             else:
                 contents.pop(d, None)
-        self.send_by(self.outputs[0], records, time)
+        self.send_by(self.outputs[0], [block], time)
 
     def checkpoint(self) -> KeyedState | None:
         if not self.contents:
             return None
         with paused_gc():
-            return KeyedState([(route(d), (d, c)) for d, c in self.contents.items()])
+            block = Block.of_records(list(self.contents), np.fromiter(self.contents.values(), np.int64))
+            buckets = record_key(self.op).routes(block) % ROUTE_BUCKETS
+            return KeyedState([(r, block.take(buckets == r)) for r in np.unique(buckets).tolist()])
 
     def restore(self, state: Any) -> None:
         contents = self.contents
         with paused_gc():
-            for _, (d, c) in pieces_of(self.op, state):
-                c += contents.get(d, 0)
-                if c:
-                    contents[d] = c
-                else:
-                    contents.pop(d, None)
+            for _, block in pieces_of(self.op, state):
+                for d, c in block.pairs():
+                    c += contents.get(d, 0)
+                    if c:
+                        contents[d] = c
+                    else:
+                        contents.pop(d, None)
 
 
 class CollectionOutput:
@@ -126,20 +177,18 @@ class CollectionOutput:
         held = consolidated._unary("contents", f"{full}.contents", self._part)
         self.changes: dict[int, list[tuple[Any, int]]] = {}
         self._on_change = on_change
-        self.probe: Probe = held.stream.subscribe(self._receive, name=full)
+        self.probe: Probe = held._blocks.subscribe(self._receive, name=full)
 
     def _part(self, op: str) -> Contents:
         part = Contents(op)
         self._parts.append(part)
         return part
 
-    def _receive(self, time: Timestamp, records: list[tuple[Any, int]]) -> None:
-        total: dict[Any, int] = {}
-        for d, r in records:
-            total[d] = total.get(d, 0) + r
-        changes = [(d, r) for d, r in total.items() if r]
-        if not changes:
+    def _receive(self, time: Timestamp, records: list[Any]) -> None:
+        block = consolidate_block(concat_blocks(records), "output")
+        if not len(block):
             return
+        changes = block.pairs()
         self.changes[time[0]] = changes
         if self._on_change is not None:
             self._on_change(time[0], changes)

@@ -1,13 +1,18 @@
 """Join (TR §5.2.2): bilinear, so it needs no notification.
 
-A batch from one input at time ``t`` joins with everything the other input has sent so far,
-then enters its own input's trace; every pair of differences meets exactly once, and their
-product is sent at the least upper bound of their two times, the first time at which both
-are part of the collections.
+Each input is arranged by key. A block from one input at time ``t`` meets everything the other
+input's arrangement holds: per batch, one `numpy.searchsorted` finds the rows of every key of
+the block, and the matching pairs come out as columns; then the block joins its own input's
+arrangement. So every pair of differences meets exactly once, and their product goes out at
+the least upper bound of their two times, the first time at which both are part of the
+collections (one message per distinct output time).
 
-Checkpoint: one piece per key, ``(key, dirty, trace0, trace1)``, each trace
-``{time: ((record, diff), ...)}`` or None when that side has nothing for the key; routed
-by the key's hash, the route of both inputs' records of the key.
+The selector makes the output records: ``linq.columns(fn)`` receives the matched left and
+right records as columns (``fn(left_fields..., right_fields...)``), any other function is
+called once per matched pair.
+
+Checkpoint: a `KeyedState` of both arrangements, pieces ``((input, arity), keys, records,
+times, diffs)`` routed by key (`_stateful.rows_pieces`).
 """
 
 from __future__ import annotations
@@ -15,12 +20,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from timely import KeyedState, Timestamp
+import numpy as np
 
+from timely import KeyedState, Timestamp, Vertex
+
+from ._columns import SCALAR, Block, codes_of, group_starts, order, route_of
+from ._columns._functions import Columns, as_block
+from ._errors import OperatorError
+from ._keys import KeyOf
 from ._lattice import Lattice
-from ._stateful import Stateful, compact_times, merge_lists, paused_gc, pieces_of, route
-
-Pairs = list[tuple[Any, int]]
+from ._layout import Layout, widened
+from ._linear import changes_in
+from ._stateful import Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
+from ._trace import Batch, Rows, Spine, concat_rows, matches
 
 
 class Join(Stateful):
@@ -33,105 +45,153 @@ class Join(Stateful):
         selector: Callable[[Any, Any], Any],
     ) -> None:
         super().__init__(op, lattice)
-        self.keys = (key1, key2)
+        self.keyof = (KeyOf(key1, op), KeyOf(key2, op))
         self.selector = selector
-        self.traces: tuple[dict[Any, dict[Any, Pairs]], dict[Any, dict[Any, Pairs]]] = ({}, {})
+        self.layouts = (Layout(op), Layout(op))
+        self.ntimes = lattice.depth + 1
+        self.traces: list[Spine | None] = [None, None]
 
-    def on_recv(self, edge: int, records: Pairs, time: Timestamp) -> None:
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         self.watch(time)
-        keyfn = self.keys[edge]
-        mine, other = self.traces[edge], self.traces[1 - edge]
-        sel = self.selector
-        le, join = self.lattice.le, self.lattice.join
-        dirty = self.dirty
-        out: dict[Any, Pairs] = {}
-        d = None
-        try:
-            for pair in records:
-                d, r = pair
-                k = keyfn(d)
-                found = other.get(k)
-                if found is not None:
-                    for s, lst in found.items():
-                        u = time if le(s, time) else join(s, time)
-                        o = out.get(u)
-                        if o is None:
-                            o = out[u] = []
-                        if edge == 0:
-                            o.extend([(sel(d, d2), r * r2) for d2, r2 in lst])
-                        else:
-                            o.extend([(sel(d2, d), r * r2) for d2, r2 in lst])
-                times = mine.get(k)
-                if times is None:
-                    mine[k] = {time: [pair]}
-                    dirty.add(k)
-                else:
-                    lst = times.get(time)
-                    if lst is None:
-                        times[time] = [pair]
-                        dirty.add(k)
-                    else:
-                        lst.append(pair)
-        except Exception as exc:
-            raise self.explain(exc, d, keyfn, "selector") from exc
-        output = self.outputs[0]
-        for u, o in out.items():
-            if o:
-                self.send_by(output, o, u)
+        block = changes_in(records)
+        if not len(block):
+            return
+        keys = self.keyof[edge].codes(block)
+        t = tuple(time)
+        other = self.traces[1 - edge]
+        if other is not None:
+            self._meet(edge, block, keys, t, other)
+        layout = self.layouts[edge]
+        if not layout.accept(block):
+            self.traces[edge] = widened(self.traces[edge], layout, self.ntimes)
+            layout.accept(block)
+        vals = layout.encode(block)
+        trace = self.traces[edge]
+        if trace is None:
+            trace = self.traces[edge] = Spine(layout.width, self.ntimes)
+        trace.insert(Batch(Rows.at(keys, vals, t, block.diffs)))
+
+    def _meet(self, edge: int, block: Block, keys: np.ndarray, t: tuple[int, ...], other: Spine) -> None:
+        """``block`` (at ``t``) against every batch of the other input's arrangement."""
+        times = [np.broadcast_to(np.int64(c), len(keys)) for c in t]
+        meet(self, self.selector, block, keys, times, other.batches(), self.layouts[1 - edge], edge == 0)
 
     def on_notify(self, time: Timestamp) -> None:
         epoch = self.epoch_completed(time)
-        if epoch is None:
-            return
-        dirty = self.compaction(epoch)
-        if not dirty:
-            return
-        for trace in self.traces:
-            for k in dirty:
-                times = trace.get(k)
-                if times is None:
-                    continue
-                moved = compact_times(times, epoch, merge_lists)
-                if moved is None:
-                    continue
-                if moved:
-                    trace[k] = moved
-                else:
-                    del trace[k]
+        if epoch is not None and self.compaction(epoch):
+            for trace in self.traces:
+                if trace is not None:
+                    trace.advance_to(epoch)
 
     # Checkpoints -------------------------------------------------------------------------------
     def checkpoint(self) -> KeyedState | None:
-        first, second = self.traces
-        if not first and not second:
+        if self.traces[0] is None and self.traces[1] is None:
             return None
-        dirty = self.dirty
         with paused_gc():
             pieces: list[tuple[int, Any]] = []
-            add = pieces.append
-            for k, times in first.items():
-                other = second.get(k)
-                add((route(k), (k, k in dirty, _flat(times), None if other is None else _flat(other))))
-            for k, times in second.items():
-                if k not in first:
-                    add((route(k), (k, k in dirty, None, _flat(times))))
+            for edge, trace in enumerate(self.traces):
+                if trace is not None:
+                    trace.compact()
+                    pieces.extend(arrangement_pieces(edge, trace.rows(), self.layouts[edge]))
         return KeyedState(pieces)
 
     def restore(self, state: Any) -> None:
-        dirty = self.dirty
-        with paused_gc():
-            for _, (k, is_dirty, *sides) in pieces_of(self.op, state):
-                for trace, saved in zip(self.traces, sides):
-                    if saved is None:
-                        continue
-                    times = trace.get(k)
-                    if times is None:
-                        trace[k] = {t: list(pairs) for t, pairs in saved.items()}
-                    else:  # the key came from two instances: their differences add up
-                        for t, pairs in saved.items():
-                            times.setdefault(t, []).extend(pairs)
-                if is_dirty:
-                    dirty.add(k)
+        for edge, trace in enumerate(restored(self, state, list(self.layouts), self.ntimes)):
+            if trace is not None:
+                self.traces[edge] = trace
 
 
-def _flat(times: dict[Any, Pairs]) -> dict[Any, tuple[Any, ...]]:
-    return {t: tuple(lst) for t, lst in times.items()}
+def arrangement_pieces(tag: int, rows: Rows, layout: Layout) -> list[tuple[int, Any]]:
+    """An arrangement's rows as checkpoint pieces ``((tag, arity), ...)`` routed by key."""
+    arity = layout.arity or SCALAR
+    return rows_pieces((tag, arity), rows, route_of(rows.keys), arity)
+
+
+def restored(vertex: Stateful, state: Any, layouts: list[Layout], ntimes: int) -> list[Spine | None]:
+    """The arrangements saved by `arrangement_pieces` (piece tag ``i`` into ``layouts[i]``), each
+    one batch of this process's codes; refused if a row's key belongs to another worker."""
+    parts: list[list[Rows]] = [[] for _ in layouts]
+    with paused_gc():
+        for _, piece in pieces_of(vertex.op, state):
+            tag, arity = piece[0]
+            layout = layouts[tag]
+            if layout.arity is None:
+                layout.arity = arity
+            parts[tag].append(rows_of_piece(piece, ntimes, recoder(layout)))
+        out: list[Spine | None] = []
+        for layout, rows_list in zip(layouts, parts):
+            if not rows_list:
+                out.append(None)
+                continue
+            rows = concat_rows(rows_list, layout.width, ntimes)
+            check_owner(vertex.op, rows.keys, vertex.worker_index, vertex.peers)
+            spine = Spine(layout.width, ntimes)
+            spine.insert(Batch(rows))
+            out.append(spine)
+    return out
+
+
+def meet(
+    vertex: Stateful,
+    selector: Callable[[Any, Any], Any],
+    delta: Block,
+    keys: np.ndarray,
+    times: list[np.ndarray],
+    batches: list[Batch],
+    layout: Layout,
+    delta_first: bool,
+) -> None:
+    """A join's delta (records, their key codes and times) against arranged ``batches`` (records
+    stored with ``layout``): the selector's records for every match, each sent at the join of
+    the two times. ``delta_first``: the delta is the join's left input."""
+    found = matches(keys, batches, layout.width, len(times))
+    if found is None:
+        return
+    left, right = found
+    one = delta.take(left)
+    other = layout.decode(right.vals, right.diffs)
+    first, second = (one, other) if delta_first else (other, one)
+    out = select_pairs(vertex.op, selector, first, second, one.diffs * right.diffs)
+    send_by_time(vertex, out, [np.maximum(a[left], b) for a, b in zip(times, right.times)])
+
+
+def select_pairs(op: str, sel: Callable[[Any, Any], Any], first: Block, second: Block, diffs: np.ndarray) -> Block:
+    """A join's output records for matched pairs (``first`` and ``second`` aligned): column-wise
+    for `linq.columns`, else one call per pair (an error names both records)."""
+    if type(sel) is Columns:
+        cols = [*(first.cols if first.arity != 0 else ()), *(second.cols if second.arity != 0 else ())]
+        return as_block(sel.fn(*cols), diffs, "join selector")
+    a, b = first.records(), second.records()
+    try:
+        out = [sel(x, y) for x, y in zip(a, b)]
+    except Exception:
+        for x, y in zip(a, b):
+            try:
+                sel(x, y)
+            except Exception as exc:
+                raise OperatorError(
+                    f"{op}: the selector raised {type(exc).__name__}: {exc} on records {x!r} and {y!r}"
+                ) from exc
+        raise
+    return Block.of_records(out, diffs)
+
+
+def send_by_time(vertex: Vertex, out: Block, times: list[np.ndarray]) -> None:
+    """Send ``out``, each row at its time: one message per distinct time."""
+    first = [int(c[0]) for c in times]
+    if all(bool((c == f).all()) for c, f in zip(times, first)):
+        vertex.send_by(vertex.outputs[0], [out], tuple(first))  # type: ignore[arg-type]
+        return
+    idx = order(times)
+    times = [c[idx] for c in times]
+    out = out.take(idx)
+    starts = group_starts(times).tolist()
+    ends = [*starts[1:], len(idx)]
+    for s, e in zip(starts, ends):
+        u = tuple(int(c[s]) for c in times)
+        vertex.send_by(vertex.outputs[0], [out.take(slice(s, e))], u)  # type: ignore[arg-type]
+
+
+def recoder(layout: Layout) -> Callable[[Block], list[np.ndarray]]:
+    """How a restored piece's record values become this process's codes, in ``layout``."""
+    return lambda block: [codes_of(block.cols[0])] if layout.arity == SCALAR else [codes_of(c) for c in block.cols]

@@ -1,7 +1,9 @@
-"""Stateless operators (TR §3): each difference maps to differences at the same time.
+"""Stateless operators (TR §3), block in, block out, and the plumbing between blocks and records.
 
-Records travel as ``(record, diff)`` pairs; the time of a difference is the time of the
-timely message that carries it, so a batch never repeats its time per record.
+Every message of a collection is a list of `Block`s at the message's time (or of
+``(worker, block)`` pairs right after an exchange, see `Route`). A linear operator maps each
+block to a block: column-wise for ``itemgetter`` and `linq.columns` functions, through Python
+records otherwise.
 """
 
 from __future__ import annotations
@@ -9,9 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
+
 from timely import Timestamp, Vertex
 
+from ._columns import SCALAR, Block, blocks_of, codes_of, concat_blocks, group_starts, order
+from ._columns._functions import Columns, apply_columns, as_block, fields_of, twice
 from ._errors import OperatorError
+from ._keys import KeyOf, unhashable
 
 Pairs = list[tuple[Any, int]]
 
@@ -26,70 +33,157 @@ def find_failure(what: str, op: str, fn: Callable[..., Any], records: Iterable[A
     return OperatorError(f"{op}: the {what} raised {type(exc).__name__}: {exc}")
 
 
+def block_in(records: list[Any]) -> Block:
+    """The one block of a message (its blocks concatenated)."""
+    if len(records) == 1 and type(records[0]) is Block:
+        return records[0]  # type: ignore[no-any-return]
+    return concat_blocks(blocks_of(records))
+
+
+def changes_in(records: list[Any]) -> Block:
+    """The one block of a message, without its zero diffs (what a keyed operator arranges)."""
+    block = block_in(records)
+    return block if block.diffs.all() else block.take(block.diffs != 0)
+
+
 class _Linear(Vertex):
-    def __init__(self, op: str, fn: Callable[[Any], Any]) -> None:
+    def __init__(self, op: str, fn: Callable[..., Any]) -> None:
         self.op = op
         self.fn = fn
 
-    def fail(self, what: str, records: Pairs, exc: BaseException) -> Exception:
-        return find_failure(what, self.op, self.fn, [d for d, _ in records], exc)
+    def fail(self, what: str, records: list[Any], exc: BaseException) -> Exception:
+        return find_failure(what, self.op, self.fn, records, exc)
+
+    def columns(self, what: str, block: Block) -> Any:
+        try:
+            return apply_columns(self.fn, block)  # type: ignore[arg-type]
+        except Exception as exc:
+            raise OperatorError(f"{self.op}: the {what} raised {type(exc).__name__}: {exc}") from exc
 
 
 class Select(_Linear):
-    def on_recv(self, edge: int, records: Pairs, time: Timestamp) -> None:
-        fn = self.fn
-        try:
-            out = [(fn(d), r) for d, r in records]
-        except Exception as exc:
-            raise self.fail("selector", records, exc) from exc
-        self.send_by(self.outputs[0], out, time)
+    def __init__(self, op: str, fn: Callable[[Any], Any]) -> None:
+        super().__init__(op, fn)
+        self.fields = fields_of(fn)
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        block = block_in(records)
+        fields = self.fields
+        if fields is not None and block.arity > max(fields, default=-1):
+            cols = [block.cols[i] for i in fields]
+            out = Block(cols, len(fields), block.diffs) if len(fields) > 1 else Block(cols, SCALAR, block.diffs)
+        elif self.fn is twice and block.arity == SCALAR:
+            out = Block([block.cols[0], block.cols[0]], 2, block.diffs)
+        elif type(self.fn) is Columns:
+            try:
+                out = as_block(self.columns("selector", block), block.diffs, "selector")
+            except ValueError as exc:
+                raise OperatorError(f"{self.op}: {exc}") from exc
+        else:
+            fn = self.fn
+            recs = block.records()
+            try:
+                mapped = [fn(d) for d in recs]
+            except Exception as exc:
+                raise self.fail("selector", recs, exc) from exc
+            out = Block.of_records(mapped, block.diffs)
+        self.send_by(self.outputs[0], [out], time)
 
 
 class Where(_Linear):
-    def on_recv(self, edge: int, records: Pairs, time: Timestamp) -> None:
-        keep = self.fn
-        try:
-            out = [pair for pair in records if keep(pair[0])]
-        except Exception as exc:
-            raise self.fail("predicate", records, exc) from exc
-        if out:
-            self.send_by(self.outputs[0], out, time)
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        block = block_in(records)
+        if type(self.fn) is Columns:
+            mask = np.asarray(self.columns("predicate", block), dtype=bool)
+        else:
+            keep = self.fn
+            recs = block.records()
+            try:
+                mask = np.fromiter((bool(keep(d)) for d in recs), dtype=bool, count=len(recs))
+            except Exception as exc:
+                raise self.fail("predicate", recs, exc) from exc
+        if mask.any():
+            self.send_by(self.outputs[0], [block.take(mask) if not mask.all() else block], time)
 
 
 class SelectMany(_Linear):
-    def on_recv(self, edge: int, records: Pairs, time: Timestamp) -> None:
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        block = block_in(records)
         fn = self.fn
+        recs = block.records()
+        out: list[Any] = []
+        counts: list[int] = []
         try:
-            out = [(y, r) for d, r in records for y in fn(d)]
+            for d in recs:
+                ys = list(fn(d))
+                out.extend(ys)
+                counts.append(len(ys))
         except Exception as exc:
-            raise self.fail("selector", records, exc) from exc
+            raise self.fail("selector", recs, exc) from exc
         if out:
-            self.send_by(self.outputs[0], out, time)
+            diffs = np.repeat(block.diffs, counts)
+            self.send_by(self.outputs[0], [Block.of_records(out, diffs)], time)
 
 
 class Negate(Vertex):
-    def on_recv(self, edge: int, records: Pairs, time: Timestamp) -> None:
-        self.send_by(self.outputs[0], [(d, -r) for d, r in records], time)
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        block = block_in(records)
+        self.send_by(self.outputs[0], [block.with_diffs(-block.diffs)], time)
 
 
 class Inspect(_Linear):
-    def on_recv(self, edge: int, records: Pairs, time: Timestamp) -> None:
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        block = block_in(records)
         fn = self.fn
-        for d, r in records:
+        for d, r in block.pairs():
             try:
-                fn(d, time, r)
+                fn(d, time, r)  # type: ignore[call-arg]
             except Exception as exc:
                 raise OperatorError(
                     f"{self.op}: the inspector raised {type(exc).__name__}: {exc} on record {d!r}"
                 ) from exc
-        self.send_by(self.outputs[0], records, time)
+        self.send_by(self.outputs[0], [block], time)
+
+
+class FromPairs(Vertex):
+    """A plain stream of ``(record, diff)`` pairs (or blocks) as a stream of blocks."""
+
+    def __init__(self, op: str) -> None:
+        self.op = op
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        blocks = []
+        pairs = []
+        for r in records:
+            if type(r) is Block:
+                blocks.append(r)
+            else:
+                pairs.append(r)
+        if pairs:
+            try:
+                blocks.append(Block.of_pairs(pairs))
+            except (TypeError, ValueError) as exc:
+                bad = next(
+                    (p for p in pairs if not (isinstance(p, tuple) and len(p) == 2 and type(p[1]) is int)), pairs[0]
+                )
+                raise OperatorError(f"{self.op}: expected (record, diff) pairs with int diffs, got {bad!r}") from exc
+        block = concat_blocks(blocks)
+        if len(block):
+            self.send_by(self.outputs[0], [block], time)
+
+
+class ToPairs(Vertex):
+    """Blocks back to ``(record, diff)`` pairs (`Collection.stream`)."""
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        self.send_by(self.outputs[0], block_in(records).pairs(), time)
 
 
 class ToTriples(Vertex):
     """``(record, diff)`` at time t becomes ``(record, t, diff)``: a plain timely stream."""
 
-    def on_recv(self, edge: int, records: Pairs, time: Timestamp) -> None:
-        self.send_by(self.outputs[0], [(d, time, r) for d, r in records], time)
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        self.send_by(self.outputs[0], [(d, time, r) for d, r in block_in(records).pairs()], time)
 
 
 class FromTriples(Vertex):
@@ -120,7 +214,7 @@ class FromTriples(Vertex):
                 batch.append((d, r))
         for t, batch in by_time.items():
             # send_by refuses a time before the batch's own: a difference cannot travel back in time
-            self.send_by(self.outputs[0], batch, t)
+            self.send_by(self.outputs[0], [Block.of_pairs(batch)], t)
 
 
 class Delay(_Linear):
@@ -131,22 +225,163 @@ class Delay(_Linear):
         super().__init__(op, fn)
         self.extra = extra
 
-    def on_recv(self, edge: int, records: Pairs, time: Timestamp) -> None:
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        block = block_in(records)
         fn = self.fn
-        prefix = tuple(time[:-1])
-        by_time: dict[Any, Pairs] = {}
-        for pair in records:
-            try:
-                p = fn(pair[0])
-            except Exception as exc:
-                raise self.fail("priority function", records, exc) from exc
+        recs = block.records()
+        try:
+            prio = [fn(d) for d in recs]
+        except Exception as exc:
+            raise self.fail("priority function", recs, exc) from exc
+        for d, p in zip(recs, prio):
             if type(p) is not int or p < 0:
-                raise OperatorError(f"{self.op}: priority {p!r} of record {pair[0]!r} is not a non-negative int")
-            t = (*prefix, time[-1] + p + self.extra)
-            batch = by_time.get(t)
-            if batch is None:
-                by_time[t] = [pair]
-            else:
-                batch.append(pair)
-        for t, batch in by_time.items():
-            self.send_by(self.outputs[0], batch, t)
+                raise OperatorError(f"{self.op}: priority {p!r} of record {d!r} is not a non-negative int")
+        if not prio:
+            return
+        prios = np.asarray(prio, dtype=np.int64)
+        idx = np.argsort(prios, kind="stable")
+        prios = prios[idx]
+        starts = group_starts([prios]).tolist()
+        ends = [*starts[1:], len(idx)]
+        prefix = tuple(time[:-1])
+        for s, e in zip(starts, ends):
+            t = (*prefix, time[-1] + int(prios[s]) + self.extra)
+            self.send_by(self.outputs[0], [block.take(idx[s:e])], t)  # type: ignore[arg-type]
+
+
+class Route(Vertex):
+    """Cuts each block by its records' routes into one block per worker, sent as
+    ``(worker, block)``: the stage after it exchanges by the first item, so a block moves
+    with one partition call per destination, not one per record."""
+
+    def __init__(self, key: KeyOf) -> None:
+        self.key = key
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        peers = self.peers
+        if peers == 1:
+            self.send_by(self.outputs[0], records, time)
+            return
+        block = block_in(records)
+        dest = self.key.routes(block) % peers
+        self.send_by(self.outputs[0], split_by(block, dest, peers), time)
+
+
+def split_by(block: Block, dest: np.ndarray, peers: int) -> list[tuple[int, Block]]:
+    """``(worker, rows of block for that worker)`` for every worker that gets rows."""
+    if not len(block):
+        return []
+    first = int(dest[0])
+    if (dest == first).all():
+        return [(first, block)]
+    out = []
+    if peers <= 8:  # a mask per worker: cheaper than sorting by worker
+        for w in range(peers):
+            mask = dest == w
+            if mask.any():
+                out.append((w, block.take(mask)))
+        return out
+    idx = np.argsort(dest, kind="stable")
+    bounds = np.searchsorted(dest[idx], np.arange(peers + 1))
+    for w in range(peers):
+        lo, hi = int(bounds[w]), int(bounds[w + 1])
+        if hi > lo:
+            out.append((w, block.take(idx[lo:hi])))
+    return out
+
+
+def by_destination(record: Any) -> int:
+    """The exchange function after a `Route`: the worker it chose."""
+    return record[0]  # type: ignore[no-any-return]
+
+
+class Consolidate(Vertex):
+    """Sums the differences of each record at each time once the time is complete; keeps nothing after.
+
+    Checkpoint: what awaits a time that is not complete, as pieces ``(time, block)`` routed by
+    record; None (nothing) between epochs, unless a later time had records before it was complete."""
+
+    def __init__(self, op: str) -> None:
+        self.op = op
+        self.staged: dict[Any, list[Block]] = {}
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        staged = self.staged.get(time)
+        if staged is None:
+            self.staged[time] = blocks_of(records)
+            self.notify_at(time)
+        else:
+            staged.extend(blocks_of(records))
+
+    def on_notify(self, time: Timestamp) -> None:
+        staged = self.staged.pop(time, None)
+        if not staged:
+            return
+        out = consolidate_block(concat_blocks(staged), self.op)
+        if len(out):
+            self.send_by(self.outputs[0], [out], time)
+
+    def checkpoint(self) -> Any:
+        if not self.staged:
+            return None
+        from timely import KeyedState
+
+        from ._stateful import ROUTE_BUCKETS
+
+        key = record_key(self.op)
+        pieces: list[tuple[int, Any]] = []
+        for t, blocks in self.staged.items():
+            block = concat_blocks(blocks)
+            buckets = key.routes(block) % ROUTE_BUCKETS
+            for r in np.unique(buckets).tolist():
+                pieces.append((r, (tuple(t), block.take(buckets == r))))
+        return KeyedState(pieces)
+
+    def restore(self, state: Any) -> None:
+        from ._stateful import pieces_of
+
+        for _, (t, block) in pieces_of(self.op, state):
+            self.staged.setdefault(tuple(t), []).append(block)
+
+
+def record_key(op: str) -> KeyOf:
+    """The key of record-routed operators (consolidate, an output's contents): the record."""
+    from ._columns._functions import identity
+
+    return KeyOf(identity, op)
+
+
+def consolidate_block(block: Block, op: str) -> Block:
+    """The block with each record's diffs summed and zero sums dropped (records keep their values)."""
+    if not len(block):
+        return block
+    try:
+        cols = [block.record_codes()] if block.arity <= 0 else [codes_of(c) for c in block.cols]
+    except TypeError:
+        raise unhashable(op, "record", block.records()) from None
+    idx = order(cols)
+    starts = group_starts([c[idx] for c in cols])
+    diffs = np.add.reduceat(block.diffs[idx], starts)
+    keep = diffs != 0
+    return block.take(idx[starts[keep]]).with_diffs(diffs[keep])
+
+
+__all__ = [
+    "Consolidate",
+    "Delay",
+    "FromPairs",
+    "FromTriples",
+    "Inspect",
+    "Negate",
+    "Route",
+    "Select",
+    "SelectMany",
+    "ToPairs",
+    "ToTriples",
+    "Where",
+    "block_in",
+    "changes_in",
+    "by_destination",
+    "consolidate_block",
+    "split_by",
+]

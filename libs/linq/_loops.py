@@ -55,7 +55,7 @@ def _open(collection: Collection, kind: str, name: str | None) -> tuple[str, Loo
     loop = LoopContext(collection.scope, full)
     lattice = collection.lattice.enter()
     _lattices[loop] = lattice
-    return full, loop, Collection(loop.ingress(collection.stream, "enter"), lattice)
+    return full, loop, Collection._of(loop.ingress(collection._blocks, "enter"), lattice)
 
 
 def fixed_point(
@@ -66,11 +66,11 @@ def fixed_point(
 ) -> Collection:
     full, loop, entered = _open(collection, "fixed_point", name)
     feedback = loop.feedback("next", max_iterations)
-    x = Collection(loop.concat("x", [entered.stream, feedback.stream]), entered.lattice)
+    x = Collection._of(loop.concat("x", [entered._blocks, feedback.stream]), entered.lattice)
     result = _checked(full, loop, body(x))
     step = result.concat(entered.negate(name="undo_input"), name="step")
     # a difference and its opposite must cancel before going round, or they would go round for ever
-    feedback.connect(step.consolidate(name="cancel").stream)
+    feedback.connect(step.consolidate(name="cancel")._blocks)
     return result.leave(name="result").consolidate(name="limit")
 
 
@@ -84,7 +84,7 @@ def prioritize(
     arrive = entered._delayed(priority, 0, "arrive")
     depart = entered.negate(name="negate")._delayed(priority, 1, "depart")
     previous = loop.feedback("previous_round")
-    x = Collection(loop.concat("x", [arrive.stream, depart.stream, previous.stream]), entered.lattice)
+    x = Collection._of(loop.concat("x", [arrive._blocks, depart._blocks, previous.stream]), entered.lattice)
     result = _checked(full, loop, body(x))
-    previous.connect(result.consolidate(name="cancel").stream)
+    previous.connect(result.consolidate(name="cancel")._blocks)
     return result.leave(name="result").consolidate(name="limit")

@@ -1,440 +1,505 @@
 """Reduce: the one stateful operator behind group_by, co_group_by, distinct, count, sum, min,
-max, union, intersect, except and consolidate (TR §5.2, Figure 18).
+max, union, intersect and except (TR §5.2, Figure 18), on two arrangements.
 
-For each key the operator keeps its input trace (time -> record -> diff) and its output
-trace. When a time ``t`` is complete (a notification), it evaluates each key that changed at
-``t``: the group is the sum of the input differences at times ``<= t``, the output is the
-reducer's answer for that group, and what it sends is that answer minus what it already
-sent at times ``<= t``. A change at ``t`` can also change the answer at ``join(t, s)`` for an
-incomparable time ``s`` in the key's history (TR §4.3), so those times are scheduled too.
+The operator arranges its input (key, record, time, diff) and its own output (key, output
+record, time, diff). Input blocks at time ``t`` wait until ``t`` is complete (a notification),
+join the input arrangement, and then every key they touched is evaluated at ``t``, all keys of
+the notification at once, column-wise:
 
-The fast path: when every time in a key's history is ``<= t`` (always so within one epoch
-of a loop), the group at ``t`` is simply the key's running total, kept alongside the trace.
+1. the input accumulated at ``t`` (rows at times ``<= t``, summed per (key, record)), read
+   from each batch of the arrangement; a batch whose times are all ``<= t`` gives its rows
+   compacted: one row per (record, time), times of finished epochs moved to the first open one;
+2. the reducer's answer for each key's group (typed reducers over columns, or the user's
+   Python function per key);
+3. less the output accumulated at ``t``: what is sent, and added to the output arrangement.
 
-Checkpoint: a `KeyedState` routed by key hash with three kinds of piece, told apart by
-their first item:
+A change at ``t`` can also change the answer at ``join(t, s)`` for every time ``s`` of the
+key's history that is not ``<= t`` (TR §4.3): those (key, time) pairs are computed for the
+whole notification at once and scheduled as notifications; evaluating there schedules the
+joins with the rest of the history in turn, which covers every least upper bound. Keys that
+did not change at ``t`` are not touched: a deletion at a hub evaluates the hub and the keys the
+deletion reaches, nothing else.
 
-- ``(0, key, tidy, dirty, upper, inputs, outputs)``: a key's traces, ``inputs`` as
-  ``{time: ((record, diff), ...)}`` (records tagged ``(input, record)`` with two
-  inputs) and ``outputs`` as ``{time: {record: diff}}``; the running totals are their sums,
-  rebuilt on restore;
-- ``(1, key, times)``: the key is to be evaluated at each of ``times`` (pending notifications);
-- ``(2, time, input, pairs)``: input differences received at ``time`` and not yet absorbed.
-
-The last two are empty at a checkpoint unless a time after the checkpoint's epoch had
-records before it was complete; the runtime restores the notifications they wait for.
+Checkpoint: a `KeyedState` of pieces routed by key (`_stateful.rows_pieces`): ``0`` the input
+arrangement, ``1`` the output arrangement, each as blocks of columns, and ``(2, time, input,
+block)`` input not yet absorbed and ``(3, time, keys)`` keys scheduled at later times (both
+empty between epochs unless a later time had records before it was complete).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import chain
 from typing import Any
 
-from timely import KeyedState, Timestamp, Vertex
+import numpy as np
 
+from timely import KeyedState, Timestamp
+
+from ._columns import (
+    EMPTY,
+    SCALAR,
+    Block,
+    all_ints,
+    block_of_codes,
+    blocks_of,
+    codes_of,
+    concat_blocks,
+    consolidate,
+    distinct,
+    group_starts,
+    order,
+    route_of,
+    values_of,
+)
+from ._columns._functions import Columns, apply_columns, fields_of
 from ._errors import OperatorError
+from ._keys import KeyOf
 from ._lattice import Lattice
-from ._stateful import Stateful, compact_times, merge_lists, paused_gc, pieces_of, route
+from ._layout import Layout, widened
+from ._stateful import ROUTE_BUCKETS, Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
+from ._trace import Batch, Rows, Spine, concat_rows, le_time, lub_time
 
 Counts = dict[Any, int]
 Evaluate = Callable[[Any, Counts], Counts]
 """``evaluate(key, group)``: the output records (with counts) of one key's group (record -> count > 0)."""
 
 
-def merge_counts(a: Counts, b: Counts) -> Counts:
-    out = dict(a)
-    for d, r in b.items():
-        c = out.get(d, 0) + r
-        if c:
-            out[d] = c
+class Group:
+    """One notification's input, accumulated: rows sorted by (key, record) with counts > 0."""
+
+    __slots__ = ("counts", "keys", "layout", "starts", "vals")
+
+    def __init__(self, keys: np.ndarray, vals: list[np.ndarray], counts: np.ndarray, layout: Layout) -> None:
+        self.keys = keys
+        self.vals = vals
+        self.counts = counts
+        self.layout = layout
+        self.starts = group_starts([keys])
+
+    def ukeys(self) -> np.ndarray:
+        return self.keys[self.starts]
+
+
+Output = tuple[np.ndarray, list[np.ndarray], int, np.ndarray]
+"""A reducer's answer: keys, output record codes (columns), their arity, counts."""
+
+
+class Reducer:
+    """How a key's group becomes output records. ``evaluate`` answers for every key at once."""
+
+    inputs = 1
+
+    def evaluate(self, group: Group, op: str) -> Output:
+        raise NotImplementedError
+
+
+class PerKey(Reducer):
+    """A Python function per key: ``evaluate(key, {record: count})`` -> ``{record: count}``.
+    With two inputs, records are tagged ``(input, record)``."""
+
+    def __init__(self, evaluate: Evaluate, inputs: int = 1) -> None:
+        self.fn = evaluate
+        self.inputs = inputs
+
+    def evaluate(self, group: Group, op: str) -> Output:
+        starts = [*group.starts.tolist(), len(group.keys)]
+        keys = values_of(group.ukeys())
+        if self.inputs == 2:
+            records = list(zip(group.vals[0].tolist(), values_of(group.vals[1])))
         else:
-            del out[d]
-    return out
+            records = group.layout.records(group.vals)
+        counts = group.counts.tolist()
+        out_keys: list[int] = []
+        out_records: list[Any] = []
+        out_counts: list[int] = []
+        key_codes = group.ukeys().tolist()
+        fn = self.fn
+        for i, k in enumerate(keys):
+            lo, hi = starts[i], starts[i + 1]
+            g = dict(zip(records[lo:hi], counts[lo:hi]))
+            try:
+                answer = fn(k, g)
+            except OperatorError as exc:
+                raise OperatorError(f"{op}: {exc}") from exc
+            except Exception as exc:
+                shown = sorted((r[1] if self.inputs == 2 else r for r in g), key=repr)[:5]
+                raise OperatorError(
+                    f"{op}: the reducer raised {type(exc).__name__}: {exc} on key {k!r} with records {shown!r}"
+                ) from exc
+            for r, c in answer.items():
+                if c:
+                    out_keys.append(key_codes[i])
+                    out_records.append(r)
+                    out_counts.append(c)
+        block = Block.of_records(out_records, np.asarray(out_counts, dtype=np.int64))
+        try:
+            if block.arity > 0:
+                cols = [codes_of(c) for c in block.cols]
+                arity = block.arity
+            else:
+                cols = [block.record_codes()]
+                arity = SCALAR
+        except TypeError:
+            raise OperatorError(f"{op}: the reducer returned a record that cannot be hashed") from None
+        return np.asarray(out_keys, dtype=np.int64), cols, arity, block.diffs
 
 
-def _add(counts: Counts, d: Any, r: int) -> None:
-    c = counts.get(d, 0) + r
-    if c:
-        counts[d] = c
-    else:
-        del counts[d]
+def _value_column(value: Any, group: Group) -> np.ndarray | None:
+    """The int value of every row, column-wise, when ``value`` allows it (else None)."""
+    fields = fields_of(value)
+    arity = group.layout.arity or SCALAR
+    if fields is not None and len(fields) == 1 and 0 <= fields[0] < arity:
+        col = group.vals[fields[0]]
+        return col if all_ints(col) else None
+    if type(value) is Columns and arity != SCALAR:
+        blk = group.layout.decode(group.vals, group.counts)
+        out = np.asarray(apply_columns(value, blk))
+        return out.astype(np.int64) if out.dtype.kind in "iu" else None
+    return None
 
 
-class _Key:
-    """One key's state: its input trace (time -> differences, consolidated lazily), its output
-    trace (time -> consolidated differences), the running totals of both, and ``upper``, the
-    join of every time in the two traces."""
+class Distinct(Reducer):
+    """Each record once (the key is the record)."""
 
-    __slots__ = ("inputs", "out_total", "outputs", "tidy", "total", "upper")
+    def evaluate(self, group: Group, op: str) -> Output:
+        s = group.starts
+        return group.keys[s], [v[s] for v in group.vals], group.layout.arity or SCALAR, np.ones(len(s), np.int64)
 
-    def __init__(self, time: Any) -> None:
-        self.tidy = 0
-        """The input lists at times of epochs before ``tidy`` are consolidated."""
-        self.inputs: dict[Any, list[tuple[Any, int]]] = {}
-        self.outputs: dict[Any, Counts] = {}
-        self.total: Counts = {}
-        self.out_total: Counts = {}
-        self.upper = time
+
+class Count(Reducer):
+    """``(key, n)``."""
+
+    def evaluate(self, group: Group, op: str) -> Output:
+        s = group.starts
+        n = np.add.reduceat(group.counts, s) if len(s) else EMPTY
+        keys = group.keys[s]
+        return keys, [keys, n], 2, np.ones(len(s), np.int64)
+
+
+class Sum(Reducer):
+    """``(key, sum of value(record) * count)``; column-wise for int values."""
+
+    def __init__(self, value: Callable[[Any], Any], fallback: Evaluate) -> None:
+        self.value = value
+        self.fallback = PerKey(fallback)
+
+    def evaluate(self, group: Group, op: str) -> Output:
+        col = _value_column(self.value, group)
+        if col is None:
+            return self.fallback.evaluate(group, op)
+        s = group.starts
+        totals = np.add.reduceat(col * group.counts, s) if len(s) else EMPTY
+        keys = group.keys[s]
+        return keys, [keys, codes_of(totals)], 2, np.ones(len(s), np.int64)
+
+
+class Extreme(Reducer):
+    """Per key the record with the least (``largest=False``) or greatest value; ties go to
+    the least (greatest) record. Column-wise for int values of records of int fields."""
+
+    def __init__(self, value: Callable[[Any], Any], largest: bool, fallback: Evaluate) -> None:
+        self.value = value
+        self.largest = largest
+        self.fallback = PerKey(fallback)
+
+    def evaluate(self, group: Group, op: str) -> Output:
+        col = _value_column(self.value, group)
+        if col is None or not all(all_ints(v) for v in group.vals):
+            return self.fallback.evaluate(group, op)
+        sign = -1 if self.largest else 1
+        idx = order([group.keys, sign * col, *(sign * v for v in group.vals)])
+        keys = group.keys[idx]
+        first = group_starts([keys])
+        pick = idx[first]
+        return (
+            group.keys[pick],
+            [v[pick] for v in group.vals],
+            group.layout.arity or SCALAR,
+            np.ones(len(pick), np.int64),
+        )
 
 
 class Reduce(Stateful):
-    """``keys[i]`` extracts the key of a record of input ``i``. With two inputs the group's
-    records are tagged ``(input, record)``."""
+    """``keys[i]`` gives the key of a record of input ``i``."""
 
-    def __init__(self, op: str, lattice: Lattice, keys: list[Callable[[Any], Any]], evaluate: Evaluate) -> None:
+    def __init__(
+        self, op: str, lattice: Lattice, keys: list[Callable[[Any], Any]], reducer: Reducer | Evaluate
+    ) -> None:
         super().__init__(op, lattice)
-        self.keys = keys
-        self.evaluate = evaluate
-        self.tagged = len(keys) > 1
-        self.state: dict[Any, _Key] = {}
-        self.staged: dict[Any, list[tuple[int, Any]]] = {}
-        self.pending: dict[Any, set[Any]] = {}
+        self.keyof = [KeyOf(k, op) for k in keys]
+        if not isinstance(reducer, Reducer):
+            reducer = PerKey(reducer, len(keys))
+        self.reducer = reducer
+        self.two = len(keys) > 1
+        self.layout = Layout(op, SCALAR if self.two else None)
+        self.out_layout = Layout(op)
+        self.ntimes = lattice.depth + 1
+        self.input_trace: Spine | None = None
+        self.output_trace: Spine | None = None
+        self.staged: dict[Any, list[tuple[int, Block]]] = {}
+        self.pending: dict[Any, list[np.ndarray]] = {}
 
-    def on_recv(self, edge: int, records: list[tuple[Any, int]], time: Timestamp) -> None:
+    # Receiving ---------------------------------------------------------------------------------
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         self.watch(time)
+        block = concat_blocks(blocks_of(records))
         staged = self.staged.get(time)
         if staged is None:
-            self.staged[time] = [(edge, records)]
+            self.staged[time] = [(edge, block)]
             if time not in self.pending:
-                self.pending[time] = set()
+                self.pending[time] = []
                 self.notify_at(time)
         else:
-            staged.append((edge, records))
+            staged.append((edge, block))
 
     def on_notify(self, time: Timestamp) -> None:
-        keys = self.pending.pop(time, None)
-        if keys is not None:
+        due = self.pending.pop(time, None)
+        if due is not None:
             staged = self.staged.pop(time, None)
             if staged:
-                self.absorb(staged, time, keys)
-            if keys:
+                due.append(self.absorb(staged, tuple(time)))
+            keys = distinct(np.concatenate(due)) if due else EMPTY
+            if len(keys):
                 self.process(keys, time)
         epoch = self.epoch_completed(time)
         if epoch is not None:
             if self.pending:
                 epoch = min(epoch, min(t[0] for t in self.pending))
-            self.compact_state(epoch)
+            if self.compaction(epoch):
+                for spine in (self.input_trace, self.output_trace):
+                    if spine is not None:
+                        spine.advance_to(epoch)
 
-    def absorb(self, staged: list[tuple[int, Any]], time: Timestamp, keys: set[Any]) -> None:
-        """Add a time's input differences to the traces and running totals."""
-        state, dirty = self.state, self.dirty
-        join, tagged = self.lattice.join, self.tagged
-        d = raw = None
-        for edge, records in staged:
-            keyfn = self.keys[edge]
+    def _input_vals(self, edge: int, block: Block) -> list[np.ndarray]:
+        if self.two:
             try:
-                for pair in records:
-                    d = raw = pair[0]
-                    if not pair[1]:
-                        continue  # a zero diff changes nothing (and must not leave a zero count)
-                    k = keyfn(d)
-                    if tagged:
-                        d = (edge, d)
-                        pair = (d, pair[1])
-                    st = state.get(k)
-                    if st is None:
-                        st = state[k] = _Key(time)
-                        st.inputs[time] = [pair]
-                        st.total[d] = pair[1]
-                        keys.add(k)
-                        dirty.add(k)
-                        continue
-                    lst = st.inputs.get(time)
-                    if lst is None:
-                        st.inputs[time] = [pair]
-                        up = st.upper
-                        if up != time:
-                            st.upper = join(up, time)
-                        dirty.add(k)
-                    else:
-                        lst.append(pair)
-                    total = st.total
-                    c = total.get(d, 0) + pair[1]
-                    if c:
-                        total[d] = c
-                    else:
-                        del total[d]
-                    keys.add(k)
-            except Exception as exc:
-                raise self.explain(exc, raw, keyfn, "key function") from exc
+                codes = block.record_codes()
+            except TypeError:
+                from ._keys import unhashable
 
-    def process(self, keys: set[Any], time: Timestamp) -> None:
-        le, join = self.lattice.le, self.lattice.join
-        state = self.state
-        evaluate = self.evaluate
-        sent: list[tuple[Any, int]] = []
-        for k in keys:
-            st = state.get(k)
-            if st is None:  # compacted away entirely
-                continue
-            up = st.upper
-            if le(up, time):
-                group = st.total
-                before = st.out_total
-            else:
-                if st.tidy < time[0]:
-                    st.inputs = {
-                        t: merge_lists(diffs, []) if t[0] < time[0] else diffs for t, diffs in st.inputs.items()
-                    }
-                    st.tidy = time[0]
-                group = _accumulate_lists(st.inputs, st.total, time, le)
-                before = _accumulate(st.outputs, time, le)
-                self.schedule(k, st, time)
-            if group:
-                for d, c in group.items():
-                    if c < 0:
-                        record = d[1] if self.tagged else d
-                        raise OperatorError(
-                            f"{self.op}: record {record!r} has multiplicity {c} at time {time}: a record was "
-                            "removed more often than it was added"
-                        )
-                try:
-                    after = evaluate(k, group)
-                except OperatorError as exc:
-                    raise OperatorError(f"{self.op}: {exc}") from exc
-                except Exception as exc:
-                    raise OperatorError(
-                        f"{self.op}: the reducer raised {type(exc).__name__}: {exc} on key {k!r} "
-                        f"with records {sorted(group, key=repr)[:5]!r}"
-                    ) from exc
-            else:
-                after = {}
-            if after == before:
-                continue
-            changes = [(o, c - b) for o, c in after.items() if c != (b := before.get(o, 0))]
-            changes.extend((o, -c) for o, c in before.items() if o not in after)
-            sent.extend(changes)
-            at = st.outputs.get(time)
-            if at is None:
-                st.outputs[time] = dict(changes)
-                self.dirty.add(k)
-            else:
-                for o, c in changes:
-                    _add(at, o, c)
-            total = st.out_total
-            for o, c in changes:
-                _add(total, o, c)
-            st.upper = time if le(up, time) else join(up, time)
-        if sent:
-            self.send_by(self.outputs[0], sent, time)
+                raise unhashable(self.op, "record", block.records()) from None
+            return [np.full(len(block), edge, dtype=np.int64), codes]
+        if not self.layout.accept(block):
+            self.input_trace = widened(self.input_trace, self.layout, self.ntimes)
+            self.layout.accept(block)
+        return self.layout.encode(block)
 
-    def schedule(self, k: Any, st: _Key, time: Any) -> None:
-        """Times ``join(time, s)`` for each ``s`` in the key's history not before ``time``: the
-        answer may change there, though no input need arrive at it (TR §4.3). That includes
-        ``s`` itself when ``s`` is later than ``time``: compaction may have moved an old,
-        already evaluated time to where it now follows ``time``."""
-        le, join = self.lattice.le, self.lattice.join
-        for s in chain(st.inputs, st.outputs):
-            if le(s, time):
+    def absorb(self, staged: list[tuple[int, Block]], time: tuple[int, ...]) -> np.ndarray:
+        """Add a time's input blocks to the input arrangement; the keys they touch."""
+        parts = []
+        if not self.two and len(staged) > 1:  # one layout for the whole time
+            staged = [(0, concat_blocks([b for _, b in staged]))]
+        for edge, block in staged:
+            block = block.take(block.diffs != 0) if not block.diffs.all() else block
+            if not len(block):
                 continue
-            u = join(s, time)
-            keys = self.pending.get(u)
-            if keys is None:
-                self.pending[u] = {k}
+            keys = self.keyof[edge].codes(block)
+            parts.append(Rows.at(keys, self._input_vals(edge, block), time, block.diffs))
+        if not parts:
+            return EMPTY
+        width = 2 if self.two else self.layout.width
+        rows = concat_rows(parts, width, self.ntimes)
+        batch = Batch(rows)
+        if self.input_trace is None:
+            self.input_trace = Spine(width, self.ntimes)
+        self.input_trace.insert(batch)
+        return batch.ukeys
+
+    # Evaluating --------------------------------------------------------------------------------
+    def process(self, keys: np.ndarray, time: Timestamp) -> None:
+        t = tuple(time)
+        if self.input_trace is None:
+            return
+        acc, later = accumulate(self.input_trace, keys, t)
+        if len(acc) and (acc.diffs < 0).any():
+            self._negative(acc, time)
+        group = Group(acc.keys, list(acc.vals), acc.diffs, self.layout)
+        out_keys, out_cols, arity, out_counts = (
+            self.reducer.evaluate(group, self.op) if len(acc) else (EMPTY, [], SCALAR, EMPTY)
+        )
+        if len(out_keys):
+            out_cols = self._accept_output(out_cols, arity)
+        width = self.out_layout.width
+        if self.output_trace is not None:
+            before, out_later = accumulate(self.output_trace, keys, t)
+            later = concat_rows([later, out_later], 0, self.ntimes)
+        else:
+            before = Rows.empty(width, 0)
+        if len(out_keys) or len(before):
+            new = Rows(out_keys, out_cols, (), out_counts) if len(out_keys) else Rows.empty(width, 0)
+            delta = concat_rows([new, before.negated()], width, 0).consolidated()
+            if len(delta):
+                if self.output_trace is None:
+                    self.output_trace = Spine(width, self.ntimes)
+                self.output_trace.insert(Batch(Rows.at(delta.keys, delta.vals, t, delta.diffs), tidy=True))
+                self.send_by(self.outputs[0], [self.out_layout.decode(delta.vals, delta.diffs)], time)
+        if len(later):
+            self.schedule(later, t)
+
+    def _accept_output(self, cols: list[np.ndarray], arity: int) -> list[np.ndarray]:
+        layout = self.out_layout
+        if layout.arity is None:
+            layout.arity = arity
+            return cols
+        if layout.arity == arity:
+            return cols
+        if layout.arity != SCALAR:
+            self.output_trace = widened(self.output_trace, layout, self.ntimes)
+        return Layout(self.op, arity).widen(cols)
+
+    def schedule(self, later: Rows, t: tuple[int, ...]) -> None:
+        """Notifications at ``join(t, s)`` for the (key, s) of the history not ``<= t``."""
+        times = lub_time(later.times, t)
+        cols, _ = consolidate([*times, later.keys], np.ones(len(later), dtype=np.int64))
+        starts = group_starts(cols[:-1])
+        ends = [*starts[1:].tolist(), len(cols[-1])]
+        for s, e in zip(starts.tolist(), ends):
+            u = tuple(int(c[s]) for c in cols[:-1])
+            due = self.pending.get(u)
+            if due is None:
+                self.pending[u] = [cols[-1][s:e]]
                 self.notify_at(u)  # type: ignore[arg-type]
             else:
-                keys.add(k)
+                due.append(cols[-1][s:e])
 
-    def compact_state(self, epoch: int) -> None:
-        dirty = self.compaction(epoch)
-        if not dirty:
-            return
-        state, join = self.state, self.lattice.join
-        for k in dirty:
-            st = state.get(k)
-            if st is None:
-                continue
-            inputs = compact_times(st.inputs, epoch, merge_lists)
-            if inputs is not None:
-                st.inputs = inputs
-            outputs = compact_times(st.outputs, epoch, merge_counts)
-            if outputs is not None:
-                st.outputs = outputs
-            if inputs is None and outputs is None:
-                continue
-            if not st.inputs and not st.outputs:
-                del state[k]
-                continue
-            up = None
-            for t in chain(st.inputs, st.outputs):
-                up = t if up is None else join(up, t)
-            st.upper = up
+    def _negative(self, acc: Rows, time: Timestamp) -> None:
+        i = int(np.flatnonzero(acc.diffs < 0)[0])
+        if self.two:
+            record = values_of(acc.vals[1][i : i + 1])[0]
+        else:
+            record = self.layout.records([v[i : i + 1] for v in acc.vals])[0]
+        raise OperatorError(
+            f"{self.op}: record {record!r} has multiplicity {int(acc.diffs[i])} at time {time}: a record was "
+            "removed more often than it was added"
+        )
 
     # Checkpoints -------------------------------------------------------------------------------
     def checkpoint(self) -> KeyedState | None:
-        if not self.state and not self.pending:
+        if self.input_trace is None and not self.pending and not self.staged:
             return None
-        dirty = self.dirty
         with paused_gc():
-            pieces: list[tuple[int, Any]] = [
-                (
-                    route(k),
-                    (
-                        0,
-                        k,
-                        st.tidy,
-                        k in dirty,
-                        st.upper,
-                        {t: tuple(diffs) for t, diffs in st.inputs.items()},
-                        {t: dict(diffs) for t, diffs in st.outputs.items()},
-                    ),
-                )
-                for k, st in self.state.items()
-            ]
-            scheduled: dict[Any, list[Any]] = {}
-            for t, due in self.pending.items():
-                for k in due:
-                    scheduled.setdefault(k, []).append(t)
-            pieces.extend((route(k), (1, k, tuple(times))) for k, times in scheduled.items())
+            pieces: list[tuple[int, Any]] = []
+            for tag, spine, layout in ((0, self.input_trace, self.layout), (1, self.output_trace, self.out_layout)):
+                if spine is not None:
+                    spine.compact()
+                    rows = spine.rows()
+                    arity = (2 if self.two else layout.arity or SCALAR) if tag == 0 else layout.arity or SCALAR
+                    if tag == 0 and self.two:
+                        rows = Rows(rows.keys, [rows.vals[0], rows.vals[1]], rows.times, rows.diffs)
+                    pieces.extend(rows_pieces((tag, arity), rows, route_of(rows.keys), arity))
             for t, batches in self.staged.items():
-                by_route: dict[tuple[int, int], list[tuple[Any, int]]] = {}
-                for edge, records in batches:
-                    keyfn = self.keys[edge]
-                    for pair in records:
-                        try:
-                            r = route(keyfn(pair[0]))
-                        except Exception:
-                            r = 0  # as the exchange routed it; absorbing it will name the error
-                        by_route.setdefault((r, edge), []).append(pair)
-                pieces.extend((r, (2, t, edge, tuple(pairs))) for (r, edge), pairs in by_route.items())
+                for edge, block in batches:
+                    routes = self.keyof[edge].routes(block) % ROUTE_BUCKETS
+                    for r in np.unique(routes).tolist():
+                        part = block.take(routes == r)
+                        pieces.append((r, (2, tuple(t), edge, part)))
+            for t, due in self.pending.items():
+                keys = distinct(np.concatenate(due)) if due else EMPTY
+                routes = route_of(keys) % ROUTE_BUCKETS
+                for r in np.unique(routes).tolist():
+                    pieces.append((r, (3, tuple(t), block_of_codes([keys[routes == r]], SCALAR, EMPTY))))
         return KeyedState(pieces)
 
     def restore(self, state: Any) -> None:
         with paused_gc():
+            parts: dict[int, list[Rows]] = {0: [], 1: []}
             for _, piece in pieces_of(self.op, state):
                 kind = piece[0]
-                if kind == 0:
-                    self._restore_key(*piece[1:])
-                elif kind == 1:
-                    _, k, times = piece
-                    for t in times:
-                        self.pending.setdefault(tuple(t), set()).add(k)
-                else:
-                    _, t, edge, pairs = piece
+                if type(kind) is tuple:
+                    tag, arity = kind
+                    layout = self.layout if tag == 0 else self.out_layout
+                    if not (self.two and tag == 0) and layout.arity is None:
+                        layout.arity = arity
+                    parts[tag].append(rows_of_piece(piece, self.ntimes, self._recode(tag)))
+                elif kind == 2:
+                    _, t, edge, block = piece
                     t = tuple(t)
-                    self.staged.setdefault(t, []).append((edge, list(pairs)))
-                    self.pending.setdefault(t, set())
+                    self.staged.setdefault(t, []).append((edge, block))
+                    self.pending.setdefault(t, [])
+                else:
+                    _, t, keys = piece
+                    self.pending.setdefault(tuple(t), []).append(codes_of(keys.cols[0]))
+            for tag, rows_list in parts.items():
+                if not rows_list:
+                    continue
+                width = 2 if (self.two and tag == 0) else (self.layout if tag == 0 else self.out_layout).width
+                rows = concat_rows(rows_list, width, self.ntimes)
+                check_owner(self.op, rows.keys, self.worker_index, self.peers)
+                spine = Spine(width, self.ntimes)
+                spine.insert(Batch(rows))
+                if tag == 0:
+                    self.input_trace = spine
+                else:
+                    self.output_trace = spine
 
-    def _restore_key(self, k: Any, tidy: int, is_dirty: bool, upper: Any, inputs: Any, outputs: Any) -> None:
-        st = _Key(tuple(upper))
-        st.tidy = tidy
-        st.inputs = {t: list(pairs) for t, pairs in inputs.items()}
-        st.outputs = {t: dict(diffs) for t, diffs in outputs.items()}
-        old = self.state.get(k)
-        if old is not None:  # the key came from two instances: their differences add up
-            st = _merged(old, st, self.lattice)
-        total: Counts = {}
-        for diffs in st.inputs.values():
-            for d, r in diffs:
-                total[d] = total.get(d, 0) + r
-        st.total = {d: c for d, c in total.items() if c}
-        total = {}
-        for counts in st.outputs.values():
-            for d, r in counts.items():
-                total[d] = total.get(d, 0) + r
-        st.out_total = {d: c for d, c in total.items() if c}
-        self.state[k] = st
-        if is_dirty:
-            self.dirty.add(k)
+    def _recode(self, tag: int) -> Callable[[Block], list[np.ndarray]]:
+        def recode(block: Block) -> list[np.ndarray]:
+            if self.two and tag == 0:
+                return [block.cols[0], codes_of(block.cols[1])]
+            layout = self.layout if tag == 0 else self.out_layout
+            if layout.arity == SCALAR:
+                return [codes_of(block.cols[0])]
+            return [codes_of(c) for c in block.cols]
 
-
-def _merged(a: _Key, b: _Key, lattice: Lattice) -> _Key:
-    for t, diffs in b.inputs.items():
-        a.inputs.setdefault(t, []).extend(diffs)
-    for t, counts in b.outputs.items():
-        a.outputs[t] = merge_counts(a.outputs.get(t, {}), counts)
-    a.tidy = 0  # lists of one time from both are not consolidated together
-    a.upper = lattice.join(a.upper, b.upper)
-    return a
+        return recode
 
 
-def _accumulate_lists(
-    times: dict[Any, list[tuple[Any, int]]], everything: Counts, time: Any, le: Callable[[Any, Any], bool]
-) -> Counts:
-    """The sum of the differences at times ``<= time``: summed directly, or as ``everything``
-    (the sum over all times) less the differences at the other times, whichever is less work."""
-    before, after = [], []
-    size_before = size_after = 0
-    for s, diffs in times.items():
-        if le(s, time):
-            before.append(diffs)
-            size_before += len(diffs)
-        else:
-            after.append(diffs)
-            size_after += len(diffs)
-    if size_before <= size_after + len(everything):
-        total: Counts = {}
-        sign = 1
-        lists = before
+def accumulate(spine: Spine, keys: np.ndarray, t: tuple[int, ...]) -> tuple[Rows, Rows]:
+    """The rows of ``keys`` accumulated at ``t`` (summed over times ``<= t``, no time columns,
+    sorted and consolidated), and the (key, time) of their rows at times not ``<= t``.
+
+    What is summed is the key's compacted history: one row per (record, time) in each batch,
+    with the times of finished epochs moved to the first open one (`Spine.advance_to`), so it
+    grows with the distinct loop positions of the key, never with the number of epochs. A few
+    rows in all (an update's case) are summed in Python."""
+    parts: list[Rows] = []
+    for b in spine.batches():
+        idx = b.find(keys)
+        if idx is not None:
+            parts.append(b.take(idx))
+    nvals, ntimes = spine.nvals, spine.ntimes
+    if sum(len(p) for p in parts) <= FEW_ROWS:
+        return _accumulate_few(parts, t, nvals, ntimes)
+    now: list[Rows] = []
+    later: list[Rows] = []
+    for rows in parts:
+        mask = le_time(rows.times, t)
+        if mask.all():
+            now.append(Rows(rows.keys, rows.vals, (), rows.diffs))
+            continue
+        kept = rows.take(mask)
+        now.append(Rows(kept.keys, kept.vals, (), kept.diffs))
+        gone = ~mask
+        later.append(Rows(rows.keys[gone], (), [c[gone] for c in rows.times], rows.diffs[gone]))
+    acc = concat_rows(now, nvals, 0).consolidated(runs=True)  # each batch's rows are in order already
+    return acc, concat_rows(later, 0, ntimes)
+
+
+FEW_ROWS = 64
+"""Up to this many rows, `accumulate` sums in Python."""
+
+
+def _accumulate_few(parts: list[Rows], t: tuple[int, ...], nvals: int, ntimes: int) -> tuple[Rows, Rows]:
+    total: dict[tuple[int, ...], int] = {}
+    later: list[tuple[int, ...]] = []
+    for rows in parts:
+        times = list(zip(*(c.tolist() for c in rows.times)))
+        for row, d, s in zip(zip(rows.keys.tolist(), *(v.tolist() for v in rows.vals)), rows.diffs.tolist(), times):
+            if all(a <= b for a, b in zip(s, t)):
+                total[row] = total.get(row, 0) + d
+            else:
+                later.append((row[0], *s))
+    found = sorted(r for r, d in total.items() if d)
+    if found:
+        cols = np.array(found, dtype=np.int64).reshape(len(found), 1 + nvals)
+        acc = Rows(
+            cols[:, 0], [cols[:, 1 + i] for i in range(nvals)], (), np.array([total[r] for r in found], dtype=np.int64)
+        )
     else:
-        total = dict(everything)
-        sign = -1
-        lists = after
-    for diffs in lists:
-        for d, r in diffs:
-            total[d] = total.get(d, 0) + sign * r
-    return {d: c for d, c in total.items() if c}
-
-
-def _accumulate(times: dict[Any, Counts], time: Any, le: Callable[[Any, Any], bool]) -> Counts:
-    """The sum of the differences at times ``<= time``."""
-    total: Counts = {}
-    for s, diffs in times.items():
-        if le(s, time):
-            for d, r in diffs.items():
-                total[d] = total.get(d, 0) + r
-    return {d: c for d, c in total.items() if c}
-
-
-class Consolidate(Vertex):
-    """Sums the differences of each record at each time once the time is complete; keeps nothing after.
-
-    Checkpoint: what awaits a time that is not complete, as pieces ``(time, ((record, diff),
-    ...))`` routed by each record's hash (its exchange); None (nothing) at a
-    checkpoint taken between epochs, unless a later time had records before it was complete."""
-
-    def __init__(self, op: str) -> None:
-        self.op = op
-        self.staged: dict[Any, list[list[tuple[Any, int]]]] = {}
-
-    def on_recv(self, edge: int, records: list[tuple[Any, int]], time: Timestamp) -> None:
-        staged = self.staged.get(time)
-        if staged is None:
-            self.staged[time] = [records]
-            self.notify_at(time)
-        else:
-            staged.append(records)
-
-    def on_notify(self, time: Timestamp) -> None:
-        staged = self.staged.pop(time, None)
-        if not staged:
-            return
-        total: Counts = {}
-        d = None
-        try:
-            for records in staged:
-                for d, r in records:
-                    total[d] = total.get(d, 0) + r
-        except TypeError as exc:
-            raise OperatorError(f"{self.op}: record {d!r} cannot be hashed: {exc}") from exc
-        out = [(d, r) for d, r in total.items() if r]
-        if out:
-            self.send_by(self.outputs[0], out, time)
-
-    def checkpoint(self) -> KeyedState | None:
-        if not self.staged:
-            return None
-        pieces: list[tuple[int, Any]] = []
-        for t, batches in self.staged.items():
-            by_route: dict[int, list[tuple[Any, int]]] = {}
-            for records in batches:
-                for pair in records:
-                    by_route.setdefault(route(pair[0]), []).append(pair)
-            pieces.extend((r, (t, tuple(pairs))) for r, pairs in by_route.items())
-        return KeyedState(pieces)
-
-    def restore(self, state: Any) -> None:
-        staged = self.staged
-        for _, (t, pairs) in pieces_of(self.op, state):
-            staged.setdefault(tuple(t), []).append(list(pairs))
+        acc = Rows.empty(nvals, 0)
+    if later:
+        cols = np.array(later, dtype=np.int64).reshape(len(later), 1 + ntimes)
+        gone = Rows(cols[:, 0], (), [cols[:, 1 + i] for i in range(ntimes)], np.ones(len(later), dtype=np.int64))
+    else:
+        gone = Rows.empty(0, ntimes)
+    return acc, gone

@@ -1,21 +1,20 @@
-"""What join and reduce share: compaction of traces as epochs complete.
+"""What the stateful operators share: epoch completion, compaction, checkpoint pieces.
 
-A trace maps key -> time -> differences. Times are never dropped while a later time could
-still need them, but once every epoch before ``E`` is complete at an operator's inputs, a
-time ``(e, c...)`` with ``e < E`` can move to ``(E, c...)`` without changing any answer at
-a time still to come (TR §5.3). Differences that then share a time consolidate, so a trace
-stops growing with the number of epochs: it holds one entry per record and loop position.
+Compaction. Once every epoch before ``E`` is complete at an operator's inputs, a time
+``(e, c...)`` with ``e < E`` can move to ``(E, c...)`` without changing any answer at a time
+still to come (TR §5.3); the operator tells its arrangements so (`Spine.advance_to`), and they
+sum what then coincides when they next merge. An operator learns that an epoch is complete
+through a notification that holds no capability (``notify_at(end_of_epoch, capability=None)``),
+which delays no one.
 
-An operator learns that an epoch is complete through a notification that holds no
-capability (``notify_at(end_of_epoch, capability=None)``), which delays no one.
-
-Checkpoints (Naiad §3.4). Every stateful operator's `checkpoint` returns a
-`timely.KeyedState`: one piece per key (or per record), routed as the operator's exchange
-function routes that key's records (`route`), so a computation can resume on another number
-of workers. The per-instance bookkeeping is not saved: a restored operator starts with
-``latest_epoch = -1`` (it asks again to hear of the next epoch's end) and ``compacted_to =
-0`` (it compacts again at the next epoch's end), both of which only cost a spare
-notification or compaction pass; which keys await compaction is saved with each key.
+Checkpoints (Naiad §3.4). An arrangement is saved as arrays, not per difference: its rows are
+cut into at most `ROUTE_BUCKETS` pieces by ``route % ROUTE_BUCKETS`` (the route of a row's key,
+as the operator's exchange routes it), each piece a block of columns. The runtime hands a
+piece with route ``r`` to worker ``r % workers``; since ``ROUTE_BUCKETS`` is a multiple of the
+new worker count whenever that count divides it (1 to 10, 12, 14, 15, 16, 18, 20, 21, 24, ...),
+every row lands on the worker that owns its key. A resume on a count that does not divide it
+is refused with an error (`check_owner`), never silently wrong. Codes are process-local, so a
+piece carries values (ints as raw int64 bytes, other values as values).
 """
 
 from __future__ import annotations
@@ -25,13 +24,22 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
+
 from timely import KeyedState, Timestamp, Vertex
 
-from .._hash import stable_hash
+from ._columns import EMPTY, Block, block_of_codes, codes_of, route_of
+from ._columns._codes import route_of_value
 from ._errors import OperatorError
-from ._lattice import FAR, Lattice, advance_epoch
+from ._lattice import FAR, Lattice
+from ._trace import Rows
+
+__all__ = ["ROUTE_BUCKETS", "Stateful", "paused_gc", "pieces_of", "route"]
 
 Time = tuple[int, ...]
+
+ROUTE_BUCKETS = 5040
+"""Pieces per saved arrangement at most; a resume works on any worker count dividing it."""
 
 
 class Stateful(Vertex):
@@ -40,7 +48,6 @@ class Stateful(Vertex):
         self.lattice = lattice
         self.latest_epoch = -1
         self.compacted_to = 0
-        self.dirty: set[Any] = set()
 
     def watch(self, time: Timestamp) -> None:
         """Ask to hear when the epoch of ``time`` completes (once per epoch)."""
@@ -56,49 +63,30 @@ class Stateful(Vertex):
     def epoch_completed(self, time: Time) -> int | None:
         """If the notification at ``time`` means an epoch is complete, the first epoch still open."""
         if len(time) == 1 or time[1] == FAR:
-            return time[0] + 1  # type: ignore[no-any-return]
+            return time[0] + 1
         return None
 
-    def compaction(self, epoch: int) -> set[Any] | None:
-        """The keys to compact now that every epoch before ``epoch`` is complete (None: nothing new)."""
+    def compaction(self, epoch: int) -> bool:
+        """Whether compaction to ``epoch`` is news."""
         if epoch <= self.compacted_to:
-            return None
+            return False
         self.compacted_to = epoch
-        dirty, self.dirty = self.dirty, set()
-        return dirty
-
-    def explain(self, exc: BaseException, record: Any, key: Callable[[Any], Any], what: str) -> OperatorError:
-        """Name the record behind ``exc``, and whether its key function, its key or ``what`` failed."""
-        try:
-            k = key(record)
-        except Exception as again:
-            return OperatorError(
-                f"{self.op}: the key function raised {type(again).__name__}: {again} on record {record!r}"
-            )
-        try:
-            hash(k)
-        except TypeError:
-            return OperatorError(
-                f"{self.op}: the key {k!r} of record {record!r} cannot be hashed; keys must be hashable "
-                "(use tuples, not lists)"
-            )
-        return OperatorError(f"{self.op}: the {what} raised {type(exc).__name__}: {exc} on record {record!r}")
+        return True
 
 
 def route(key: Any) -> int:
-    """The int the exchange functions of `collection` (``by_key``, ``by_record``) give the
-    records of ``key``: its stable hash, or 0 when that fails (such records go to worker 0)."""
+    """The route of a value (a stable hash): 0 when it cannot be hashed (such records go to
+    worker 0, whose operator names the error)."""
     try:
-        return stable_hash(key)
+        return route_of_value(key)
     except Exception:
         return 0
 
 
 @contextmanager
 def paused_gc() -> Iterator[None]:
-    """No cyclic garbage collection while a checkpoint is built or restored: they make millions
-    of tuples and lists (no cycles among them), and the collector would scan the growing heap
-    again and again (two to three times the work of building them)."""
+    """No cyclic garbage collection while a checkpoint is built or restored (the collector
+    would rescan a growing heap of new objects again and again)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -117,26 +105,51 @@ def pieces_of(op: str, state: Any) -> Any:
     raise OperatorError(f"{op}: cannot restore from {type(state).__name__}; expected the KeyedState of a checkpoint")
 
 
-def compact_times(times: dict[Time, Any], epoch: int, merge: Callable[[Any, Any], Any]) -> dict[Time, Any] | None:
-    """``times`` with every time before ``epoch`` moved to ``epoch`` and what then shares a time
-    merged, or None if that would merge nothing (renaming alone buys nothing)."""
-    if len(times) < 2:
-        return None
-    early = {t[0] for t in times if t[0] < epoch}
-    if not early or (len(early) == 1 and all(t[0] < epoch for t in times)):
-        return None
-    moved: dict[Time, Any] = {}
-    for t, diffs in times.items():
-        t = advance_epoch(t, epoch)
-        moved[t] = merge(moved[t], diffs) if t in moved else diffs
-    return {t: d for t, d in moved.items() if d}
+# Arrangements as pieces ---------------------------------------------------------------------------------
 
 
-def merge_lists(a: list[tuple[Any, int]], b: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
-    """Two lists of differences as one, consolidated."""
-    total: dict[Any, int] = {}
-    for d, r in a:
-        total[d] = total.get(d, 0) + r
-    for d, r in b:
-        total[d] = total.get(d, 0) + r
-    return [(d, r) for d, r in total.items() if r]
+def rows_pieces(tag: Any, rows: Rows, routes: np.ndarray, arity: int) -> list[tuple[int, Any]]:
+    """``rows`` cut by ``routes % ROUTE_BUCKETS`` into pieces ``(tag, keys, values, times, diffs)``:
+    keys and values as blocks (values, not codes), times and diffs as int64 bytes."""
+    if not len(rows):
+        return []
+    buckets = routes % ROUTE_BUCKETS
+    order = np.argsort(buckets, kind="stable")
+    buckets = buckets[order]
+    rows = rows.take(order)
+    starts = np.flatnonzero(np.concatenate([[True], buckets[1:] != buckets[:-1]]))
+    ends = np.concatenate([starts[1:], [len(buckets)]])
+    keys = block_of_codes([rows.keys], -1, rows.diffs)
+    vals = block_of_codes(rows.vals, arity, rows.diffs) if rows.vals else None
+    times = np.stack(rows.times, axis=1) if rows.times else np.zeros((len(rows), 0), dtype=np.int64)
+    out = []
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        sl = slice(s, e)
+        piece = (
+            tag,
+            Block([keys.cols[0][sl]], -1, EMPTY),
+            None if vals is None else Block([c[sl] for c in vals.cols], arity, EMPTY),
+            times[sl].tobytes(),
+            rows.diffs[sl].tobytes(),
+        )
+        out.append((int(buckets[s]), piece))
+    return out
+
+
+def rows_of_piece(piece: Any, ntimes: int, recode: Callable[[Block], list[np.ndarray]]) -> Rows:
+    """The rows of a piece made by `rows_pieces` (its tag aside), with codes of this process."""
+    _, keys, vals, times, diffs = piece
+    d = np.frombuffer(diffs, dtype=np.int64)
+    t = np.frombuffer(times, dtype=np.int64).reshape(len(d), ntimes)
+    key_codes = codes_of(keys.cols[0])
+    val_codes = [] if vals is None else recode(vals)
+    return Rows(key_codes, val_codes, [t[:, i].copy() for i in range(ntimes)], d.copy())
+
+
+def check_owner(op: str, keys: np.ndarray, worker: int, peers: int) -> None:
+    """Refuse restored rows whose key another worker owns (a worker count not dividing `ROUTE_BUCKETS`)."""
+    if peers > 1 and len(keys) and (route_of(keys) % peers != worker).any():
+        raise OperatorError(
+            f"{op}: a checkpoint can resume on a number of workers that divides {ROUTE_BUCKETS} "
+            f"(1 to 10, 12, 14, 15, 16, ...); not on {peers}"
+        )

@@ -1,9 +1,15 @@
 """The TR's graph algorithms as library functions (Figures 3, 8, 10 and 19).
 
-Edges are ``(src, dst)`` records (``(src, dst, weight)`` for shortest paths); node ids
-are any hashable, orderable values (non-negative ints for the default priority of
-`prioritized_connected_components`). Every function returns a collection, so each one
-updates incrementally as edges are added and removed.
+Edges are ``(src, dst)`` records (``(src, dst, weight)`` for shortest paths); node ids are
+any hashable, orderable values (ints take the column-wise path; non-negative ints for the
+default priority of `prioritized_connected_components`). Every function returns a
+collection, so each one updates incrementally as edges are added and removed.
+
+`connected_components`, `propagate_min_labels` (and so `strongly_connected_components`) and
+`shortest_paths` run on `_propagate.propagate`: the min-reduce and the join of one iteration
+fused into one vertex, labels let in by size. `connected_components_figure3` is TR Figure 3
+as written (a `fixed_point` of a join and a min over every label at once), kept as the
+reference the fused form is tested against, and as an example of the general operators.
 """
 
 from __future__ import annotations
@@ -12,10 +18,15 @@ from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
+import numpy as np
+
+from ._columns._functions import columns, twice
+from ._propagate import by_size, propagate
 from .collection import Collection
 
 __all__ = [
     "connected_components",
+    "connected_components_figure3",
     "prioritized_connected_components",
     "propagate_min_labels",
     "shortest_paths",
@@ -24,32 +35,17 @@ __all__ = [
 
 _first = itemgetter(0)
 _second = itemgetter(1)
+_reverse = itemgetter(1, 0)
 
 
-def _reverse(edge: tuple[Any, Any]) -> tuple[Any, Any]:
-    return (edge[1], edge[0])
+def _own_labels(edges: Collection) -> Collection:
+    """``(node, node)`` once for every node at either end of an edge (nodes counted once)."""
+    ends = edges.select(_first, name="sources").concat(edges.select(_second, name="targets"), name="ends")
+    return ends.distinct(name="nodes").select(twice, name="own_labels")
 
 
-def _own_label(edge: tuple[Any, Any]) -> tuple[Any, Any]:
-    return (edge[0], edge[0])
-
-
-def _propose(node: tuple[Any, Any], edge: tuple[Any, Any]) -> tuple[Any, Any]:
-    return (edge[1], node[1])
-
-
-def _local_min(labels: Collection, edges: Collection) -> Collection:
-    """TR Figure 3's LocalMin: each node takes the least label among its own and its in-neighbours'."""
-    proposals = labels.join(edges, _first, _first, _propose, name="propose")
-    return proposals.concat(labels, name="with_own").min(_first, _second, name="least_label")
-
-
-def _propagate(nodes: Collection, edges: Collection) -> Collection:
-    return nodes.fixed_point(lambda x: _local_min(x, edges.enter(x.scope)), name="label_propagation")
-
-
-def _both_ends(edge: tuple[Any, Any]) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
-    return ((edge[0], edge[0]), (edge[1], edge[1]))
+def _symmetric(edges: Collection) -> Collection:
+    return edges.concat(edges.select(_reverse, name="reversed"), name="both_directions")
 
 
 def propagate_min_labels(edges: Collection) -> Collection:
@@ -59,24 +55,30 @@ def propagate_min_labels(edges: Collection) -> Collection:
     Every node starts with its own label, destinations too: the TR starts only the sources,
     which lets SCC keep an edge ``a -> b`` between two components when ``b`` has no edge out.
     """
-    return _propagate(edges.select_many(_both_ends, name="own_labels").consolidate(name="nodes"), edges)
-
-
-def _symmetric(edges: Collection) -> Collection:
-    return edges.concat(edges.select(_reverse, name="reversed"), name="both_directions")
-
-
-def _nodes(edges: Collection) -> Collection:
-    """``(node, node)`` once per source, with its out-degree as count: consolidated, so that a
-    node's label travels its edges once, not once per edge."""
-    return edges.select(_own_label, name="own_labels").consolidate(name="nodes")
+    return propagate(edges, _own_labels(edges), at=by_size, name="label_propagation")
 
 
 def connected_components(edges: Collection) -> Collection:
     """``(node, label)`` for every node of the undirected graph ``edges``; the label is the least
     node id of the node's component."""
+    return propagate(_symmetric(edges), _own_labels(edges), at=by_size, name="label_propagation")
+
+
+# TR Figure 3 as written, on the general operators ------------------------------------------------
+
+
+def _local_min(labels: Collection, edges: Collection) -> Collection:
+    """TR Figure 3's LocalMin: each node takes the least label among its own and its in-neighbours'."""
+    proposals = labels.join(edges, _first, _first, columns(lambda n, label, s, d: (d, label)), name="propose")
+    return proposals.concat(labels, name="with_own").min(_first, _second, name="least_label")
+
+
+def connected_components_figure3(edges: Collection) -> Collection:
+    """`connected_components` as TR Figure 3 has it: every label propagates at once, as a
+    `fixed_point` of a join and a min (every label changes several times on the way)."""
     both = _symmetric(edges)
-    return _propagate(_nodes(both), both)
+    nodes = _own_labels(edges)
+    return nodes.fixed_point(lambda x: _local_min(x, both.enter(x.scope)), name="label_propagation")
 
 
 def _default_priority(label: int) -> int:
@@ -90,7 +92,7 @@ def prioritized_connected_components(
     """`connected_components` with small labels flooded first (TR Figure 10): labels enter in
     order of ``priority(label)``, and each priority starts from the fixed point of the previous."""
     both = _symmetric(edges)
-    nodes = _nodes(both)
+    nodes = _own_labels(edges)
 
     def body(prioritized: Collection) -> Collection:
         inner = both.enter(prioritized.scope)
@@ -99,12 +101,16 @@ def prioritized_connected_components(
     return nodes.prioritize(lambda node: priority(node[1]), body, name="by_label")
 
 
+# Strongly connected components (TR Figure 8) --------------------------------------------------------
+
+
 def _trim_by_reachability(edges: Collection) -> Collection:
     """Edges whose two ends are reached from the same least node (TR Figure 8)."""
-    labels = propagate_min_labels(edges)
-    with_src = edges.join(labels, _first, _first, lambda e, n: (e, n[1]), name="label_src")
-    with_both = with_src.join(labels, lambda el: el[0][1], _first, lambda el, n: (el[0], el[1], n[1]), name="label_dst")
-    return with_both.where(lambda x: x[1] == x[2], name="same_label").select(_first, name="edge")
+    labels = propagate_min_labels(edges).arrange(_first, name="labels")  # one arrangement, two joins
+    with_src = edges.join(labels, _first, None, columns(lambda s, d, n, label: (s, d, label)), name="label_src")
+    with_both = with_src.join(labels, _second, None, columns(lambda s, d, a, n, b: (s, d, a, b)), name="label_dst")
+    same = with_both.where(columns(lambda s, d, a, b: a == b), name="same_label")
+    return same.select(itemgetter(0, 1), name="edge")
 
 
 def _trim_twice(edges: Collection) -> Collection:
@@ -118,14 +124,11 @@ def strongly_connected_components(edges: Collection) -> Collection:
     return edges.fixed_point(_trim_twice, name="scc")
 
 
+# Shortest paths (TR Figure 19) ----------------------------------------------------------------------
+
+
 def shortest_paths(edges: Collection, sources: Collection) -> Collection:
     """``(node, distance)`` from the nearest of ``sources`` (node ids) along ``(src, dst, weight)``
-    edges with non-negative weights: Bellman-Ford as a fixed point (TR Figure 19)."""
-    start = sources.select(lambda s: (s, 0), name="at_source")
-
-    def step(x: Collection) -> Collection:
-        inner = edges.enter(x.scope)
-        reached = x.join(inner, _first, _first, lambda n, e: (e[1], n[1] + e[2]), name="relax")
-        return reached.concat(x, name="with_current").min(_first, _second, name="nearest")
-
-    return start.fixed_point(step, name="sssp")
+    edges with non-negative weights: Bellman-Ford as a fixed point (TR Figure 19), fused."""
+    start = sources.select(columns(lambda s: (s, np.zeros(len(s), dtype=np.int64))), name="at_source")
+    return propagate(edges, start, weighted=True, name="sssp")

@@ -1,13 +1,15 @@
 """`Collection`: a multiset of records that changes over lattice times (TR §3).
 
-A collection is a timely stream of differences. Each message carries ``(record, diff)``
-pairs, all at the message's time, which is the differences' lattice time; ``to_stream``
-spells the time out as ``(record, time, diff)`` triples for a user's own vertex, and
-`Collection.from_stream` turns such triples back into a collection.
+A collection is a timely stream of differences as column blocks (`_columns.Block`): each
+message carries blocks whose records are all at the message's time, the differences' lattice
+time. `Collection.stream` spells the same differences out as ``(record, diff)`` pairs for a
+user's own vertex, `Collection(stream)` turns such a stream back into a collection, and
+``to_stream`` / `Collection.from_stream` do the same with ``(record, time, diff)`` triples.
 
 Operators are methods that return new collections. Linear ones (select, where, concat,
 negate, ...) are stateless and move nothing between workers; the others route records by
-key to the worker that owns the key and keep per-key traces (`_join`, `_reduce`).
+key to the worker that owns the key (`_linear.Route`, one cut per block) and keep arranged
+traces (`_join`, `_reduce`).
 """
 
 from __future__ import annotations
@@ -20,17 +22,33 @@ from typing import Any
 
 from timely import LoopContext, Scope, ScopeError, Stream
 
-from .._hash import stable_hash
+from ._arrange import Arrange, Arranged, JoinArranged
+from ._columns._functions import identity
 from ._errors import OperatorError
 from ._join import Join
+from ._keys import KeyOf
 from ._lattice import Lattice
-from ._linear import Delay, FromTriples, Inspect, Negate, Select, SelectMany, ToTriples, Where
-from ._reduce import Consolidate, Counts, Evaluate, Reduce
+from ._linear import (
+    Consolidate,
+    Delay,
+    FromPairs,
+    FromTriples,
+    Inspect,
+    Negate,
+    Route,
+    Select,
+    SelectMany,
+    ToPairs,
+    ToTriples,
+    Where,
+    by_destination,
+)
+from ._reduce import Count, Counts, Distinct, Evaluate, Extreme, Reduce, Reducer, Sum
 
 __all__ = ["Collection"]
 
 _lattices: weakref.WeakKeyDictionary[Scope, Lattice] = weakref.WeakKeyDictionary()
-_names: weakref.WeakKeyDictionary[Scope, tuple[Iterable[int], set[tuple[int, str]]]] = weakref.WeakKeyDictionary()
+_names: weakref.WeakKeyDictionary[Scope, tuple[Iterable[int], set[tuple[Any, str]]]] = weakref.WeakKeyDictionary()
 
 
 def lattice_of(scope: Scope) -> Lattice:
@@ -57,57 +75,75 @@ def operator_name(scope: Scope, op: str, name: str | None) -> str:
     if entry is None:
         entry = _names[root] = (itertools.count(1), set())
     counter, used = entry
-    if name and (id(scope), name) not in used:
-        used.add((id(scope), name))
+    where = (scope.depth, scope.name)  # not id(scope): ids of dead scopes are reused, differently per process
+    if name and (where, name) not in used:
+        used.add((where, name))
         return name
     while True:
         full = f"{name or op}{next(counter)}"  # type: ignore[call-overload]
-        if (id(scope), full) not in used:
-            used.add((id(scope), full))
+        if (where, full) not in used:
+            used.add((where, full))
             return full
 
 
-def identity(record: Any) -> Any:
-    return record
+def keyed_inputs(
+    scope: Scope, full: str, streams: list[Stream], keys: list[Callable[[Any], Any]]
+) -> tuple[list[Stream], Any]:
+    """The inputs of a keyed stage and their exchange: each input first passes a `Route` stage
+    that cuts its blocks by the key's route, and the stage exchanges by the chosen worker.
+    (With one worker the route stage passes blocks on untouched; it is there all the same,
+    so that the graph, and a checkpoint of it, is the same for any number of workers.)"""
+    routed = []
+    for i, (s, k) in enumerate(zip(streams, keys)):
+        name = f"{full}.route{i}" if len(streams) > 1 else f"{full}.route"
+        routed.append(s.stage(name, _router(KeyOf(k, full))))
+    return routed, [by_destination] * len(streams)
 
 
-def by_key(key: Callable[[Any], Any]) -> Callable[[tuple[Any, int]], int]:
-    """The exchange function of a keyed input. A key that fails to compute goes to worker 0,
-    whose operator then raises the error that names the operator and the record."""
-
-    def partition(pair: tuple[Any, int]) -> int:
-        try:
-            return stable_hash(key(pair[0]))
-        except Exception:
-            return 0
-
-    return partition
-
-
-def by_record(pair: tuple[Any, int]) -> int:
-    try:
-        return stable_hash(pair[0])
-    except Exception:
-        return 0
+def _router(key: KeyOf) -> Callable[[], Route]:
+    return lambda: Route(key)
 
 
 class Collection:
-    """A multiset of records varying over lattice times: a stream of ``(record, diff)`` differences."""
+    """A multiset of records varying over lattice times: a stream of differences.
 
-    __slots__ = ("lattice", "stream")
+    ``Collection(stream)`` wraps a plain timely stream of ``(record, diff)`` pairs (each at
+    its message's time); ``collection.stream`` is such a stream of this collection."""
+
+    __slots__ = ("_blocks", "_pairs", "lattice")
 
     def __init__(self, stream: Stream, lattice: Lattice | None = None) -> None:
         if not isinstance(stream, Stream):
             raise TypeError(f"a Collection wraps a timely Stream, got {stream!r}")
-        self.stream = stream
+        full = operator_name(stream.scope, "from_pairs", None)
+        self._blocks = stream.stage(full, lambda: FromPairs(full))
+        self._pairs: Stream | None = stream
         self.lattice = lattice if lattice is not None else lattice_of(stream.scope)
+
+    @classmethod
+    def _of(cls, blocks: Stream, lattice: Lattice) -> Collection:
+        """A collection of a stream of blocks (linq's own operators make these)."""
+        self = object.__new__(cls)
+        self._blocks = blocks
+        self._pairs = None
+        self.lattice = lattice
+        return self
+
+    @property
+    def stream(self) -> Stream:
+        """This collection as a plain timely stream of ``(record, diff)`` pairs, each at its
+        message's time (made on first use; the same stream after that)."""
+        if self._pairs is None:
+            full = self._name("to_pairs", None)
+            self._pairs = self._blocks.stage(full, ToPairs)
+        return self._pairs
 
     @property
     def scope(self) -> Scope:
-        return self.stream.scope
+        return self._blocks.scope
 
     def __repr__(self) -> str:
-        return f"<Collection {self.stream!r}>"
+        return f"<Collection {self._blocks!r}>"
 
     # Plumbing ----------------------------------------------------------------------------------
     def _name(self, op: str, name: str | None) -> str:
@@ -124,22 +160,25 @@ class Collection:
                     "collection.enter(loop_scope) (the TR's ExtendTime)"
                 )
 
-    def _unary(self, op: str, name: str | None, factory: Callable[[str], Any], exchange: Any = None) -> Collection:
+    def _unary(self, op: str, name: str | None, factory: Callable[[str], Any]) -> Collection:
         full = self._name(op, name)
-        stream = self.stream.stage(full, lambda: factory(full), exchange=exchange)
-        return Collection(stream, self.lattice)
+        stream = self._blocks.stage(full, lambda: factory(full))
+        return Collection._of(stream, self.lattice)
 
     def _reduce(
-        self, op: str, name: str | None, keys: list[Callable[[Any], Any]], evaluate: Evaluate, others: list[Collection]
+        self,
+        op: str,
+        name: str | None,
+        keys: list[Callable[[Any], Any]],
+        reducer: Reducer | Evaluate,
+        others: list[Collection],
     ) -> Collection:
         self._same_scope(op, *others)
         full = self._name(op, name)
         lattice = self.lattice
-        streams = [self.stream, *(o.stream for o in others)]
-        stream = self.scope.stage(
-            full, lambda: Reduce(full, lattice, keys, evaluate), streams, exchange=[by_key(k) for k in keys]
-        )
-        return Collection(stream, lattice)
+        streams, exchange = keyed_inputs(self.scope, full, [self._blocks, *(o._blocks for o in others)], keys)
+        stream = self.scope.stage(full, lambda: Reduce(full, lattice, keys, reducer), streams, exchange=exchange)
+        return Collection._of(stream, lattice)
 
     # Linear operators ----------------------------------------------------------------------------
     def select(self, selector: Callable[[Any], Any], name: str | None = None) -> Collection:
@@ -162,7 +201,7 @@ class Collection:
         """The multiset sum: counts add."""
         self._same_scope("concat", *others)
         full = self._name("concat", name)
-        return Collection(self.scope.concat(full, [self.stream, *(o.stream for o in others)]), self.lattice)
+        return Collection._of(self.scope.concat(full, [self._blocks, *(o._blocks for o in others)]), self.lattice)
 
     def inspect(self, fn: Callable[[Any, Any, int], None], name: str | None = None) -> Collection:
         """Call ``fn(record, time, diff)`` for every difference, and pass the collection on."""
@@ -170,28 +209,72 @@ class Collection:
 
     def consolidate(self, name: str | None = None) -> Collection:
         """The same collection with the differences of each record at each time summed (TR Table 5)."""
-        return self._unary("consolidate", name, Consolidate, exchange=by_record)
+        full = self._name("consolidate", name)
+        streams, exchange = keyed_inputs(self.scope, full, [self._blocks], [identity])
+        return Collection._of(
+            self.scope.stage(full, lambda: Consolidate(full), streams, exchange=exchange), self.lattice
+        )
 
     # Keyed operators -------------------------------------------------------------------------------
     def join(
         self,
-        other: Collection,
+        other: Collection | Arranged,
         key1: Callable[[Any], Any],
-        key2: Callable[[Any], Any],
+        key2: Callable[[Any], Any] | None,
         selector: Callable[[Any, Any], Any],
         name: str | None = None,
     ) -> Collection:
-        """``selector(a, b)`` for each pair with ``key1(a) == key2(b)``; counts multiply."""
+        """``selector(a, b)`` for each pair with ``key1(a) == key2(b)``; counts multiply.
+
+        ``other`` may be an `Arranged` (`arrange`): then only this collection is arranged here,
+        the other side is the shared arrangement, and ``key2`` is its key (pass None)."""
+        if isinstance(other, Arranged):
+            return self._join_arranged(other, key1, key2, selector, name)
+        if key2 is None:
+            raise TypeError("join: key2 is needed unless other is an Arranged")
         self._same_scope("join", other)
         full = self._name("join", name)
         lattice = self.lattice
+        streams, exchange = keyed_inputs(self.scope, full, [self._blocks, other._blocks], [key1, key2])
+        stream = self.scope.stage(full, lambda: Join(full, lattice, key1, key2, selector), streams, exchange=exchange)
+        return Collection._of(stream, lattice)
+
+    def arrange(self, key: Callable[[Any], Any], name: str | None = None) -> Arranged:
+        """This collection arranged by ``key`` once, for any number of joins against it
+        (``c.join(arranged, key1, None, selector)``) in this scope: each reads the same
+        arrangement instead of building its own (differential dataflow's ``arrange``)."""
+        full = self._name("arrange", name)
+        lattice = self.lattice
+        arranged = Arranged(self, key, full)
+        streams, exchange = keyed_inputs(self.scope, full, [self._blocks], [key])
+        arranged.stream = self.scope.stage(
+            full, lambda: Arrange(full, lattice, key, arranged), streams, exchange=exchange
+        )
+        return arranged
+
+    def _join_arranged(
+        self,
+        other: Arranged,
+        key1: Callable[[Any], Any],
+        key2: Callable[[Any], Any] | None,
+        selector: Callable[[Any, Any], Any],
+        name: str | None,
+    ) -> Collection:
+        if key2 is not None and key2 is not other.key:
+            raise ValueError(f"join: {other!r} is arranged by its own key; pass key2=None")
+        self._same_scope("join", other.collection)
+        full = self._name("join", name)
+        lattice = self.lattice
+        reader = other.readers
+        other.readers += 1
+        streams, exchange = keyed_inputs(self.scope, full, [self._blocks], [key1])
         stream = self.scope.stage(
             full,
-            lambda: Join(full, lattice, key1, key2, selector),
-            [self.stream, other.stream],
-            exchange=[by_key(key1), by_key(key2)],
+            lambda: JoinArranged(full, lattice, key1, selector, reader),
+            [*streams, other.stream],
+            exchange=[*exchange, None],
         )
-        return Collection(stream, lattice)
+        return Collection._of(stream, lattice)
 
     def group_by(
         self,
@@ -225,11 +308,11 @@ class Collection:
 
     def distinct(self, name: str | None = None) -> Collection:
         """Each record once (set semantics)."""
-        return self._reduce("distinct", name, [identity], _distinct, [])
+        return self._reduce("distinct", name, [identity], Distinct(), [])
 
     def count(self, key: Callable[[Any], Any] | None = None, name: str | None = None) -> Collection:
         """``(key, n)``: how many records have each key (each distinct record, without ``key``)."""
-        return self._reduce("count", name, [key or identity], _count, [])
+        return self._reduce("count", name, [key or identity], Count(), [])
 
     def sum(self, key: Callable[[Any], Any], value: Callable[[Any], Any], name: str | None = None) -> Collection:
         """``(key, total)``: the sum of ``value(record)`` over each key's records."""
@@ -237,15 +320,15 @@ class Collection:
         def evaluate(k: Any, group: Counts) -> Counts:
             return {(k, sum(value(d) * c for d, c in group.items())): 1}
 
-        return self._reduce("sum", name, [key], evaluate, [])
+        return self._reduce("sum", name, [key], Sum(value, evaluate), [])
 
     def min(self, key: Callable[[Any], Any], value: Callable[[Any], Any], name: str | None = None) -> Collection:
         """Per key, the record with the least ``value(record)`` (ties: the least record)."""
-        return self._reduce("min", name, [key], _extreme(value, min), [])
+        return self._reduce("min", name, [key], Extreme(value, False, _extreme(value, min)), [])
 
     def max(self, key: Callable[[Any], Any], value: Callable[[Any], Any], name: str | None = None) -> Collection:
         """Per key, the record with the greatest ``value(record)`` (ties: the greatest record)."""
-        return self._reduce("max", name, [key], _extreme(value, max), [])
+        return self._reduce("max", name, [key], Extreme(value, True, _extreme(value, max)), [])
 
     def union(self, other: Collection, name: str | None = None) -> Collection:
         """Multiset union: each record's count is the larger of its two counts."""
@@ -268,16 +351,16 @@ class Collection:
                 f"enter: {_scope_name(scope)} is not a loop directly inside {_scope_name(self.scope)}, "
                 "where this collection lives"
             )
-        stream = scope.ingress(self.stream, operator_name(scope, "enter", name))
-        return Collection(stream, lattice_of(scope))
+        stream = scope.ingress(self._blocks, operator_name(scope, "enter", name))
+        return Collection._of(stream, lattice_of(scope))
 
     def leave(self, name: str | None = None) -> Collection:
         """This collection outside its loop: the differences of all iterations, summed per outer time."""
         scope = self.scope
         if not isinstance(scope, LoopContext):
             raise ScopeError("leave: this collection is not inside a loop")
-        stream = scope.egress(self.stream, self._name("leave", name))
-        return Collection(stream, lattice_of(scope.parent))
+        stream = scope.egress(self._blocks, self._name("leave", name))
+        return Collection._of(stream, lattice_of(scope.parent))
 
     def fixed_point(
         self,
@@ -316,7 +399,7 @@ class Collection:
         process arrives with a plain tuple (equal, and hashing the same): use ``tuple(time)``
         or ``time[0]`` rather than ``time.epoch`` in a vertex that reads it."""
         full = self._name("to_stream", name)
-        return self.stream.stage(full, ToTriples)  # type: ignore[no-any-return]
+        return self._blocks.stage(full, ToTriples)  # type: ignore[no-any-return]
 
     @classmethod
     def from_stream(cls, stream: Stream, name: str | None = None) -> Collection:
@@ -327,7 +410,7 @@ class Collection:
         lattice = lattice_of(scope)
         depth = lattice.depth
         out = stream.stage(full, lambda: FromTriples(full, depth))
-        return Collection(out, lattice)
+        return Collection._of(out, lattice)
 
     def _delayed(self, priority: Callable[[Any], int], extra: int, name: str) -> Collection:
         return self._unary("delay", name, lambda op: Delay(op, priority, extra))
@@ -363,14 +446,6 @@ def _split(group: Counts) -> tuple[Counts, Counts]:
     for (side, d), c in group.items():
         (second if side else first)[d] = c
     return first, second
-
-
-def _distinct(key: Any, group: Counts) -> Counts:
-    return {key: 1}
-
-
-def _count(key: Any, group: Counts) -> Counts:
-    return {(key, sum(group.values())): 1}
 
 
 def _extreme(value: Callable[[Any], Any], pick: Callable[..., Any]) -> Evaluate:

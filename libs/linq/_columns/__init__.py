@@ -1,0 +1,31 @@
+"""Columnar differences: blocks, codes, the kernels that sort and sum them, their wire form."""
+
+from ._block import SCALAR, Block, block_of_codes, blocks_of, codes_of, column_of, concat_blocks
+from ._codes import INTERNED, PAIRS, all_ints, code_of, route_of, route_of_value, values_of
+from ._kernels import EMPTY, consolidate, distinct, group_starts, order, ranges
+from ._wire import register
+
+register()
+
+__all__ = [
+    "EMPTY",
+    "INTERNED",
+    "PAIRS",
+    "SCALAR",
+    "Block",
+    "all_ints",
+    "block_of_codes",
+    "blocks_of",
+    "code_of",
+    "codes_of",
+    "column_of",
+    "concat_blocks",
+    "consolidate",
+    "distinct",
+    "group_starts",
+    "order",
+    "ranges",
+    "route_of",
+    "route_of_value",
+    "values_of",
+]

@@ -1,0 +1,187 @@
+"""Codes: every record field as one int64, so that arrangements can sort and search them.
+
+An arrangement sorts rows by (key, value, time) and finds keys with `numpy.searchsorted`, so
+every key and every field of a stored record must be an int64 whose equality is the value's
+equality. The code of a value depends on the value alone (never on the block or the operator
+it came through), so the same key meets itself in both inputs of a join:
+
+==========================================  =============================================
+value                                       code
+==========================================  =============================================
+int in ``[-2**61, 2**61)``                  the int itself
+pair of ints, each in ``[0, 2**30)``        ``2**61 + (a << 30 | b)``  (edges, labels)
+anything else hashable                      ``2**62 + id``, ``id`` from the process's interner
+==========================================  =============================================
+
+The three ranges are disjoint, so ``5`` and ``(0, 5)`` never share a code. Interned ids are
+process-local: a code never leaves its process (blocks travel with their values, and routing
+uses `route_of`, a stable hash, never an id). The interner keeps every value it has seen for
+the life of the process (ids must stay valid while any arrangement holds them).
+
+Equality is Python's: a bool or an integral float has the code of the int it equals (so
+``1``, ``1.0`` and ``True`` are one key, as in a dict), inside a pair too; such a value comes
+back out of an arrangement as that int.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ..._hash import stable_hash
+
+__all__ = ["INTERNED", "PAIRS", "codes_of_ints", "codes_of_values", "route_of", "values_of"]
+
+PAIRS = 1 << 61
+"""First code of a packed pair of small ints."""
+INTERNED = 1 << 62
+"""First code of an interned value."""
+_SMALL = 1 << 30
+_ROUTE_MASK = (1 << 62) - 1
+
+
+class _Interner:
+    """Values <-> dense ids, with each value's stable hash (its route) kept beside it."""
+
+    __slots__ = ("hashes", "ids", "size", "values")
+
+    def __init__(self) -> None:
+        self.ids: dict[Any, int] = {}
+        self.values: list[Any] = []
+        self.hashes = np.zeros(1024, dtype=np.int64)
+        self.size = 0
+
+    def intern(self, value: Any) -> int:
+        """The id of ``value`` (TypeError if it cannot be hashed)."""
+        ids = self.ids
+        i = ids.get(value)
+        if i is None:
+            i = ids[value] = self.size
+            self.values.append(value)
+            if i >= len(self.hashes):
+                self.hashes = np.concatenate([self.hashes, np.zeros(len(self.hashes), dtype=np.int64)])
+            self.hashes[i] = stable_hash(value) & _ROUTE_MASK
+            self.size += 1
+        return i
+
+
+_interner = _Interner()
+
+
+def _as_int(value: Any) -> Any:
+    """``value`` as the int it equals, if it is a bool or an integral float (else itself):
+    Python counts ``1``, ``1.0`` and ``True`` as one key, so their codes must agree."""
+    t = type(value)
+    if t is bool:
+        return int(value)
+    if t is float and value.is_integer():
+        return int(value)
+    return value
+
+
+def code_of(value: Any) -> int:
+    """The code of one value (TypeError if it cannot be hashed)."""
+    t = type(value)
+    if t is not int and (t is bool or t is float):
+        value = _as_int(value)
+        t = type(value)
+    if t is int and -PAIRS <= value < PAIRS:
+        return value  # type: ignore[no-any-return]
+    if t is tuple and len(value) == 2:
+        a, b = value
+        if type(a) is not int:
+            a = _as_int(a)
+        if type(b) is not int:
+            b = _as_int(b)
+        if type(a) is int and type(b) is int and 0 <= a < _SMALL and 0 <= b < _SMALL:
+            return PAIRS + (a << 30 | b)
+    return INTERNED + _interner.intern(value)
+
+
+def codes_of_values(values: Iterable[Any], count: int = -1) -> np.ndarray:
+    """The codes of Python values (raises TypeError naming nothing: callers name the value)."""
+    return np.fromiter(map(code_of, values), dtype=np.int64, count=count)
+
+
+def codes_of_ints(column: np.ndarray) -> np.ndarray:
+    """The codes of an int64 column: itself, unless some values lie outside the int range."""
+    if not len(column):
+        return column
+    lo, hi = int(column.min()), int(column.max())
+    if lo >= -PAIRS and hi < PAIRS:
+        return column
+    return codes_of_values(column.tolist(), len(column))
+
+
+def pack_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """The codes of pairs ``(a[i], b[i])`` when all are small non-negative ints, else None."""
+    if not len(a):
+        return np.zeros(0, dtype=np.int64)
+    if int(a.min()) < 0 or int(b.min()) < 0 or int(a.max()) >= _SMALL or int(b.max()) >= _SMALL:
+        return None
+    return (a << 30 | b) + PAIRS
+
+
+def values_of(codes: np.ndarray) -> list[Any]:
+    """The Python values of codes."""
+    if not len(codes):
+        return []
+    if int(codes.max()) < PAIRS:
+        return codes.tolist()  # type: ignore[no-any-return]
+    values = _interner.values
+    out = codes.tolist()
+    for i, c in enumerate(out):
+        if c >= INTERNED:
+            out[i] = values[c - INTERNED]
+        elif c >= PAIRS:
+            c -= PAIRS
+            out[i] = (c >> 30, c & (_SMALL - 1))
+    return out
+
+
+def all_ints(codes: np.ndarray) -> bool:
+    """Whether every code is a plain int (so the codes are the values, in order)."""
+    return not len(codes) or int(codes.max()) < PAIRS
+
+
+_P1 = np.uint64(11400714785074694791)
+_P2 = np.uint64(14029467366897019727)
+_P5 = np.uint64(2870177450012600261)
+_LEN2 = np.uint64(2) ^ (_P5 ^ np.uint64(3527539))
+
+
+def _pair_hash(codes: np.ndarray) -> np.ndarray:
+    """Python's (unsalted) hash of the pairs of small ints packed in ``codes``, column-wise:
+    CPython's tuple hash (xxHash's rounds over the items' hashes, a small int's hash being
+    itself), so a pair routes as `stable_hash` routes it."""
+    c = codes - PAIRS
+    acc = np.full(len(c), _P5, dtype=np.uint64)
+    for lane in ((c >> 30).astype(np.uint64), (c & (_SMALL - 1)).astype(np.uint64)):
+        acc = acc + lane * _P2
+        acc = (acc << np.uint64(31)) | (acc >> np.uint64(33))
+        acc = acc * _P1
+    out = (acc + _LEN2).view(np.int64)
+    out[out == -1] = 1546275796
+    return out & _ROUTE_MASK
+
+
+def route_of(codes: np.ndarray) -> np.ndarray:
+    """The route (worker = route % peers) of each code: `stable_hash` of its value, an int's
+    being the int itself, others' reduced to 62 bits."""
+    if not len(codes) or int(codes.max()) < PAIRS:
+        return codes
+    out = codes.copy()
+    pairs = (codes >= PAIRS) & (codes < INTERNED)
+    if pairs.any():
+        out[pairs] = _pair_hash(codes[pairs])
+    interned = codes >= INTERNED
+    if interned.any():
+        out[interned] = _interner.hashes[codes[interned] - INTERNED]
+    return out
+
+
+def route_of_value(value: Any) -> int:
+    """`route_of` for one value: what a checkpoint piece of ``value`` is routed by."""
+    return int(route_of(np.array([code_of(value)], dtype=np.int64))[0])

@@ -1,0 +1,194 @@
+"""The few array kernels everything columnar is made of: sort rows, find groups, sum groups.
+
+Rows are given as a sequence of equally long 1-D integer arrays, the first the most
+significant (``(key, value fields..., time coordinates...)``). Sorting packs the columns into
+one int64 when their ranges fit in 62 bits together (one argsort, about twice as fast as
+`numpy.lexsort` over several columns) and falls back to lexsort otherwise; consolidation is
+that sort plus `numpy.add.reduceat` over the runs of equal rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EMPTY", "consolidate", "distinct", "group_starts", "order", "ranges"]
+
+EMPTY = np.zeros(0, dtype=np.int64)
+
+SMALL = 16
+"""Up to this many rows, `consolidate` works in Python: cheaper than a dozen numpy calls."""
+
+
+def _pack(cols: Sequence[np.ndarray]) -> tuple[np.ndarray, list[int], list[int]] | None:
+    """One int64 per row that orders like the columns lexicographically (with each column's
+    lowest value and bit width, to unpack it again), or None if they do not fit in 62 bits."""
+    lows = []
+    widths = []
+    bits = 0
+    for c in cols:
+        lo = int(c.min())
+        w = (int(c.max()) - lo).bit_length()
+        lows.append(lo)
+        widths.append(w)
+        bits += w
+    if bits > 62:
+        return None
+    if len(cols) == 1 and lows[0] >= 0:
+        return cols[0], lows, widths
+    out = np.zeros(len(cols[0]), dtype=np.int64)
+    for c, lo, w in zip(cols, lows, widths):
+        if w:
+            out <<= w
+            out |= c - lo if lo else c
+    return out, lows, widths
+
+
+def _unpack(packed: np.ndarray, lows: list[int], widths: list[int]) -> list[np.ndarray]:
+    """The columns of `_pack` back from its packed values."""
+    if len(lows) == 1 and lows[0] >= 0:
+        return [packed]
+    out = []
+    shift = 0
+    for lo, w in zip(reversed(lows), reversed(widths)):
+        if w:
+            c = (packed >> shift) & ((1 << w) - 1)
+            if lo:
+                c += lo
+        else:
+            c = np.broadcast_to(np.int64(lo), len(packed))
+        out.append(c)
+        shift += w
+    out.reverse()
+    return out
+
+
+def order(cols: Sequence[np.ndarray]) -> np.ndarray:
+    """Indices that sort the rows lexicographically (first column first); ties in any order."""
+    if not len(cols[0]):
+        return EMPTY
+    if len(cols) == 1:
+        return np.argsort(cols[0])
+    packed = _pack(cols)
+    if packed is not None:
+        return np.argsort(packed[0])
+    return np.lexsort(tuple(reversed(cols)))
+
+
+def group_starts(cols: Sequence[np.ndarray]) -> np.ndarray:
+    """For sorted rows: the index of the first row of each run of equal rows."""
+    n = len(cols[0])
+    if n == 0:
+        return EMPTY
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for c in cols:
+        change[1:] |= c[1:] != c[:-1]
+    return np.flatnonzero(change)
+
+
+def consolidate(
+    cols: Sequence[np.ndarray], diffs: np.ndarray, runs: bool = False
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """The rows sorted, equal rows summed, rows whose sum is zero dropped.
+
+    When the columns pack into one int64 the rows are sorted as one array and the columns
+    unpacked from it (no gathering of columns by index); when every diff is the same (a load,
+    a retraction of many) the values alone are sorted (`numpy.sort`, twice as fast as an
+    argsort) and the sums are run lengths. ``runs``: the rows are a few sorted runs (a
+    merge of batches), which a stable sort (timsort) merges in linear time."""
+    kind: Any = "stable" if runs else None
+    n = len(diffs)
+    if not n:
+        return [c[:0] for c in cols], diffs[:0]
+    if n == 1:
+        return (list(cols), diffs) if diffs[0] else ([c[:0] for c in cols], diffs[:0])
+    if n <= SMALL:
+        return _consolidate_small(cols, diffs)
+    p = _pack(cols)
+    if p is None:
+        idx = np.lexsort(tuple(reversed(cols)))
+        cols = [c[idx] for c in cols]
+        diffs = diffs[idx]
+        starts = group_starts(cols)
+        if len(starts) < n:
+            diffs = np.add.reduceat(diffs, starts)
+            cols = [c[starts] for c in cols]
+    else:
+        packed, lows, widths = p
+        first = diffs[0]
+        if (diffs == first).all():
+            values = np.sort(packed, kind=kind)
+            starts = _runs(values)
+            diffs = np.diff(np.append(starts, n)) * first if len(starts) < n else diffs
+        else:
+            dlo, dhi = int(diffs.min()), int(diffs.max())
+            dbits = (dhi - dlo).bit_length()
+            if sum(widths) + dbits <= 62:
+                # the diff rides in the low bits: sort values, not indices, and gather nothing
+                both = np.sort((packed << dbits) | (diffs - dlo), kind=kind)
+                values = both >> dbits
+                diffs = (both & ((1 << dbits) - 1)) + dlo
+            else:
+                idx = np.argsort(packed, kind=kind)
+                values = packed[idx]
+                diffs = diffs[idx]
+            starts = _runs(values)
+            if len(starts) < n:
+                diffs = np.add.reduceat(diffs, starts)
+        cols = _unpack(values[starts] if len(starts) < n else values, lows, widths)
+    keep = diffs != 0
+    if not keep.all():
+        cols = [c[keep] for c in cols]
+        diffs = diffs[keep]
+    return cols, diffs
+
+
+def _consolidate_small(cols: Sequence[np.ndarray], diffs: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """`consolidate` in Python, for a few rows (where numpy's cost per call dominates)."""
+    total: dict[tuple[int, ...], int] = {}
+    for row, d in zip(zip(*(c.tolist() for c in cols)), diffs.tolist()):
+        total[row] = total.get(row, 0) + d
+    rows = sorted(r for r, d in total.items() if d)
+    if not rows:
+        return [c[:0] for c in cols], diffs[:0]
+    out = np.array(rows, dtype=np.int64).reshape(len(rows), len(cols))
+    return [out[:, i] for i in range(len(cols))], np.array([total[r] for r in rows], dtype=np.int64)
+
+
+def distinct(values: np.ndarray, ordered: bool = False) -> np.ndarray:
+    """The distinct values of an int64 array, sorted (``ordered``: already sorted). A sort and
+    a comparison of neighbours: cheaper than `numpy.unique`'s hashing for int keys."""
+    if len(values) < 2:
+        return values
+    if not ordered:
+        values = np.sort(values)
+    return values[_runs(values)]
+
+
+def _runs(values: np.ndarray) -> np.ndarray:
+    """The start of each run of equal values of a sorted array."""
+    change = np.empty(len(values), dtype=bool)
+    change[0] = True
+    np.not_equal(values[1:], values[:-1], out=change[1:])
+    return np.flatnonzero(change)
+
+
+def ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(lo[i], hi[i])`` for every i, without a Python loop."""
+    lengths = hi - lo
+    total = int(lengths.sum())
+    if total == 0:
+        return EMPTY
+    nonzero = lengths > 0
+    lo = lo[nonzero]
+    lengths = lengths[nonzero]
+    # each run starts at lo[i]; inside a run the index grows by one
+    steps = np.ones(total, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    steps[0] = lo[0]
+    if len(lo) > 1:
+        steps[ends[:-1]] = lo[1:] - (lo[:-1] + lengths[:-1] - 1)
+    return np.cumsum(steps)

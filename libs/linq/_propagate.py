@@ -1,0 +1,396 @@
+"""`propagate`: least labels along edges, a loop body fused into one vertex.
+
+Morally (differential-dataflow's ``propagate_at``)::
+
+    labels = fixed point of  min_by_node(nodes entered at at(label)  +  labels ⋈ edges)
+
+where ``labels ⋈ edges`` sends each node's label (plus the edge's weight) to the edge's
+destination. The loop body is one reduce (min per node) and one join (labels with the edges,
+both keyed by the node), so it runs as one vertex per worker (`Propagate`) around one feedback
+edge: per iteration, one notification, with no stage between the reduce and the join. The
+arrangements are the ones `Reduce` and `Join` use (`Spine`), and so is the treatment of
+times: several epochs in flight, changes at the least upper bounds of a key's history.
+
+``at`` lets labels in by size: a node's own label enters the loop at iteration
+``at(label)`` (256 times its bit length for connected components), so the least label
+floods the graph before larger ones even start, and each node's label changes about once
+instead of once per label that passes by (the TR's prioritisation, §2.6, with no extra loop).
+Nodes are counted once (the caller makes them distinct), so an edge change moves a node's
+label or nothing.
+
+Column-wise throughout for int node ids, labels and weights; other labels (strings, ...) take
+a Python path per node for the minimum, and other weights per proposal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+from timely import KeyedState, LoopContext, Timestamp
+
+from ._columns import (
+    EMPTY,
+    Block,
+    all_ints,
+    block_of_codes,
+    codes_of,
+    distinct,
+    group_starts,
+    order,
+    route_of,
+    values_of,
+)
+from ._columns._codes import codes_of_values
+from ._errors import OperatorError
+from ._keys import KeyOf
+from ._lattice import Lattice
+from ._linear import Route, by_destination, changes_in, split_by
+from ._reduce import FEW_ROWS, accumulate
+from ._stateful import Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
+from ._trace import Batch, Rows, Spine, concat_rows, matches
+from .collection import Collection, _lattices, lattice_of, operator_name
+
+__all__ = ["Propagate", "by_size", "propagate"]
+
+EDGES, NODES, PROPOSALS = 0, 1, 2
+
+
+def propagate(
+    edges: Collection,
+    nodes: Collection,
+    weighted: bool = False,
+    at: Callable[[np.ndarray], np.ndarray] | None = None,
+    name: str | None = None,
+) -> Collection:
+    """``(node, least label)`` for every node reached: ``nodes`` are ``(node, label)``, ``edges``
+    ``(src, dst)`` (or ``(src, dst, weight)`` with ``weighted``, a label growing by the weight
+    along the edge). ``at(labels)`` gives, column-wise, the iteration at which each node's own
+    label enters (default: all at once)."""
+    edges._same_scope("propagate", nodes)
+    scope = edges.scope
+    full = operator_name(scope, "propagate", name)
+    loop = LoopContext(scope, full)
+    lattice = lattice_of(scope).enter()
+    _lattices[loop] = lattice
+    first = KeyOf(itemgetter(0), full)
+    feedback = loop.feedback("proposals")
+    inputs = []
+    for i, c in enumerate((edges, nodes)):
+        entered = loop.ingress(c._blocks, f"enter{i}")
+        inputs.append(entered.stage(f"route{i}", lambda: Route(first)))
+    stage = loop.stage(
+        "labels",
+        lambda: Propagate(full, lattice, weighted, at),
+        [*inputs, feedback.stream],
+        exchange=[by_destination, by_destination, by_destination],
+        outputs=2,
+    )
+    proposals, changes = stage
+    feedback.connect(proposals)
+    return Collection._of(loop.egress(changes, "result"), lattice_of(scope))
+
+
+def by_size(labels: np.ndarray) -> np.ndarray:
+    """The iteration at which a label enters: 256 times its bit length (``propagate_at``'s
+    schedule: each order of magnitude gets 256 iterations to settle before the next)."""
+    return 256 * np.frexp(labels.astype(np.float64))[1].astype(np.int64)
+
+
+class Propagate(Stateful):
+    """One worker's share of the loop body: the edges by source, the proposals and own labels
+    by node (the min-reduce's input), the labels by node (its output)."""
+
+    def __init__(
+        self, op: str, lattice: Lattice, weighted: bool, at: Callable[[np.ndarray], np.ndarray] | None
+    ) -> None:
+        super().__init__(op, lattice)
+        self.weighted = weighted
+        self.at = at
+        self.ntimes = lattice.depth + 1
+        self.edges = Spine(2 if weighted else 1, self.ntimes)
+        self.proposals = Spine(1, self.ntimes)
+        self.labels = Spine(1, self.ntimes)
+        self.staged: dict[tuple[int, ...], list[Rows | np.ndarray]] = {}
+        """Per time: input rows to absorb, and arrays of keys to evaluate there (TR §4.3)."""
+        self.staged_edges: dict[tuple[int, ...], list[Rows]] = {}
+        """Per time: edge changes, arranged when the time is complete."""
+
+    # Receiving ---------------------------------------------------------------------------------
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        self.watch(time)
+        block = changes_in(records)
+        if not len(block):
+            return
+        t = tuple(time)
+        if edge == EDGES:
+            self._edges(block, t)
+        elif edge == NODES:
+            self._nodes(block, t)
+        else:
+            self._stage(Rows.at(codes_of(block.cols[0]), [codes_of(block.cols[1])], t, block.diffs), t)
+
+    def _edges(self, block: Block, t: tuple[int, ...]) -> None:
+        width = 3 if self.weighted else 2
+        if block.arity != width:
+            raise OperatorError(
+                f"{self.op}: edges must be {'(src, dst, weight)' if self.weighted else '(src, dst)'} tuples, got {block.records()[:1]!r}"
+            )
+        try:
+            cols = [codes_of(c) for c in block.cols]
+        except TypeError:
+            raise OperatorError(f"{self.op}: an edge cannot be hashed: {block.records()[:1]!r}") from None
+        staged = self.staged_edges.get(t)
+        if staged is None:
+            self.staged_edges[t] = [Rows.at(cols[0], cols[1:], t, block.diffs)]
+            self.notify_at(t)  # type: ignore[arg-type]
+        else:
+            staged.append(Rows.at(cols[0], cols[1:], t, block.diffs))
+
+    def _absorb_edges(self, t: tuple[int, ...]) -> None:
+        """A time's edge changes, all at once (one batch, however many messages brought them):
+        they meet every label so far, then join the arrangement."""
+        staged = self.staged_edges.pop(t, None)
+        if not staged:
+            return
+        batch = Batch(concat_rows(staged, self.edges.nvals, self.ntimes))
+        labels = self.labels.batches()
+        if labels and len(batch):
+            self._join(batch, labels, edges_first=True)
+        self.edges.insert(batch)
+
+    def _nodes(self, block: Block, t: tuple[int, ...]) -> None:
+        if block.arity != 2:
+            raise OperatorError(f"{self.op}: nodes must be (node, label) pairs, got {block.records()[:1]!r}")
+        try:
+            node, label = codes_of(block.cols[0]), codes_of(block.cols[1])
+        except TypeError:
+            raise OperatorError(f"{self.op}: a node or label cannot be hashed: {block.records()[:1]!r}") from None
+        if self.at is None or not all_ints(label):  # labels that are not ints enter at once
+            self._stage(Rows.at(node, [label], t, block.diffs), t)
+            return
+        offsets = np.asarray(self.at(label), dtype=np.int64)
+        idx = np.argsort(offsets, kind="stable")
+        offsets = offsets[idx]
+        starts = group_starts([offsets]).tolist()
+        ends = [*starts[1:], len(idx)]
+        for s, e in zip(starts, ends):
+            rows = idx[s:e]
+            u = (*t[:-1], t[-1] + int(offsets[s]))
+            self._stage(Rows.at(node[rows], [label[rows]], u, block.diffs[rows]), u)
+
+    def _stage(self, rows: Rows, t: tuple[int, ...]) -> None:
+        staged = self.staged.get(t)
+        if staged is None:
+            self.staged[t] = [rows]
+            self.notify_at(t)  # type: ignore[arg-type]
+        else:
+            staged.append(rows)
+
+    # The min-reduce, then the join ---------------------------------------------------------------
+    def on_notify(self, time: Timestamp) -> None:
+        t = tuple(time)
+        if self.staged_edges:
+            self._absorb_edges(t)
+        staged = self.staged.pop(t, None)
+        if staged is not None:
+            rows = concat_rows([r for r in staged if not isinstance(r, np.ndarray)], 1, self.ntimes)
+            keys = [r for r in staged if isinstance(r, np.ndarray)]
+            if len(rows):
+                batch = Batch(rows)
+                self.proposals.insert(batch)
+                keys.append(batch.ukeys)
+            if keys:
+                ukeys = distinct(np.concatenate(keys)) if len(keys) > 1 else keys[0]
+                self._evaluate(ukeys, t)
+        epoch = self.epoch_completed(t)
+        if epoch is not None:
+            if self.staged or self.staged_edges:
+                epoch = min(epoch, *(s[0] for s in self.staged), *(s[0] for s in self.staged_edges))
+            if self.compaction(epoch):
+                for spine in (self.edges, self.proposals, self.labels):
+                    spine.advance_to(epoch)
+
+    def _evaluate(self, keys: np.ndarray, t: tuple[int, ...]) -> None:
+        acc, later = accumulate(self.proposals, keys, t)
+        if len(acc) and (acc.diffs < 0).any():
+            i = int(np.flatnonzero(acc.diffs < 0)[0])
+            node, label = values_of(acc.keys[i : i + 1])[0], values_of(acc.vals[0][i : i + 1])[0]
+            raise OperatorError(
+                f"{self.op}: label {label!r} of node {node!r} has multiplicity {int(acc.diffs[i])} at time {t}: "
+                "an edge or node was removed more often than it was added"
+            )
+        before, out_later = accumulate(self.labels, keys, t)
+        if len(acc) + len(before) <= FEW_ROWS and all_ints(acc.vals[0]):
+            delta = _changes_few(acc, before)
+        else:
+            new_keys, new_labels = _least(acc)
+            delta = concat_rows(
+                [Rows(new_keys, [new_labels], (), np.ones(len(new_keys), dtype=np.int64)), before.negated()], 1, 0
+            ).consolidated()
+        if len(delta):
+            changes = Rows.at(delta.keys, delta.vals, t, delta.diffs)
+            self.labels.insert(Batch(changes, tidy=True))
+            self.send_by(self.outputs[1], [block_of_codes([delta.keys, delta.vals[0]], 2, delta.diffs)], t)  # type: ignore[arg-type]
+            edges = self.edges.batches()
+            if edges:
+                self._join(changes, edges, edges_first=False)
+        later = concat_rows([later, out_later], 0, self.ntimes)
+        if len(later):
+            self._schedule(later, t)
+
+    def _join(self, delta: Rows, batches: list[Batch], edges_first: bool) -> None:
+        """Label changes with edges (or edge changes with labels): a proposal ``(dst, label
+        [+ weight])`` for each match, at the join of the two times, sent round the loop."""
+        found = matches(delta.keys, batches, len(batches[0].vals), self.ntimes)
+        if found is None:
+            return
+        left, right = delta.take(found[0]), found[1]
+        edge_rows, label_rows = (left, right) if edges_first else (right, left)
+        dst = edge_rows.vals[0]
+        label = label_rows.vals[0]
+        if self.weighted:
+            label = _add(label, edge_rows.vals[1], self.op)
+        diffs = left.diffs * right.diffs
+        times = [a if int(b.max()) <= int(a.min()) else np.maximum(a, b) for a, b in zip(left.times, right.times)]
+        self._send(dst, label, times, diffs)
+
+    def _send(self, dst: np.ndarray, label: np.ndarray, times: list[np.ndarray], diffs: np.ndarray) -> None:
+        first = [int(c[0]) for c in times]
+        if all((c == f).all() for c, f in zip(times, first)):
+            self._send_at(dst, label, diffs, tuple(first))
+            return
+        idx = order(times)
+        times = [c[idx] for c in times]
+        starts = group_starts(times).tolist()
+        ends = [*starts[1:], len(idx)]
+        for s, e in zip(starts, ends):
+            rows = idx[s:e]
+            self._send_at(dst[rows], label[rows], diffs[rows], tuple(int(c[s]) for c in times))
+
+    def _send_at(self, dst: np.ndarray, label: np.ndarray, diffs: np.ndarray, u: tuple[int, ...]) -> None:
+        block = block_of_codes([dst, label], 2, diffs)  # values, not codes (ints are both)
+        peers = self.peers
+        if peers == 1:
+            self.send_by(self.outputs[0], [block], u)  # type: ignore[arg-type]
+            return
+        self.send_by(self.outputs[0], split_by(block, route_of(dst) % peers, peers), u)  # type: ignore[arg-type]
+
+    def _schedule(self, later: Rows, t: tuple[int, ...]) -> None:
+        times = [np.maximum(c, x) for c, x in zip(later.times, t)]
+        idx = order([*times, later.keys])
+        times = [c[idx] for c in times]
+        keys = later.keys[idx]
+        starts = group_starts(times).tolist()
+        ends = [*starts[1:], len(idx)]
+        for s, e in zip(starts, ends):
+            u = tuple(int(c[s]) for c in times)
+            ks = distinct(keys[s:e], ordered=True)
+            staged = self.staged.get(u)
+            if staged is None:
+                self.staged[u] = [ks]  # type: ignore[list-item]
+                self.notify_at(u)  # type: ignore[arg-type]
+            else:
+                staged.append(ks)  # type: ignore[arg-type]
+
+    # Checkpoints -------------------------------------------------------------------------------
+    def checkpoint(self) -> KeyedState | None:
+        if not len(self.edges) and not len(self.proposals) and not self.staged and not self.staged_edges:
+            return None
+        pieces: list[tuple[int, Any]] = []
+        with paused_gc():
+            for tag, spine in enumerate((self.edges, self.proposals, self.labels)):
+                spine.compact()
+                rows = spine.rows()
+                arity = len(rows.vals)
+                pieces.extend(rows_pieces((tag, arity), rows, route_of(rows.keys), arity))
+            for staged_edges in self.staged_edges.values():
+                rows = concat_rows(staged_edges, self.edges.nvals, self.ntimes)
+                pieces.extend(rows_pieces((5, len(rows.vals)), rows, route_of(rows.keys), len(rows.vals)))
+            for t, staged in self.staged.items():
+                rows = concat_rows([r for r in staged if not isinstance(r, np.ndarray)], 1, self.ntimes)
+                keys = [r for r in staged if isinstance(r, np.ndarray)]
+                pieces.extend(rows_pieces((3, 1), rows, route_of(rows.keys), 1))
+                if keys:
+                    k = distinct(np.concatenate(keys))
+                    empty = Rows(k, [k], [np.full(len(k), c, dtype=np.int64) for c in t], np.zeros(len(k), np.int64))
+                    pieces.extend(rows_pieces((4, 1), empty, route_of(k), 1))
+        return KeyedState(pieces)
+
+    def restore(self, state: Any) -> None:
+        with paused_gc():
+            parts: dict[int, list[Rows]] = {}
+            for _, piece in pieces_of(self.op, state):
+                tag = piece[0][0]
+                parts.setdefault(tag, []).append(rows_of_piece(piece, self.ntimes, _recode))
+            for tag, spine in enumerate((self.edges, self.proposals, self.labels)):
+                if tag in parts:
+                    rows = concat_rows(parts[tag], spine.nvals, self.ntimes)
+                    check_owner(self.op, rows.keys, self.worker_index, self.peers)
+                    spine.insert(Batch(rows))
+            for rows in parts.get(5, []):
+                for i in range(len(rows)):
+                    u = tuple(int(c[i]) for c in rows.times)
+                    self.staged_edges.setdefault(u, []).append(rows.take(slice(i, i + 1)))
+            for tag in (3, 4):
+                for rows in parts.get(tag, []):
+                    for i in range(len(rows)):
+                        u = tuple(int(c[i]) for c in rows.times)
+                        item: Any = rows.take(slice(i, i + 1)) if tag == 3 else rows.keys[i : i + 1]
+                        self.staged.setdefault(u, []).append(item)
+
+
+def _recode(block: Block) -> list[np.ndarray]:
+    return [codes_of(c) for c in block.cols]
+
+
+def _changes_few(acc: Rows, before: Rows) -> Rows:
+    """The new least label of each node less its old one, in Python (a few rows)."""
+    total: dict[tuple[int, int], int] = {}
+    seen = None
+    for k, label in zip(acc.keys.tolist(), acc.vals[0].tolist()):
+        if k != seen:  # rows are sorted by (node, label): the first of a node is its least
+            total[(k, label)] = 1
+            seen = k
+    for k, label, d in zip(before.keys.tolist(), before.vals[0].tolist(), before.diffs.tolist()):
+        total[(k, label)] = total.get((k, label), 0) - d
+    rows = sorted(r for r, d in total.items() if d)
+    if not rows:
+        return Rows.empty(1, 0)
+    out = np.array(rows, dtype=np.int64).reshape(len(rows), 2)
+    return Rows(out[:, 0], [out[:, 1]], (), np.array([total[r] for r in rows], dtype=np.int64))
+
+
+def _least(acc: Rows) -> tuple[np.ndarray, np.ndarray]:
+    """Per node the least label with a positive count (rows sorted by node, then label)."""
+    if not len(acc):
+        return EMPTY, EMPTY
+    labels = acc.vals[0]
+    if all_ints(labels):
+        # sorted by (node, label): the first row of each node holds its least label
+        starts = group_starts([acc.keys])
+        return acc.keys[starts], labels[starts]
+    keys = acc.keys
+    starts = group_starts([keys]).tolist()
+    ends = [*starts[1:], len(keys)]
+    values = values_of(labels)
+    least = []
+    for s, e in zip(starts, ends):
+        try:
+            least.append(min(values[s:e]))
+        except TypeError as exc:
+            raise OperatorError(f"labels must be comparable: {exc}") from exc
+    return keys[starts], codes_of_values(least, len(least))
+
+
+def _add(labels: np.ndarray, weights: np.ndarray, op: str) -> np.ndarray:
+    """Label codes plus weight codes, as codes (column-wise for ints)."""
+    if all_ints(labels) and all_ints(weights):
+        return labels + weights
+    try:
+        return codes_of_values([a + b for a, b in zip(values_of(labels), values_of(weights))], len(labels))
+    except TypeError as exc:
+        raise OperatorError(f"{op}: cannot add a weight to a label: {exc}") from exc

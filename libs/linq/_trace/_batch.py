@@ -1,0 +1,195 @@
+"""`Rows` (keyed differences as columns) and `Batch` (rows sorted, consolidated, indexed by key).
+
+A row is ``(key, value fields..., time coordinates..., diff)``, every column an int64 array:
+keys and values are codes (`_columns._codes`), a time has one coordinate per loop around
+the operator plus the epoch (``times[0]`` is the epoch). A batch's rows are sorted by
+(key, values, time) with no two rows equal but for their diff and no zero diff, and keep
+the distinct keys with the offset of each key's first row, so finding the rows of many keys
+is one `numpy.searchsorted`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .._columns import EMPTY, consolidate, ranges
+
+__all__ = ["Batch", "Rows", "le_time", "lub_time", "matches"]
+
+FEW_KEYS = 8
+"""Up to this many keys, `Batch.find` looks them up one by one."""
+
+
+class Rows:
+    """Keyed differences: ``keys``, ``vals`` (one column per value field), ``times`` (one
+    column per time coordinate), ``diffs``; in no particular order unless a `Batch`."""
+
+    __slots__ = ("diffs", "keys", "times", "vals")
+
+    def __init__(
+        self, keys: np.ndarray, vals: Sequence[np.ndarray], times: Sequence[np.ndarray], diffs: np.ndarray
+    ) -> None:
+        self.keys = keys
+        self.vals = tuple(vals)
+        self.times = tuple(times)
+        self.diffs = diffs
+
+    def __len__(self) -> int:
+        return len(self.diffs)
+
+    @classmethod
+    def empty(cls, nvals: int, ntimes: int) -> Rows:
+        return cls(EMPTY, [EMPTY] * nvals, [EMPTY] * ntimes, EMPTY)
+
+    @classmethod
+    def at(cls, keys: np.ndarray, vals: Sequence[np.ndarray], time: Sequence[int], diffs: np.ndarray) -> Rows:
+        """Rows all at one ``time``."""
+        n = len(diffs)
+        if n <= 4096:
+            return cls(keys, vals, [np.full(n, c, dtype=np.int64) for c in time], diffs)
+        # zero-stride views: a time column of one value costs no memory until rows are taken
+        return cls(keys, vals, [np.broadcast_to(np.int64(c), n) for c in time], diffs)
+
+    def take(self, idx: np.ndarray | slice) -> Rows:
+        return Rows(self.keys[idx], [v[idx] for v in self.vals], [t[idx] for t in self.times], self.diffs[idx])
+
+    def columns(self) -> list[np.ndarray]:
+        return [self.keys, *self.vals, *self.times]
+
+    def consolidated(self, runs: bool = False) -> Rows:
+        """Sorted, summed, no zero diffs (``runs``: the rows are a few sorted runs already)."""
+        cols, diffs = consolidate(self.columns(), self.diffs, runs)
+        nv = len(self.vals)
+        return Rows(cols[0], cols[1 : 1 + nv], cols[1 + nv :], diffs)
+
+    def advanced(self, epoch: int) -> Rows:
+        """Times of epochs before ``epoch`` moved to ``epoch`` (logical compaction; not consolidated)."""
+        first = self.times[0]
+        if not len(first) or int(first.min()) >= epoch:
+            return self
+        return Rows(self.keys, self.vals, (np.maximum(first, epoch), *self.times[1:]), self.diffs)
+
+    def negated(self) -> Rows:
+        return Rows(self.keys, self.vals, self.times, -self.diffs)
+
+
+def concat_rows(parts: Sequence[Rows], nvals: int, ntimes: int) -> Rows:
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return Rows.empty(nvals, ntimes)
+    if len(parts) == 1:
+        return parts[0]
+    return Rows(
+        np.concatenate([p.keys for p in parts]),
+        [np.concatenate([p.vals[i] for p in parts]) for i in range(nvals)],
+        [np.concatenate([p.times[i] for p in parts]) for i in range(ntimes)],
+        np.concatenate([p.diffs for p in parts]),
+    )
+
+
+def le_time(times: Sequence[np.ndarray], t: Sequence[int]) -> np.ndarray:
+    """Rows whose time is ``<= t`` in the product order."""
+    mask = times[0] <= t[0]
+    for col, c in zip(times[1:], t[1:]):
+        mask &= col <= c
+    return mask
+
+
+def lub_time(times: Sequence[np.ndarray], t: Sequence[int]) -> list[np.ndarray]:
+    """Each row's time joined with ``t`` (the least upper bound, coordinate-wise max)."""
+    return [np.maximum(col, c) for col, c in zip(times, t)]
+
+
+class Batch(Rows):
+    """Sorted, consolidated rows, with ``ukeys`` (distinct keys) and ``starts`` (offset of
+    each key's first row, and the length at the end); ``upper`` is the join of every time."""
+
+    __slots__ = ("kmax", "kmin", "starts", "ukeys", "upper")
+
+    def __init__(self, rows: Rows, tidy: bool = False) -> None:
+        if not tidy:
+            rows = rows.consolidated()
+        super().__init__(rows.keys, rows.vals, rows.times, rows.diffs)
+        keys = self.keys
+        n = len(keys)
+        if n:
+            if n <= 16:
+                ks = keys.tolist()
+                starts = [0, *(i for i in range(1, n) if ks[i] != ks[i - 1]), n]
+                self.starts = np.array(starts, dtype=np.int64)
+                self.ukeys = np.array([ks[i] for i in starts[:-1]], dtype=np.int64)
+            else:
+                change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+                self.starts = np.concatenate([[0], change, [n]]).astype(np.int64)
+                self.ukeys = keys[self.starts[:-1]]
+            self.upper = tuple(int(t.max()) for t in self.times)
+            self.kmin = int(keys[0])
+            self.kmax = int(keys[-1])
+        else:
+            self.starts = np.zeros(1, dtype=np.int64)
+            self.ukeys = EMPTY
+            self.upper = ()
+            self.kmin, self.kmax = 1, 0
+
+    def find(self, keys: np.ndarray) -> slice | np.ndarray | None:
+        """The rows of ``keys`` (sorted, distinct), in batch order: a slice when they are one
+        run (no copy), indices otherwise, None when there are none. A few keys are looked up
+        one by one (no arrays built: an update's case), many with one `numpy.searchsorted`."""
+        n = len(keys)
+        if not n or self.kmin > self.kmax:
+            return None
+        if n <= FEW_KEYS:
+            kmin, kmax = self.kmin, self.kmax
+            ukeys, starts = self.ukeys, self.starts
+            spans = []
+            for k in keys.tolist():
+                if k < kmin or k > kmax:
+                    continue
+                pos = int(ukeys.searchsorted(k))
+                if ukeys[pos] == k:
+                    spans.append((int(starts[pos]), int(starts[pos + 1])))
+            if not spans:
+                return None
+            if len(spans) == 1:
+                return slice(*spans[0])
+            return np.concatenate([np.arange(lo, hi) for lo, hi in spans])
+        where = np.searchsorted(self.ukeys, keys)
+        where[where == len(self.ukeys)] = 0
+        found = self.ukeys[where] == keys
+        if not found.any():
+            return None
+        where = where[found]
+        return ranges(self.starts[where], self.starts[where + 1])
+
+    def key_ranges(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each of ``keys`` (any order, repeats allowed): where its rows begin and end."""
+        ukeys = self.ukeys
+        if not len(ukeys):
+            z = np.zeros(len(keys), dtype=np.int64)
+            return z, z
+        pos = np.searchsorted(ukeys, keys)
+        pos[pos == len(ukeys)] = 0
+        found = ukeys[pos] == keys
+        lo = np.where(found, self.starts[pos], 0)
+        hi = np.where(found, self.starts[pos + 1], 0)
+        return lo, hi
+
+
+def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> tuple[np.ndarray, Rows] | None:
+    """Every row of ``batches`` whose key is among ``keys`` (any order, repeats allowed), with,
+    for each, the index in ``keys`` of the key it matched (None: no match). What a join does
+    per batch: one searchsorted for all keys, `numpy.repeat` on the left, ranges on the right."""
+    lefts: list[np.ndarray] = []
+    rights: list[Rows] = []
+    for batch in batches:
+        lo, hi = batch.key_ranges(keys)
+        counts = hi - lo
+        if not counts.any():
+            continue
+        lefts.append(np.repeat(np.arange(len(keys)), counts))
+        rights.append(batch.take(ranges(lo, hi)))
+    if not rights:
+        return None
+    return np.concatenate(lefts), concat_rows(rights, nvals, ntimes)

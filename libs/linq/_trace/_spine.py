@@ -1,0 +1,206 @@
+"""`Spine`: a trace as a few batches of geometrically growing size, merged a little at a time.
+
+differential-dataflow's fueled spine, in numpy. Each level ``L`` holds at most one batch of
+about ``2**L`` rows, or one merge in progress of two such batches. A batch inserted at a level
+that already holds a batch starts a merge of the two; a merge advances by a number of rows
+(its *fuel*) proportional to the rows inserted since, so no single insertion pays for merging
+millions of rows: it pays for its share. A merge works through both inputs by key range, a
+chunk at a time, and the merged batch replaces its inputs when it is complete; until then the
+inputs stay readable, so readers never see a half-merged state. A merge that must make room
+for another batch at its level is finished at once (rare when fuel keeps pace).
+
+Contract of logical compaction (`Spine.advance_to`): after ``advance_to(E)``, the trace may
+move the time of any row of an epoch before ``E`` to the same time in epoch ``E``, and sum
+rows that then agree. For every time ``t`` with ``t[0] >= E`` the accumulation at ``t`` (the
+sum of diffs of rows whose time is ``<= t``) is unchanged; at times of epochs before ``E`` it
+is forgotten (reading it is an error the trace cannot detect: the operator must not ask).
+Calling ``advance_to`` with an earlier epoch than before changes nothing.
+
+Contract of physical compaction (the merges): rows are summed across the batches they arrived
+in, so the trace forgets *when* a difference was inserted and keeps only its (key, value,
+time) and diff. Readers therefore get rows, never insertion order; an operator that needs to
+know what it has already seen (a join's delta) keeps that itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._batch import Batch, Rows, concat_rows
+
+__all__ = ["Spine"]
+
+FUEL_PER_ROW = 4
+"""Rows of merge work done per row inserted (differential-dataflow's default effort is of the
+same order): enough that a merge finishes before another batch reaches its level."""
+MIN_CHUNK = 4096
+"""Smallest chunk a merge step takes: below it, numpy's per-call cost dominates."""
+SMALL = 64
+"""Batches up to this many rows merge at once on insertion: they cost less than a merge step."""
+TAIL = 1024
+"""Batches up to this many rows join the spine's tail (`Spine.tail`), not a level."""
+TAIL_BATCHES = 8
+"""The tail's batches are merged into one when there are this many."""
+
+
+def _level(n: int) -> int:
+    return max(n - 1, 0).bit_length()
+
+
+class _Merge:
+    """Two batches being merged, chunk by chunk, with the compaction epoch applied."""
+
+    __slots__ = ("a", "b", "epoch", "ntimes", "nvals", "out", "pa", "pb")
+
+    def __init__(self, a: Batch, b: Batch, epoch: int) -> None:
+        self.a, self.b = a, b
+        self.pa = self.pb = 0
+        self.out: list[Rows] = []
+        self.epoch = epoch
+        self.nvals = len(a.vals)
+        self.ntimes = len(a.times)
+
+    def done(self) -> bool:
+        return self.pa >= len(self.a) and self.pb >= len(self.b)
+
+    def work(self, fuel: int) -> bool:
+        """Merge at least ``fuel`` rows (or everything left); True once complete."""
+        a, b = self.a, self.b
+        na, nb = len(a), len(b)
+        while fuel > 0 and not self.done():
+            step = max(fuel, MIN_CHUNK)
+            pa, pb = self.pa, self.pb
+            if pa + step >= na and pb + step >= nb:
+                ea, eb = na, nb
+            else:
+                # a key boundary: every row of a key lands in the same chunk
+                cand = []
+                if pa + step < na:
+                    cand.append(a.keys[pa + step])
+                if pb + step < nb:
+                    cand.append(b.keys[pb + step])
+                bound = min(cand)
+                ea = int(np.searchsorted(a.keys, bound, "left"))
+                eb = int(np.searchsorted(b.keys, bound, "left"))
+                if ea == pa and eb == pb:  # one key larger than the step: take it whole
+                    ea = int(np.searchsorted(a.keys, bound, "right"))
+                    eb = int(np.searchsorted(b.keys, bound, "right"))
+            chunk = concat_rows(
+                [a.take(slice(pa, ea)), b.take(slice(pb, eb))],
+                self.nvals,
+                self.ntimes,  # type: ignore[arg-type]
+            )
+            self.out.append(chunk.advanced(self.epoch).consolidated(runs=True))
+            fuel -= (ea - pa) + (eb - pb)
+            self.pa, self.pb = ea, eb
+        return self.done()
+
+    def result(self) -> Batch:
+        return Batch(concat_rows(self.out, self.nvals, self.ntimes), tidy=True)
+
+
+class Spine:
+    """A trace: ``insert`` batches, read ``batches()`` (each finds its keys' rows itself)."""
+
+    def __init__(self, nvals: int, ntimes: int) -> None:
+        self.nvals = nvals
+        self.ntimes = ntimes
+        self.levels: list[Batch | _Merge | None] = []
+        self.tail: list[Batch] = []
+        """Small batches, merged a few at a time: an update's many tiny batches make few batches
+        to read, and a tiny insert does not re-sort a thousand rows."""
+        self.epoch = 0
+        """The logical compaction frontier: epochs before it may be merged into it."""
+
+    # Writing -------------------------------------------------------------------------------------
+    def insert(self, batch: Batch) -> None:
+        """Add a batch (its rows join the trace); merges advance by fuel for its rows."""
+        n = len(batch)
+        if not n:
+            return
+        if n <= TAIL:
+            tail = self.tail
+            tail.append(batch)
+            if len(tail) < TAIL_BATCHES:
+                return
+            merged = Batch(
+                concat_rows(tail, self.nvals, self.ntimes).advanced(self.epoch).consolidated(runs=True), tidy=True
+            )
+            if len(merged) <= TAIL:
+                self.tail = [merged] if len(merged) else []
+                return
+            self.tail = []
+            batch = merged
+        self._place(batch)
+        self._work(n * FUEL_PER_ROW)
+
+    def advance_to(self, epoch: int) -> None:
+        """Logical compaction (see the module's contract)."""
+        if epoch > self.epoch:
+            self.epoch = epoch
+
+    def _place(self, batch: Batch) -> None:
+        level = _level(len(batch))
+        while True:
+            while len(self.levels) <= level:
+                self.levels.append(None)
+            here = self.levels[level]
+            if here is None:
+                self.levels[level] = batch
+                return
+            if isinstance(here, _Merge):  # make room: finish it and move its result up
+                here.work(len(here.a) + len(here.b))
+                self.levels[level] = None
+                done = here.result()
+                self._place(done)
+                continue
+            merge = _Merge(here, batch, self.epoch)
+            if len(here) + len(batch) <= SMALL:
+                merge.work(SMALL)
+                self.levels[level] = None
+                batch = merge.result()
+                level = _level(len(batch))
+                if not len(batch):
+                    return
+                continue
+            self.levels[level] = merge
+            return
+
+    def _work(self, fuel: int) -> None:
+        for level, here in enumerate(self.levels):
+            if isinstance(here, _Merge) and here.work(fuel):
+                self.levels[level] = None
+                done = here.result()
+                if len(done):
+                    self._place(done)
+
+    def compact(self) -> None:
+        """Finish every merge and merge everything into one batch (for a checkpoint or when idle)."""
+        batches = self.batches()
+        self.levels = []
+        self.tail = []
+        if not batches:
+            return
+        rows = concat_rows(batches, self.nvals, self.ntimes).advanced(self.epoch)
+        self._place(Batch(rows))
+
+    # Reading -------------------------------------------------------------------------------------
+    def batches(self) -> list[Batch]:
+        """Every batch holding rows (the inputs of unfinished merges included)."""
+        out: list[Batch] = list(self.tail)
+        for here in self.levels:
+            if here is None:
+                continue
+            if isinstance(here, _Merge):
+                out.append(here.a)
+                out.append(here.b)
+            else:
+                out.append(here)
+        return out
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.batches())
+
+    def rows(self) -> Rows:
+        """Every row (for checkpoints), unconsolidated across batches."""
+        return concat_rows(self.batches(), self.nvals, self.ntimes)
