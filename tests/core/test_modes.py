@@ -55,7 +55,7 @@ def test_a_type_without_codec_fails_across_processes_naming_the_options() -> Non
     launcher = [sys.executable, "-m", "timely", "run", "-n", "3", "--workers", "2"]
     case = f"{program.__module__}:{program.__qualname__}"
     done = subprocess.run(
-        [*launcher, "-m", "tests.support.modes", case, '["pickled_records"]', "lockstep", "60"],
+        [*launcher, "-m", "tests.support.modes", case, '["pickled_records"]', "0", "60"],
         cwd=ROOT,
         env=clean_env(),
         capture_output=True,

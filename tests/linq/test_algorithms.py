@@ -10,75 +10,20 @@ difference from the previous answer.
 from __future__ import annotations
 
 import random
-from collections import Counter
 from collections.abc import Callable
-from typing import Any
 
-import networkx as nx
 import pytest
 
 from libs import linq
-from tests import linq_reference as ref
-from tests.linq_harness import check
+from tests.support.linq_harness import check
+from tests.support.linq_reference import nx_components, nx_scc_edges, nx_shortest_paths, random_epochs
 
 EPOCHS = 25
 """Epochs of random changes after the first, which loads the graph."""
 
 WORKERS = pytest.mark.parametrize("workers", [1, 3], ids=["w1", "w3"])
 
-Changes = list[tuple[Any, int]]
-
-
-def random_epochs(
-    rng: random.Random,
-    new: Callable[[], Any],
-    initial: int,
-    epochs: int = EPOCHS,
-    per_epoch: int = 4,
-    delete: float = 0.5,
-) -> list[Changes]:
-    """A first epoch of ``initial`` records from ``new()``, then ``epochs`` epochs of up to
-    ``per_epoch`` changes: deletions of present records (with probability ``delete``),
-    insertions of new ones or of copies of present ones, and now and then a record inserted
-    and deleted again within the epoch."""
-    first = [new() for _ in range(initial)]
-    present = Counter(first)
-    out: list[Changes] = [[(r, 1) for r in first]]
-    for _ in range(epochs):
-        changes: Changes = []
-        for _ in range(rng.randint(1, per_epoch)):
-            roll = rng.random()
-            if present and roll < delete:
-                record = rng.choice(sorted(present.elements()))
-                present[record] -= 1
-                present = +present
-                changes.append((record, -1))
-            elif present and roll < delete + 0.1:
-                record = rng.choice(sorted(present))
-                present[record] += 1
-                changes.append((record, 1))
-            elif roll < delete + 0.15:
-                record = new()
-                changes.extend([(record, 1), (record, -1)])
-            else:
-                record = new()
-                present[record] += 1
-                changes.append((record, 1))
-        out.append(changes)
-    return out
-
-
 # Connected components ----------------------------------------------------------------------------------
-
-
-def nx_components(edges: ref.Multiset) -> ref.Multiset:
-    g = nx.Graph()
-    g.add_edges_from(e for e, n in edges.items() if n > 0)
-    out: ref.Multiset = {}
-    for comp in nx.connected_components(g):
-        least = min(comp)
-        out.update(((node, least), 1) for node in comp)
-    return out
 
 
 def _edge_maker(rng: random.Random, nodes: int) -> Callable[[], tuple[int, int]]:
@@ -142,13 +87,6 @@ def test_connected_components_of_string_nodes() -> None:
 # Strongly connected components ---------------------------------------------------------------------------
 
 
-def nx_scc_edges(edges: ref.Multiset) -> ref.Multiset:
-    g = nx.DiGraph()
-    g.add_edges_from(e for e, n in edges.items() if n > 0)
-    component = {node: i for i, comp in enumerate(nx.strongly_connected_components(g)) for node in comp}
-    return {e: n for e, n in edges.items() if n > 0 and component[e[0]] == component[e[1]]}
-
-
 SCC_GRAPHS = [  # seed, nodes, initial edges, deletion probability
     (5, 20, 30, 0.5),
     (6, 25, 25, 0.4),  # sparse: cycles appear as edges arrive
@@ -164,18 +102,6 @@ def test_strongly_connected_components(workers: int, seed: int, nodes: int, init
 
 
 # Shortest paths --------------------------------------------------------------------------------------------
-
-
-def nx_shortest_paths(wedges: ref.Multiset, sources: ref.Multiset) -> ref.Multiset:
-    g = nx.DiGraph()
-    for (u, v, w), n in wedges.items():
-        if n > 0 and (not g.has_edge(u, v) or g[u][v]["weight"] > w):
-            g.add_edge(u, v, weight=w)
-    starts = {s for s, n in sources.items() if n > 0}
-    if not starts:
-        return {}
-    g.add_nodes_from(starts)
-    return {(node, d): 1 for node, d in nx.multi_source_dijkstra_path_length(g, starts).items()}
 
 
 SP_GRAPHS = [  # seed, nodes, initial edges, largest weight

@@ -1,7 +1,7 @@
 """Shared arrangements (`Collection.arrange`): one arrangement, several joins reading it.
 
 Each join against an `Arranged` must give what a plain join gives (the brute-force reference
-of tests/linq_reference.py), epoch after epoch, however many joins read the arrangement and
+of tests/support/linq_reference.py), epoch after epoch, however many joins read the arrangement and
 whatever the interleaving of their inputs with the arrangement's batches; inside a loop too.
 The arrangement is built once: the dataflow has one arrange stage, not one per join.
 """
@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 import timely
 from libs import linq
-from tests import linq_reference as ref
-from tests.conftest import TIMEOUT
-from tests.linq_harness import Epochs, check, together
+from tests.support import TIMEOUT
+from tests.support import linq_reference as ref
+from tests.support.linq_harness import Epochs, check, together
 
 WORKERS = pytest.mark.parametrize("workers", [1, 3], ids=["w1", "w3"])
 FAST = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])

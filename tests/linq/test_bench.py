@@ -21,10 +21,9 @@ import pytest
 
 from bench._harness import BenchmarkError, Context
 from bench.linq_graphs import TABLE2, Reference, Spec, check_answers, digest, workload
-from tests import linq_reference as ref
-from tests.test_linq_algorithms import nx_components, nx_scc_edges, nx_shortest_paths
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from tests.support import ROOT
+from tests.support import linq_reference as ref
+from tests.support.linq_reference import nx_components, nx_scc_edges, nx_shortest_paths
 
 SPECS = {
     "pairs": Spec("cc", 300, 600, "pairs", 30),

@@ -27,9 +27,9 @@ import pytest
 import timely
 from libs import linq
 from libs.linq._columns import Block
-from tests import linq_reference as ref
 from tests.support import TIMEOUT
-from tests.test_linq_algorithms import random_epochs
+from tests.support import linq_reference as ref
+from tests.support.linq_reference import random_epochs
 
 CODEC = timely.Codec(allow_pickle=True)
 

@@ -1,8 +1,9 @@
 """linq's graph algorithms on skewed graphs in real processes, against NetworkX.
 
-Two and three OS processes over loopback TCP (`timely run`) run a workload of
-`tests/graph_workloads.py` (tests/linq_graph_program.py): each feeds its share of every
-epoch's changes, several epochs ahead of the output, and closes its inputs early. The union
+Two and three OS processes over loopback TCP (`timely run`, through `tests.support.modes`)
+run a workload of `tests/support/graph_workloads.py` (tests/support/linq_graph_program.py):
+each feeds its share of every epoch's changes, several epochs ahead of the output, and closes
+its inputs early. The union
 of what the processes' outputs reported must be, epoch by epoch, the change of NetworkX's
 answer, and their final contents NetworkX's final answer.
 """
@@ -14,11 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests import real_processes as real
-from tests.graph_workloads import answer, workload
-from tests.linq_reference import difference
-
-PROGRAM = "tests/linq_graph_program.py"
+from tests.support import linq_graph_program
+from tests.support.graph_workloads import answer, workload
+from tests.support.linq_reference import difference
+from tests.support.modes import Mode
 
 CASES = {  # algorithm, graph, seed, nodes, edges, hub degree, epochs, lag, processes
     "cc-skewed-p2": ("cc", "skewed", 4, 1500, 3000, 1000, 10, 4, 2),
@@ -49,8 +49,8 @@ def merged(results: list[dict[str, Any]]) -> tuple[dict[int, dict[Any, int]], di
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
 def test_real_processes_match_networkx(case: tuple[Any, ...]) -> None:
     algorithm, graph, seed, nodes, edges, hub, epochs, lag, processes = case
-    results = real.run(
-        PROGRAM, algorithm, graph, seed, nodes, edges, hub, epochs, lag, processes=processes, timeout=110
+    results = Mode("tcp", processes=processes).run(
+        linq_graph_program.program, algorithm, graph, seed, nodes, edges, hub, epochs, lag=lag, timeout=100
     )
     assert all(r["final"] for r in results), "every process should hold part of the answer"
     changes, final = merged(results)

@@ -1,7 +1,7 @@
 """linq's graph algorithms against NetworkX on uniform and skewed graphs, epoch after epoch.
 
 Connected components, strongly connected components and shortest paths run over the graphs
-of `tests/graph_workloads.py`: uniform random graphs, and power-law graphs with one hub of
+of `tests/support/graph_workloads.py`: uniform random graphs, and power-law graphs with one hub of
 thousands of neighbours (tens of thousands in the ``slow`` cases). After the first epoch
 (which loads the graph) and after each of the many epochs of changes that follow (single
 and batched insertions and deletions, at the hub and elsewhere, deletions that split a
@@ -11,7 +11,7 @@ answer.
 
 Some runs move in lockstep; others feed several epochs, or all of them, before waiting for
 any, and close each input right after its last change while the outputs are still behind;
-some use two workers. Real processes: `tests/test_linq_processes_skewed.py`.
+some use two workers. Real processes: `tests/linq/test_graph_processes.py`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import pytest
 
 import timely
-from tests.graph_workloads import Workload, answer, closing_early, dataflow, workload
-from tests.linq_in_flight import assert_epoch, drive
+from tests.support.graph_workloads import Workload, answer, closing_early, dataflow, workload
+from tests.support.linq_in_flight import assert_epoch, drive
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ message's time (`Collection.from_stream` allows that): the operators see differe
 ``(1, 2)`` and ``(2, 0)``, which the product order leaves incomparable, and the output may
 change at their least upper bound ``(2, 2)``, where no input changed. Some differences are
 sent at an epoch earlier than the one they land in, and the inputs run several epochs ahead
-of the outputs (`tests/linq_in_flight.drive`), so an operator holds several epochs at once.
+of the outputs (`tests/support/linq_in_flight.drive`), so an operator holds several epochs at once.
 Retractions come at a time no earlier than the addition they undo, so every multiset a
 reduce sees, at every time, has no negative counts.
 
@@ -39,11 +39,11 @@ from hypothesis import strategies as st
 
 import timely
 from libs import linq
-from tests import linq_reference as ref
-from tests.conftest import TIMEOUT
-from tests.linq_harness import Epochs, together
-from tests.linq_in_flight import assert_epoch, drive
-from tests.test_linq_operators import _ref_outer, _ref_step, _step
+from tests.linq.test_operators import _ref_outer, _ref_step, _step
+from tests.support import TIMEOUT
+from tests.support import linq_reference as ref
+from tests.support.linq_harness import Epochs, together
+from tests.support.linq_in_flight import assert_epoch, drive
 
 EPOCHS = 4
 SPAN = 3

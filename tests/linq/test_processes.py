@@ -3,7 +3,7 @@ process with one and several workers, simulated processes with several seeds, re
 over TCP).
 
 For connected components, strongly connected components and shortest paths over a seeded
-random graph changing for ten epochs (tests/linq_cluster_program.py), the per-epoch changes,
+random graph changing for ten epochs (tests/support/linq_program.py), the per-epoch changes,
 the per-epoch snapshots of the output and its final contents, gathered from every process
 (each `linq.CollectionOutput` holds its process's share; their union is the answer), equal what
 plain Python computes from each epoch's whole graph. The processes move in lockstep (each
@@ -20,7 +20,7 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from tests.linq_cluster_program import (
+from tests.support.linq_program import (
     ALGORITHMS,
     EPOCHS,
     builder,
@@ -152,7 +152,7 @@ def test_scc_fed_all_epochs_at_once_matches_plain_python(mode: Mode) -> None:
 
 def check_all_at_once(mode: Mode, algorithm: str) -> None:
     seed = 3
-    results = mode.run(builder, algorithm, seed, lockstep=False, timeout=TIMEOUT)
+    results = mode.run(builder, algorithm, seed, lag=None, timeout=TIMEOUT)
     if mode.processes > 1:
         assert_shared(results)
     assert all(r["snapshots"] == {} for r in results)

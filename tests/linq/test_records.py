@@ -5,7 +5,7 @@ comes out must be the records that went in, of the same types, and the answers m
 depend on how many workers or processes hold them: keys are routed by a hash every process
 computes alike, and a record fed in one process must meet its equal fed in another.
 
-tests/linq_records_program.py holds the workload: several queries (counts of strings, a
+tests/support/linq_records_program.py holds the workload: several queries (counts of strings, a
 join on tuple keys whose two sides are fed by different processes, distinct, counts and a
 self-join of mixed-type records, components of a graph with tuple node ids). It runs in one
 process with one and three workers and in two and three real processes, several epochs in
@@ -27,13 +27,12 @@ from hypothesis import strategies as st
 
 import timely
 from libs import linq
-from tests import linq_reference as ref
-from tests import real_processes as real
-from tests.conftest import TIMEOUT
-from tests.linq_harness import check, together
-from tests.linq_records_program import EPOCHS, NONE_KEYS, build, expected, run
+from tests.support import TIMEOUT
+from tests.support import linq_reference as ref
+from tests.support.linq_harness import check, together
+from tests.support.linq_records_program import EPOCHS, NONE_KEYS, expected, none_keys, records
+from tests.support.modes import Mode
 
-PROGRAM = "tests/linq_records_program.py"
 FAST = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -61,11 +60,11 @@ def assert_matches_reference(results: list[dict[str, Any]]) -> None:
         assert dict(final) == {repr(r): c for r, c in answers[-1].items()}, f"{name}: final contents"
 
 
-@pytest.mark.parametrize("workers", [1, 3])
-def test_one_process_matches_the_reference(workers: int) -> None:
-    with timely.execute(build, workers=workers, timeout=TIMEOUT) as (comp, built):
-        result = run(comp, built, lag=3)
-    assert_matches_reference([result])
+def test_every_mode_matches_the_reference(mode: Mode) -> None:
+    results = mode.run(records, lag=2, timeout=90)
+    if mode.processes > 1:
+        assert all(any(part["final"] for part in r.values()) for r in results), "every process should hold some"
+    assert_matches_reference(results)
 
 
 def test_the_workload_changes_every_output_and_the_comparison_sees_types() -> None:
@@ -74,8 +73,7 @@ def test_the_workload_changes_every_output_and_the_comparison_sees_types() -> No
     for name, answers in expected().items():
         changed = sum(answers[e] != answers[e - 1] for e in range(1, EPOCHS))
         assert answers[0] and changed >= EPOCHS // 2, name
-    with timely.execute(build, workers=1, timeout=TIMEOUT) as (comp, built):
-        result = run(comp, built, lag=0)
+    (result,) = Mode("one").run(records, timeout=TIMEOUT)
     assert_matches_reference([result])
     counts = result["word_counts"]["changes"]["0"]
     record, diff = counts[0]
@@ -84,13 +82,6 @@ def test_the_workload_changes_every_output_and_the_comparison_sees_types() -> No
     assert ast.literal_eval(as_float) == ast.literal_eval(record)
     with pytest.raises(AssertionError, match="word_counts, epoch 0"):
         assert_matches_reference([result])
-
-
-@pytest.mark.parametrize("processes", [2, 3])
-def test_real_processes_match_the_reference(processes: int) -> None:
-    results = real.run(PROGRAM, "mixed", 2, processes=processes, timeout=90)
-    assert all(any(part["final"] for part in r.values()) for r in results), "every process should hold some records"
-    assert_matches_reference(results)
 
 
 # Operators over mixed records, with Hypothesis ------------------------------------------------------
@@ -168,9 +159,10 @@ def test_equal_records_of_different_types_are_one_record(workers: int) -> None:
         assert out.contents() == {("all", len(set(EQUAL_BUT_DIFFERENT))): 1}
 
 
-def test_records_holding_none_meet_across_real_processes() -> None:
-    # three processes: hash(None) comes from None's address, a multiple of 16 in every process, so
-    # with two workers even an address-based route would happen to agree (stable_hash(None) is a constant)
-    results = real.run(PROGRAM, "none", processes=3, timeout=60)
+def test_records_holding_none_meet_across_processes(mode: Mode) -> None:
+    # in real processes hash(None) comes from None's address, a multiple of 16 in every process,
+    # so with two workers even an address-based route would happen to agree: the tcp mode has six
+    # (stable_hash(None) is a constant)
+    results = mode.run(none_keys, lag=1, timeout=60)
     assert sum(r["after_insert"] for r in results) == len(NONE_KEYS)
-    assert [r["after_remove"] for r in results] == [[], [], []]
+    assert [r["after_remove"] for r in results] == [[]] * mode.processes

@@ -102,7 +102,7 @@ def test_every_mode_matches_networkx(mode: Mode, seed: int) -> None:
 
 
 def test_every_mode_fed_all_epochs_at_once_matches_networkx(mode: Mode) -> None:
-    results = mode.run(builder, 2, lockstep=False, timeout=TIMEOUT)
+    results = mode.run(builder, 2, lag=None, timeout=TIMEOUT)
     if mode.processes > 1:
         assert_shared(results)
     assert_matches_reference(union(results), 2)

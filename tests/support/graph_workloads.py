@@ -9,7 +9,7 @@ added and removed again in one epoch). Every deletion removes an edge present at
 duplicates and self-loops occur, as in real data. A workload is plain data, the same in
 every process that builds it with the same arguments.
 
-The oracles are NetworkX's, from `tests/test_linq_algorithms.py`.
+The oracles are NetworkX's, from `tests/support/linq_reference.py`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import networkx as nx
 import timely
 from bench.linq_graphs import power_law_graph
 from libs import linq
-from tests import linq_reference as ref
-from tests.test_linq_algorithms import nx_components, nx_scc_edges, nx_shortest_paths
+from tests.support import linq_reference as ref
+from tests.support.linq_reference import nx_components, nx_scc_edges, nx_shortest_paths
 
 __all__ = ["ALGORITHMS", "KINDS", "Workload", "answer", "closing_early", "dataflow", "share", "workload"]
 

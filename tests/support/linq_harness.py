@@ -13,8 +13,8 @@ from itertools import zip_longest
 
 import timely
 from libs import linq
-from tests import linq_reference as ref
 from tests.support import TIMEOUT
+from tests.support import linq_reference as ref
 
 Epochs = Sequence[Sequence[ref.Change]]
 

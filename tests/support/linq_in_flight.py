@@ -1,6 +1,6 @@
 """Feeding a linq dataflow with several epochs in flight, and checking each epoch as it passes.
 
-`tests/linq_harness.check` moves in lockstep: feed an epoch, wait for it, compare. Here the
+`tests/support/linq_harness.check` moves in lockstep: feed an epoch, wait for it, compare. Here the
 inputs run ahead of the outputs: epoch ``e`` is fed while epochs ``e - lag .. e - 1`` may
 still be computing, so an operator holds differences of several epochs at once, and inside a
 loop it sees times such as ``(2, 0)`` and ``(1, 5)`` that the product order leaves
@@ -19,8 +19,8 @@ from typing import Any
 
 import timely
 from libs import linq
-from tests import linq_reference as ref
-from tests.conftest import TIMEOUT
+from tests.support import TIMEOUT
+from tests.support import linq_reference as ref
 
 __all__ = ["accumulated", "assert_epoch", "drive"]
 

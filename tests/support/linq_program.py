@@ -1,4 +1,4 @@
-"""The linq graph workloads of tests/test_linq_processes.py, as a program for `Mode.run`.
+"""The linq graph workloads of tests/linq/test_processes.py, as a program for `Mode.run`.
 
 A workload is a seeded random directed graph that changes over `EPOCHS` epochs: epoch 0
 inserts a batch of edges, every later epoch inserts a few new ones and deletes a few present

@@ -1,8 +1,5 @@
-"""Queries over non-integer records (strings, tuples, bytes, None, floats, mixed), in every
-process of a cluster, for tests/test_linq_records.py.
-
-    timely run -n 3 tests/linq_records_program.py mixed LAG
-    timely run -n 2 tests/linq_records_program.py none
+"""Queries over non-integer records (strings, tuples, bytes, None, floats, mixed), as programs
+for `Mode.run`, for tests/linq/test_records.py: `records` (the queries below) and `none_keys`.
 
 Inputs (each a seeded random sequence of epochs of additions and retractions, the same in
 every process):
@@ -16,28 +13,23 @@ every process):
   every process feeds its share.
 - ``roads``: ``((city, country), (city, country))`` edges; every process feeds its share.
 
-Every process prints ``RESULT <json>``: per output, the changes it reported per epoch and
-its final contents, each record as its ``repr`` so that types come back exactly (a tuple
-stays a tuple, bytes stay bytes, an int stays an int).
+A process's result: per output, the changes it reported per epoch and its final contents, each
+record as its ``repr`` so that types come back exactly (a tuple stays a tuple, bytes stay
+bytes, an int stays an int).
 """
 
 from __future__ import annotations
 
-import json
-import pathlib
 import random
-import sys
 from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
-if __name__ == "__main__":
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
 import timely
 from libs import linq
-from tests import linq_reference as ref
-from tests.test_linq_algorithms import nx_components, random_epochs
+from tests.support import linq_reference as ref
+from tests.support.linq_reference import nx_components, random_epochs
+from tests.support.modes import Run
 
 EPOCHS = 8
 first = itemgetter(0)
@@ -104,11 +96,43 @@ QUERIES: dict[str, tuple[Callable[..., linq.Collection], Callable[..., ref.Multi
 }
 
 
-def build(scope: timely.Scope) -> tuple[dict[str, linq.CollectionInput], dict[str, linq.CollectionOutput], int, int]:
-    ins = {name: linq.new_input(scope, name) for name in inputs()}
-    collections = {name: i.collection for name, i in ins.items()}
-    outs = {name: linq.CollectionOutput(query(collections), name=name) for name, (query, _) in QUERIES.items()}
-    return ins, outs, scope.process_index, scope.processes
+class RecordsRun(Run):
+    """Feeds this process's share of every input, epoch by epoch; reports every output."""
+
+    epochs = EPOCHS
+
+    def __init__(self, scope: timely.Scope) -> None:
+        self.inputs = {name: linq.new_input(scope, name) for name in inputs()}
+        collections = {name: i.collection for name, i in self.inputs.items()}
+        self.outputs = {
+            name: linq.CollectionOutput(query(collections), name=name) for name, (query, _) in QUERIES.items()
+        }
+        self.data = inputs()
+        self.feeds = {name: _feeder(name, scope.process_index, scope.processes) for name in self.data}
+
+    def feed(self, epoch: int) -> None:
+        for name in sorted(self.data):
+            changes = self.feeds[name](self.data[name][epoch])
+            if changes:
+                self.inputs[name].update(changes)
+            self.inputs[name].advance_to(epoch + 1)
+
+    def probes(self) -> list[timely.Probe]:
+        return [o.probe for o in self.outputs.values()]
+
+    def result(self, comp: Any) -> dict[str, Any]:
+        return {
+            name: {
+                "changes": {str(e): [[repr(r), d] for r, d in c] for e, c in sorted(o.changes.items())},
+                "final": [[repr(r), c] for r, c in o.contents().items()],
+            }
+            for name, o in self.outputs.items()
+        }
+
+
+def records() -> Callable[[timely.Scope], RecordsRun]:
+    """The queries over the mixed records (for `Mode.run`)."""
+    return RecordsRun
 
 
 def expected() -> dict[str, list[ref.Multiset]]:
@@ -124,62 +148,40 @@ def expected() -> dict[str, list[ref.Multiset]]:
     return out
 
 
-def run(comp: timely.Computation, built: Any, lag: int) -> dict[str, Any]:
-    """Feed this process's share, ``lag`` epochs ahead of the outputs; the JSON-able result."""
-    from tests.linq_in_flight import drive
-
-    ins, outs, index, processes = built
-    epochs = inputs()
-    feeds = {name: _feeder(name, index, processes) for name in epochs}
-    names = sorted(epochs)
-    per_epoch = [[feeds[n](epochs[n][e]) for n in names] for e in range(EPOCHS)]
-    probe = outs["road_components"].probe
-
-    def passed(e: int) -> None:
-        for o in outs.values():
-            comp.wait_passed(o.probe, e)
-
-    drive(comp, [ins[n] for n in names], per_epoch, probe, passed, lag=lag)
-    return {
-        name: {
-            "changes": {str(e): [[repr(r), d] for r, d in c] for e, c in sorted(o.changes.items())},
-            "final": [[repr(r), c] for r, c in o.contents().items()],
-        }
-        for name, o in outs.items()
-    }
-
-
 NONE_KEYS = [(None, i) for i in range(40)] + [((i, None), "v") for i in range(40)]
 
 
-def none_keys() -> dict[str, Any]:
+class NoneRun(Run):
     """Records holding None: process 0 adds them in epoch 0, the last process removes them in
-    epoch 1. The answer after epoch 1 is empty only if both processes route each record to
-    the same worker."""
+    epoch 1. The answer after epoch 1 is empty only if both processes route each record to the
+    same worker."""
 
-    def build_none(scope: timely.Scope) -> tuple[linq.CollectionInput, linq.CollectionOutput, int, int]:
-        inp = linq.new_input(scope, "records")
-        return inp, linq.CollectionOutput(inp.collection.distinct()), scope.process_index, scope.processes
+    epochs = 2
 
-    with timely.execute(build_none, timeout=60) as (comp, (inp, out, index, processes)):
-        if index == 0:
-            inp.insert_all(NONE_KEYS)
-        inp.advance_to(1)
-        if index == processes - 1:
-            inp.remove_all(NONE_KEYS)
-        inp.advance_to(2)
-        comp.wait_passed(out.probe, 1)
-        return {"after_insert": len(out.changes.get(0, [])), "after_remove": sorted(map(repr, out.contents()))}
+    def __init__(self, scope: timely.Scope) -> None:
+        self.input = linq.new_input(scope, "records")
+        self.output = linq.CollectionOutput(self.input.collection.distinct())
+        self.index, self.processes = scope.process_index, scope.processes
+        self.after_remove: list[str] = []
+
+    def feed(self, epoch: int) -> None:
+        if epoch == 0 and self.index == 0:
+            self.input.insert_all(NONE_KEYS)
+        if epoch == 1 and self.index == self.processes - 1:
+            self.input.remove_all(NONE_KEYS)
+        self.input.advance_to(epoch + 1)
+
+    def probes(self) -> list[timely.Probe]:
+        return [self.output.probe]
+
+    def observe(self, epoch: int) -> None:
+        if epoch == 1:
+            self.after_remove = sorted(map(repr, self.output.contents()))
+
+    def result(self, comp: Any) -> dict[str, Any]:
+        return {"after_insert": len(self.output.changes.get(0, [])), "after_remove": self.after_remove}
 
 
-def main(argv: list[str]) -> None:
-    if argv[0] == "none":
-        result = none_keys()
-    else:
-        with timely.execute(build, timeout=120) as (comp, built):
-            result = run(comp, built, lag=int(argv[1]))
-    print("RESULT " + json.dumps(result), flush=True)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+def none_keys() -> Callable[[timely.Scope], NoneRun]:
+    """Records holding None, added by one process and removed by another (for `Mode.run`)."""
+    return NoneRun

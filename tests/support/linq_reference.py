@@ -6,16 +6,20 @@ inputs with ordinary Python, the way the TR (§3) defines the operator on multis
 tests feed the same inputs to a dataflow epoch by epoch and compare its accumulated output
 with these answers after every epoch.
 
-Also here: the Hypothesis strategies for epochs of additions and retractions, and the
-plain graph algorithms (transitive closure, least reaching label) the loop tests use.
+Also here: the Hypothesis strategies for epochs of additions and retractions, seeded random
+epochs (`random_epochs`), the plain graph algorithms (transitive closure, least reaching label)
+the loop tests use, and NetworkX's answers for the graph algorithms (`nx_components`,
+`nx_scc_edges`, `nx_shortest_paths`).
 """
 
 from __future__ import annotations
 
+import random
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import networkx as nx
 from hypothesis import strategies as st
 
 Multiset = dict[Any, int]
@@ -23,6 +27,10 @@ Change = tuple[Any, int]
 
 __all__ = [
     "Multiset",
+    "nx_components",
+    "nx_scc_edges",
+    "nx_shortest_paths",
+    "random_epochs",
     "apply",
     "closure",
     "co_group_by",
@@ -326,3 +334,74 @@ def subset_pairs(
                 eb.append((record, diff))
         out.append((ea, eb))
     return out
+
+
+# Seeded epochs and NetworkX's answers for the graph algorithms ----------------------------------------
+
+
+def random_epochs(
+    rng: random.Random,
+    new: Callable[[], Any],
+    initial: int,
+    epochs: int = 25,
+    per_epoch: int = 4,
+    delete: float = 0.5,
+) -> list[list[Change]]:
+    """A first epoch of ``initial`` records from ``new()``, then ``epochs`` epochs of up to
+    ``per_epoch`` changes: deletions of present records (with probability ``delete``),
+    insertions of new ones or of copies of present ones, and now and then a record inserted
+    and deleted again within the epoch."""
+    first = [new() for _ in range(initial)]
+    present = Counter(first)
+    out: list[list[Change]] = [[(r, 1) for r in first]]
+    for _ in range(epochs):
+        changes: list[Change] = []
+        for _ in range(rng.randint(1, per_epoch)):
+            roll = rng.random()
+            if present and roll < delete:
+                record = rng.choice(sorted(present.elements()))
+                present[record] -= 1
+                present = +present
+                changes.append((record, -1))
+            elif present and roll < delete + 0.1:
+                record = rng.choice(sorted(present))
+                present[record] += 1
+                changes.append((record, 1))
+            elif roll < delete + 0.15:
+                record = new()
+                changes.extend([(record, 1), (record, -1)])
+            else:
+                record = new()
+                present[record] += 1
+                changes.append((record, 1))
+        out.append(changes)
+    return out
+
+
+def nx_components(edges: Multiset) -> Multiset:
+    g = nx.Graph()
+    g.add_edges_from(e for e, n in edges.items() if n > 0)
+    out: Multiset = {}
+    for comp in nx.connected_components(g):
+        least = min(comp)
+        out.update(((node, least), 1) for node in comp)
+    return out
+
+
+def nx_scc_edges(edges: Multiset) -> Multiset:
+    g = nx.DiGraph()
+    g.add_edges_from(e for e, n in edges.items() if n > 0)
+    component = {node: i for i, comp in enumerate(nx.strongly_connected_components(g)) for node in comp}
+    return {e: n for e, n in edges.items() if n > 0 and component[e[0]] == component[e[1]]}
+
+
+def nx_shortest_paths(wedges: Multiset, sources: Multiset) -> Multiset:
+    g = nx.DiGraph()
+    for (u, v, w), n in wedges.items():
+        if n > 0 and (not g.has_edge(u, v) or g[u][v]["weight"] > w):
+            g.add_edge(u, v, weight=w)
+    starts = {s for s, n in sources.items() if n > 0}
+    if not starts:
+        return {}
+    g.add_nodes_from(starts)
+    return {(node, d): 1 for node, d in nx.multi_source_dijkstra_path_length(g, starts).items()}

@@ -4,7 +4,8 @@ processes over loopback TCP started by ``timely run``.
 
 A *program* is a module-level function ``program(*args) -> build`` (arguments JSON-able), whose
 ``build(scope)`` returns a `Run`: this process's handles, how it feeds its share of each epoch,
-and what it observed. `Mode.run` runs the same program in its mode and returns every process's
+and what it observed. Epochs are fed at most ``lag`` ahead of the run's probes (0: in
+lockstep, each epoch awaited everywhere before the next is fed; None: all at once). `Mode.run` runs the same program in its mode and returns every process's
 `Run.result`, JSON round-tripped (tuples become lists), in process order; the test merges them
 and compares with an independent reference. For real processes the program is named by module
 and qualified name, and every process runs this module as ``timely run -m tests.support.modes``,
@@ -39,7 +40,7 @@ RESULT = "RESULT "
 
 class Run:
     """What a program's build returns. Override `feed` and `result`; `probes` and `observe` for
-    programs that wait, epoch by epoch, for their outputs (``lockstep``)."""
+    programs that wait, epoch by epoch, for their outputs (a ``lag``)."""
 
     epochs = 1
     """How many times `feed` is called (epochs 0 .. epochs-1)."""
@@ -48,11 +49,12 @@ class Run:
         """Send this process's share of ``epoch`` (and advance its inputs past it)."""
 
     def probes(self) -> Sequence[timely.Probe]:
-        """What must have passed an epoch, in lockstep, before the next one is fed."""
+        """What must have passed an epoch before epochs more than ``lag`` later are fed."""
         return ()
 
     def observe(self, epoch: int) -> None:
-        """Called in lockstep once every probe has passed ``epoch`` in every process."""
+        """Called, epoch after epoch, once every probe has passed ``epoch`` in every process
+        (never when all epochs are fed at once)."""
 
     def result(self, comp: Any) -> Any:
         """What this process saw, JSON-able; called once the computation has completed.
@@ -60,14 +62,21 @@ class Run:
         raise NotImplementedError
 
 
-def drive(comp: timely.Computation, run: Run, lockstep: bool, wait: float) -> None:
-    """Feed every epoch of ``run``; in lockstep, wait for its probes after each one."""
+def drive(comp: timely.Computation, run: Run, lag: int | None, wait: float) -> None:
+    """Feed every epoch of ``run``, at most ``lag`` ahead of its probes (None: all at once)."""
+    passed = -1
     for epoch in range(run.epochs):
         run.feed(epoch)
-        if lockstep:
+        while lag is not None and passed < epoch - lag:
+            passed += 1
             for probe in run.probes():
-                comp.wait_passed(probe, epoch, timeout=wait)
-            run.observe(epoch)
+                comp.wait_passed(probe, passed, timeout=wait)
+            run.observe(passed)
+    while lag is not None and passed < run.epochs - 1:
+        passed += 1
+        for probe in run.probes():
+            comp.wait_passed(probe, passed, timeout=wait)
+        run.observe(passed)
 
 
 @dataclass(frozen=True)
@@ -86,17 +95,18 @@ class Mode:
         return f"{self.kind}-{shape}" + (f"-s{self.seed}" if self.kind == "simulated" else "")
 
     def run(
-        self, program: Program, *args: Any, lockstep: bool = True, pickle: bool = False, timeout: float = 60.0
+        self, program: Program, *args: Any, lag: int | None = 0, pickle: bool = False, timeout: float = 60.0
     ) -> list[Any]:
-        """Every process's `Run.result` of ``program(*args)``, in process order."""
+        """Every process's `Run.result` of ``program(*args)``, in process order, its epochs fed
+        at most ``lag`` ahead of its probes (0: lockstep; None: all at once)."""
         if self.kind == "one":
-            results = [_one(program(*args), self.workers, lockstep, pickle, timeout)]
+            results = [_one(program(*args), self.workers, lag, pickle, timeout)]
         elif self.kind == "simulated":
             results = asyncio.run(
-                _simulated(program(*args), self.processes, self.workers, self.seed, lockstep, pickle, timeout)
+                _simulated(program(*args), self.processes, self.workers, self.seed, lag, pickle, timeout)
             )
         elif self.kind == "tcp":
-            return _tcp(program, args, self.processes, self.workers, lockstep, pickle, timeout)
+            return _tcp(program, args, self.processes, self.workers, lag, pickle, timeout)
         else:
             raise ValueError(f"unknown mode {self.kind!r}")
         return [json.loads(json.dumps(r)) for r in results]
@@ -113,9 +123,9 @@ EVERY_MODE = [
 """The modes the ``mode`` fixture runs a test in."""
 
 
-def _one(build: Callable[[timely.Scope], Run], workers: int, lockstep: bool, pickle: bool, timeout: float) -> Any:
+def _one(build: Callable[[timely.Scope], Run], workers: int, lag: int | None, pickle: bool, timeout: float) -> Any:
     with timely.execute(build, workers=workers, timeout=timeout, pickle=pickle) as (comp, run):
-        drive(comp, run, lockstep, timeout)
+        drive(comp, run, lag, timeout)
     return run.result(comp)
 
 
@@ -124,22 +134,32 @@ async def _simulated(
     processes: int,
     workers: int,
     seed: int,
-    lockstep: bool,
+    lag: int | None,
     pickle: bool,
     timeout: float,
 ) -> list[Any]:
     async with timely.testing.simulated(
         build, processes=processes, workers=workers, seed=seed, timeout=timeout, pickle=pickle
     ) as runs:
+
+        async def passes(epoch: int) -> None:
+            await asyncio.gather(
+                *(comp.wait_passed(p, epoch, timeout=timeout) for comp, run in runs for p in run.probes())
+            )
+            for _, run in runs:
+                run.observe(epoch)
+
         epochs = runs[0][1].epochs
+        passed = -1
         for epoch in range(epochs):
             for _, run in runs:
                 run.feed(epoch)
-            if lockstep:
-                waits = [comp.wait_passed(p, epoch, timeout=timeout) for comp, run in runs for p in run.probes()]
-                await asyncio.gather(*waits)
-                for _, run in runs:
-                    run.observe(epoch)
+            while lag is not None and passed < epoch - lag:
+                passed += 1
+                await passes(passed)
+        while lag is not None and passed < epochs - 1:
+            passed += 1
+            await passes(passed)
     return [run.result(comp) for comp, run in runs]
 
 
@@ -148,14 +168,14 @@ def _tcp(
     args: Sequence[Any],
     processes: int,
     workers: int,
-    lockstep: bool,
+    lag: int | None,
     pickle: bool,
     timeout: float,
 ) -> list[Any]:
     name = f"{program.__module__}:{program.__qualname__}"
     options = ["--pickle"] if pickle else []
     command = [sys.executable, "-m", "timely.cli", "run", "-n", str(processes), "--workers", str(workers), *options]
-    command += ["-m", __name__, name, json.dumps(list(args)), "lockstep" if lockstep else "all", str(timeout)]
+    command += ["-m", __name__, name, json.dumps(list(args)), json.dumps(lag), str(timeout)]
     done = subprocess.run(command, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=timeout + 30)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results: dict[int, Any] = {}
@@ -168,14 +188,14 @@ def _tcp(
 
 
 def main(argv: list[str]) -> None:
-    """One process of a real cluster: ``MODULE:NAME ARGS_JSON lockstep|all TIMEOUT``."""
+    """One process of a real cluster: ``MODULE:NAME ARGS_JSON LAG_JSON TIMEOUT`` (LAG null: all at once)."""
     module, _, name = argv[0].partition(":")
     program: Any = import_module(module)
     for part in name.split("."):
         program = getattr(program, part)
-    args, lockstep, timeout = json.loads(argv[1]), argv[2] == "lockstep", float(argv[3])
+    args, lag, timeout = json.loads(argv[1]), json.loads(argv[2]), float(argv[3])
     with timely.execute(program(*args), timeout=timeout) as (comp, run):
-        drive(comp, run, lockstep, timeout)
+        drive(comp, run, lag, timeout)
     print(RESULT + json.dumps(run.result(comp)), flush=True)
 
 
