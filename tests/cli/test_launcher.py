@@ -17,22 +17,22 @@ from pathlib import Path
 import pytest
 
 from tests.support import clean_env
-from tests.support.launcher import LAUNCHER, RUN_TIMEOUT, SECRET, gone, interrupt, lines_of, running, script, timely
+from tests.support.launcher import (
+    LAUNCHER,
+    RUN_TIMEOUT,
+    SECRET,
+    gone,
+    interrupt,
+    lines_of,
+    main_in_process,
+    running,
+    script,
+    timely,
+)
 from timely._runtime.config import ClusterConfig, ClusterConfigError, cluster_from_env
 from timely._supervisor import Sink
-from timely.cli import main
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the launcher's process handling is tested on POSIX")
-
-
-def main_in_process(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run ``timely`` in this process (for errors found before anything starts): status, out, err."""
-    try:
-        code = main(args)
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 ENV_PRINTER = """

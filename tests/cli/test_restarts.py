@@ -21,8 +21,7 @@ from typing import Any
 import pytest
 
 from tests.support import clean_env
-from tests.support.launcher import SECRET, gone, interrupt, lines_of, running, timely
-from timely.cli import main
+from tests.support.launcher import SECRET, gone, interrupt, lines_of, main_in_process, running, timely
 
 pytestmark = [
     pytest.mark.skipif(os.name != "posix", reason="the launcher's process handling is tested on POSIX"),
@@ -411,15 +410,6 @@ def test_ctrl_c_does_not_restart(tmp_path: Path, attempt: int) -> None:
 # The command line --------------------------------------------------------------------------------
 
 
-def run_in_process(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(args)
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -437,7 +427,7 @@ def test_usage_errors(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TIMELY_CHECKPOINT_DIR", raising=False)
     (tmp_path / "x.py").write_text("print('ran')")
-    code, out, err = run_in_process(["run", *args, "x.py"], capsys)
+    code, out, err = main_in_process(["run", *args, "x.py"], capsys)
     assert code == 2
     assert message in err
     assert out == ""

@@ -217,24 +217,6 @@ def edge_epochs(seed: int, nodes: int = 30, initial: int = 35, epochs: int = 10)
     ]
 
 
-def components(edges: ref.Multiset) -> ref.Multiset:
-    """``(node, least node of its component)`` by union-find, for the edges present."""
-    parent: dict[Any, Any] = {}
-
-    def find(x: Any) -> Any:
-        while parent.setdefault(x, x) != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for (a, b), n in edges.items():
-        if n > 0:
-            ra, rb = find(a), find(b)
-            if ra != rb:
-                parent[max(ra, rb)] = min(ra, rb)
-    return {(x, find(x)): 1 for x in list(parent)}
-
-
 def pair_epochs(seed: int, epochs: int = 8, inputs: int = 1, keys: int = 6) -> list[tuple[Changes, ...]]:
     rng = random.Random(seed)
     per_input = [
@@ -258,7 +240,7 @@ RESUMES = pytest.mark.parametrize(
 def test_connected_components(workers: int, resume_workers: int, at: int) -> None:
     saved = check_resume(
         linq.connected_components,
-        components,
+        ref.nx_components,
         edge_epochs(1),
         workers,
         resume_workers,
@@ -291,7 +273,9 @@ def test_connected_components_of_a_larger_graph() -> None:
             rng, lambda: (rng.randrange(400), rng.randrange(400)), 500, epochs=5, per_epoch=20, delete=0.5
         )
     ]
-    check_resume(linq.connected_components, components, epochs, 3, 2, 2, expect_state=["label_propagation.labels"])
+    check_resume(
+        linq.connected_components, ref.nx_components, epochs, 3, 2, 2, expect_state=["label_propagation.labels"]
+    )
 
 
 def test_resuming_without_the_state_goes_wrong() -> None:
@@ -312,7 +296,7 @@ def test_prioritized_connected_components(workers: int, resume_workers: int) -> 
     """Two nested loops (a priority round around a fixed point), with `Delay` in between."""
     check_resume(
         linq.prioritized_connected_components,
-        components,
+        ref.nx_components,
         edge_epochs(4, nodes=25, initial=30, epochs=6),
         workers,
         resume_workers,

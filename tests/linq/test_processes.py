@@ -30,6 +30,7 @@ from tests.support.linq_program import (
     union,
     weight,
 )
+from tests.support.linq_reference import nx_components
 from tests.support.modes import Mode
 
 TIMEOUT = 60.0
@@ -47,22 +48,6 @@ def _accumulate(epochs: list[list[tuple[Any, int]]]) -> list[set[Any]]:
         assert all(c in (0, 1) for c in current.values())
         states.append({r for r, c in current.items() if c})
     return states
-
-
-def components(edges: set[tuple[int, int]]) -> set[tuple[int, int]]:
-    parent: dict[int, int] = {}
-
-    def find(x: int) -> int:
-        while parent.setdefault(x, x) != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for u, v in edges:
-        a, b = find(u), find(v)
-        if a != b:
-            parent[max(a, b)] = min(a, b)  # the root stays the least node of its set
-    return {(n, find(n)) for n in list(parent)}
 
 
 def strongly_connected(edges: set[tuple[int, int]]) -> set[tuple[int, int]]:
@@ -92,7 +77,7 @@ def reference(algorithm: str, seed: int) -> list[set[Any]]:
     """The algorithm's answer after each epoch, from the whole graph of that epoch."""
     graphs = _accumulate(edge_epochs(algorithm, seed))
     if algorithm == "connected_components":
-        return [components(g) for g in graphs]
+        return [set(nx_components(dict.fromkeys(g, 1))) for g in graphs]
     if algorithm == "strongly_connected_components":
         return [strongly_connected(g) for g in graphs]
     return [distances(g, s) for g, s in zip(graphs, _accumulate(source_epochs(seed)), strict=True)]

@@ -13,7 +13,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from tests.support import clean_env
+from timely.cli import main
 
 LAUNCHER = [sys.executable, "-c", "import sys; from timely.cli import main; sys.exit(main())"]
 """``timely`` without relying on the console script being on PATH."""
@@ -96,3 +99,13 @@ def gone(pid: int, within: float = 3.0) -> bool:
         if time.monotonic() > deadline:
             return False
         time.sleep(0.02)
+
+
+def main_in_process(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run ``timely`` in this process (for errors found before anything starts): status, out, err."""
+    try:
+        code = main(args)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
