@@ -2,8 +2,8 @@
 
 Each is a ``build(scope, inputs) -> stream`` as `libs.spark.run` expects: ``inputs`` maps an
 input name to the timely `Input` that Spark's rows are fed into, and the stream returned
-carries the output rows: `components` takes and gives numpy columns (``columns=True``: no
-Python object per row), `pagerank` tuples (libs.pregel's input is records).
+carries the output rows. Both take and give numpy columns (``columns=True``: no Python
+object per row, in or out).
 """
 
 from __future__ import annotations
@@ -73,19 +73,10 @@ def components(scope: timely.Scope, inputs: dict[str, timely.Input], analyses: S
     return outs[0] if len(outs) == 1 else scope.concat("component_rows", outs)
 
 
-def _vertex(row: tuple[Any, ...]) -> tuple[int, None]:
-    return (row[0], None)
-
-
-def _edge(row: tuple[Any, ...]) -> tuple[int, int]:
-    return (row[0], row[1])
-
-
 def pagerank(scope: timely.Scope, inputs: dict[str, timely.Input], supersteps: int = 20) -> Any:
     """PageRank (NetworkX's definition, ``supersteps`` iterations) with libs/pregel's numpy
-    program over input ``edges`` (``(src, dst)`` rows) and ``nodes`` (``(node,)`` rows, so
-    that nodes without edges have a rank too)."""
+    program over input ``edges`` (``(src, dst)`` columns) and ``nodes`` (``(node,)`` columns,
+    so that nodes without edges have a rank too); the output is ``(node, rank)`` columns,
+    one pair of arrays per worker (run with ``columns=True``)."""
     program = pregel.programs.ArrayPageRank(supersteps=supersteps)
-    edges = inputs["edges"].map("pr_edges", _edge)
-    nodes = inputs["nodes"].map("pr_nodes", _vertex)
-    return pregel.pregel(program, edges, nodes, name="pagerank")
+    return pregel.pregel(program, inputs["edges"], inputs["nodes"], name="pagerank", columns=True)

@@ -494,6 +494,7 @@ def _pagerank(
             timeout=options.timeout,
             progress=progress.console,
             timings=timings,
+            columns=True,
         )
         table = ranks.toArrow().sort_by("node")
         ranks.unpersist()
