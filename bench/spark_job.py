@@ -22,7 +22,8 @@ session ready), one ``spark.job.stage.*`` per stage, ``spark.job.spark`` (how lo
 itself took in the job), ``spark.job.components.first_answer`` (from the components stage's
 start to every process having epoch 0's labels, Spark's reading and shuffling included),
 ``spark.job.epoch.median`` (seconds from an epoch's changes fed to its component changes out;
-baseline: one PySpark recomputation), ``spark.job.memory`` (peak MiB of the process tree) and
+baseline: one PySpark recomputation), ``spark.job.components.two_processes`` (the first
+answer on two processes; baseline: the same on one process, ``local[1]``), ``spark.job.memory`` (peak MiB of the process tree) and
 ``spark.job.default`` (wall seconds of the README's main command on its default data, in a
 process of its own, Spark's start included). Both sides' component labels are checked to agree.
 """
@@ -35,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench._harness import Context, benchmark
 from bench._spark import TreeMemory, stop_spark
@@ -78,6 +80,7 @@ def spark_job(ctx: Context) -> None:
                 timely_total = time.perf_counter() - began - result.stages.get("spark", 0.0)
         finally:
             stop_spark()  # the PySpark side gets a JVM of its own
+        one_process = _one_process_first_answer(ctx, options, Path(tmp) / "one-process")
 
         ctx.progress("PySpark: the same analyses")
         session = tspark.local_session(cores=PROCESSES, app_name="spark.job.pyspark", jvm_options="")
@@ -152,6 +155,16 @@ def spark_job(ctx: Context) -> None:
             target=f"<= {TARGETS['epoch']:g} s",
             met=median <= TARGETS["epoch"],
         )
+    if first is not None and one_process is not None:
+        ctx.record(
+            "spark.job.components.two_processes",
+            first,
+            "s",
+            "one process (local[1])",
+            one_process,
+            target="faster than one process",
+            met=first < one_process,
+        )
     ctx.record(
         "spark.job.memory",
         memory.peak_mib,
@@ -166,6 +179,22 @@ def spark_job(ctx: Context) -> None:
         target=f"<= {TARGETS['default']:g} s",
         met=default_seconds <= TARGETS["default"],
     )
+
+
+def _one_process_first_answer(ctx: Context, options: Any, out: Path) -> float | None:
+    """The components' first answer with one timely process (``local[1]``) on the same graph:
+    what two processes must beat (issue 19, item 5)."""
+    from dataclasses import replace
+
+    from jobs.graph_analytics import run_job
+
+    ctx.progress("timely: initial components with one process (local[1])")
+    single = replace(options, output=out, processes=1, analyses=("cc",), epochs=0)
+    try:
+        result = run_job(single, out=_ProgressOut(ctx))
+    finally:
+        stop_spark()
+    return result.stages.get("components: first answer")
 
 
 def _readme_command(ctx: Context) -> float:
