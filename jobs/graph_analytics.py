@@ -386,9 +386,12 @@ class _Writer:
         self.result.spark[step] = self.result.stages[step]
 
 
-def _spark_share(result: JobResult, stage: str, timings: dict[str, float]) -> None:
+def _spark_share(result: JobResult, stage: str, timings: dict[str, float], progress: _Progress) -> None:
     """Spark's share of a timely run: its own work, and the rendezvous of the barrier tasks."""
     result.spark[stage] = timings.get("spark", 0.0) + timings.get("joining", 0.0)
+    if timings:
+        parts = ", ".join(f"{k.replace('_', ' ')} {v:.2f} s" for k, v in timings.items() if isinstance(v, float))
+        progress.say(f"{stage}: {parts}")
 
 
 def _components(
@@ -424,7 +427,7 @@ def _components(
         )
         rows = labels.toArrow()  # the persisted rows: no recomputation
         labels.unpersist()
-    _spark_share(result, name, timings)
+    _spark_share(result, name, timings, progress)
     if "first_answer" in timings:
         result.stages["components: first answer"] = timings["first_answer"]
     if 0 in seconds:
@@ -498,7 +501,7 @@ def _pagerank(
         )
         table = ranks.toArrow().sort_by("node")
         ranks.unpersist()
-    _spark_share(result, "pagerank", timings)
+    _spark_share(result, "pagerank", timings, progress)
     writer.write("pagerank", table)
     top = table.take(pc.sort_indices(table, [("rank", "descending"), ("node", "ascending")])[:5])
     result.counts["pagerank_top"] = list(zip(top.column("node").to_pylist(), top.column("rank").to_pylist()))

@@ -71,6 +71,10 @@ def _log4j_file() -> str:
     return path
 
 
+ARROW_BATCH_ROWS = 1 << 17
+"""Rows per Arrow batch between Spark and Python (``spark.sql.execution.arrow.maxRecordsPerBatch``)."""
+
+
 def session(
     master: str | None = None,
     cores: int = 2,
@@ -112,6 +116,11 @@ def session(
         # as rows in the driver's heap: three DataFrames of 1M edges filled 900 MB of it
         # (the default threshold is 48 MB) and the job died of OutOfMemoryError.
         "spark.sql.execution.arrow.localRelationThreshold": str(1 << 20),
+        # Rows per Arrow batch, both ways: a DataFrame made from local Arrow data has one
+        # partition, so one Spark task, per batch (Spark's 10,000 made writing 1M generated
+        # edges 100 tasks and 5-10 s on 2 cores), and mapInArrow hands a task its rows in
+        # batches of this size (with columns=True, one record each).
+        "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
         "spark.driver.extraJavaOptions": f"{java} {jvm_options}".strip() if local else java,
     }
     settings.update(conf or {})
