@@ -129,7 +129,7 @@ def spark_job(ctx: Context) -> None:
     )
     for name, seconds in result.stages.items():
         if name not in ("spark", "components: epoch 0", "components: first answer"):
-            ctx.record(f"spark.job.stage.{name.split(' ')[0]}", seconds, "s")
+            ctx.record(f"spark.job.stage.{name.split(' (')[0].replace(' ', '_')}", seconds, "s")
     ctx.record("spark.job.spark", result.spark.get("total", 0.0), "s")
     first = result.stages.get("components: first answer")
     if first is not None:
