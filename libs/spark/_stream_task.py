@@ -38,6 +38,7 @@ import timely
 
 from ._convert import columns_of, output_rows, rows_of, to_batches
 from ._errors import SparkBridgeError
+from ._server import Server
 from ._task import TAG, input_column, rendezvous, task_host
 
 __all__ = ["StreamPlan", "feed_partition", "fetch_output", "stream_process"]
@@ -119,21 +120,8 @@ class _DataPort:
     def __init__(self, host: str, plan: StreamPlan, epochs: _Epochs) -> None:
         self.plan = plan
         self.epochs = epochs
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.server = socket.socket(family, socket.SOCK_STREAM)
-        self.server.bind((host, 0))
-        self.server.listen(64)
-        self.address = (host, self.server.getsockname()[1])
-        self._closed = False
-        threading.Thread(target=self._accept, name="timely-stream-data", daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), name="timely-stream-conn", daemon=True).start()
+        self.server = Server(host, self._serve, "timely-stream-conn")
+        self.address = (host, self.server.port)
 
     def _serve(self, conn: socket.socket) -> None:
         with conn, conn.makefile("rb") as reader, conn.makefile("wb") as writer:
@@ -159,9 +147,7 @@ class _DataPort:
                 return  # a task that died mid-request: it is retried, its partial delivery dropped
 
     def close(self) -> None:
-        self._closed = True
-        with contextlib.suppress(OSError):
-            self.server.close()
+        self.server.close()
 
 
 def stream_process(plan: StreamPlan, partition: Iterator[Any]) -> Iterator[int]:
