@@ -37,9 +37,19 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from jobs import _dataflows
-from jobs._input import Changes, Edges, InputError, apply_changes, read_changes, read_edges, synthetic
+from jobs._input import (
+    Changes,
+    Edges,
+    InputError,
+    apply_changes,
+    read_changes,
+    read_edges,
+    synthetic,
+    unique_pairs,
+)
 
 __all__ = [
     "ANALYSES",
@@ -80,7 +90,8 @@ class JobOptions:
     skip_bad_rows: bool = False
     processes: int = 2
     master: str | None = None
-    """Spark master URL; default ``local[processes]`` (every process needs a slot)."""
+    """Spark master URL; default ``local[processes]`` (every process needs a slot), or the master
+    spark-submit was given when it started the job."""
     analyses: Sequence[str] = tuple(ANALYSES)
     nodes: int = 10_000
     edges: int = 50_000
@@ -96,6 +107,10 @@ class JobOptions:
 class JobResult:
     stages: dict[str, float] = field(default_factory=dict)
     """Seconds per stage, in the order they ran."""
+    spark: dict[str, float] = field(default_factory=dict)
+    """Seconds Spark itself took, per stage (start-up, writes, and its share of each timely run:
+    preparing the inputs, starting tasks, persisting the output; see `libs.spark.run`'s
+    ``timings``), and ``total``."""
     counts: dict[str, Any] = field(default_factory=dict)
     """What the job read and found, each named for what it counts (see `_print_summary`)."""
     epochs: list[dict[str, Any]] = field(default_factory=list)
@@ -110,7 +125,7 @@ def generate_edges(nodes: int, edges: int, seed: int) -> np.ndarray:
     while len(pairs) < edges:
         more = rng.integers(0, nodes, size=(edges - len(pairs)) * 2 + 16, dtype=np.int64).reshape(-1, 2)
         more = more[more[:, 0] != more[:, 1]]
-        pairs = np.unique(np.concatenate([pairs, more]), axis=0)
+        pairs = unique_pairs(np.concatenate([pairs, more]))
     return rng.permutation(pairs)[:edges]
 
 
@@ -118,30 +133,33 @@ def edge_changes(
     edges: np.ndarray, nodes: int, epochs: int, changes: int, seed: int
 ) -> list[list[tuple[int, int, int]]]:
     """Per epoch, ``changes`` rows ``(src, dst, diff)``: half removals of edges present at that
-    point, half insertions of edges absent then (seeded, so every run sees the same stream)."""
+    point, half insertions of edges absent then (seeded, and independent of the order of
+    ``edges``, so every run sees the same stream). Node ids must lie in ``[0, nodes)``."""
     rng = np.random.default_rng(seed + 1)
-    present = {(int(a), int(b)) for a, b in edges}
-    order = sorted(present)
+    present = np.sort(edges[:, 0] * nodes + edges[:, 1])  # an edge as one int64 key, sorted (edges are distinct)
     out = []
     for _ in range(epochs):
-        batch: list[tuple[int, int, int]] = []
-        removed: set[tuple[int, int]] = set()
-        while len(removed) < changes // 2:
-            edge = order[int(rng.integers(len(order)))]
-            if edge in present and edge not in removed:
-                removed.add(edge)
-                batch.append((*edge, -1))
-        added: set[tuple[int, int]] = set()
-        while len(added) < changes - changes // 2:
-            a, b = (int(x) for x in rng.integers(0, nodes, size=2))
-            if a != b and (a, b) not in present and (a, b) not in added:
-                added.add((a, b))
-                batch.append((a, b, 1))
-        present -= removed
-        present |= added
-        order = [e for e in order if e not in removed] + sorted(added)
+        removed = present[rng.choice(len(present), size=min(changes // 2, len(present)), replace=False)]
+        wanted = changes - len(removed)
+        added = np.empty(0, dtype=np.int64)
+        while len(added) < wanted:
+            a, b = rng.integers(0, nodes, size=(2, 2 * wanted + 16), dtype=np.int64)
+            keys = (a * nodes + b)[a != b]
+            keys = keys[~_holds(present, keys)]
+            keys = np.concatenate([added, keys])
+            _, first = np.unique(keys, return_index=True)
+            added = keys[np.sort(first)][:wanted]  # distinct, in the order drawn
+        batch = [(int(k // nodes), int(k % nodes), -1) for k in removed]
+        batch += [(int(k // nodes), int(k % nodes), 1) for k in added]
+        present = np.sort(np.concatenate([present[~_holds(np.sort(removed), present)], added]))
         out.append(batch)
     return out
+
+
+def _holds(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """For each of ``keys``, whether the sorted array holds it."""
+    at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return sorted_keys[at] == keys if len(sorted_keys) else np.zeros(len(keys), dtype=bool)
 
 
 def edge_array(edges: Any) -> np.ndarray:
@@ -227,7 +245,7 @@ def _read(options: JobOptions, progress: _Progress, result: JobResult) -> tuple[
     with progress.stage("read", result):
         if options.input is None:
             pairs = generate_edges(options.nodes, options.edges, options.seed)
-            edges = Edges(np.unique(pairs, axis=0), rows=len(pairs))
+            edges = Edges(unique_pairs(pairs), rows=len(pairs))
             counts["input"] = f"generated: {options.nodes:,} nodes, {options.edges:,} edges, seed {options.seed}"
         else:
             edges = read_edges(options.input, options.header, options.skip_bad_rows)
@@ -302,21 +320,18 @@ def run_job(options: JobOptions, session: Any = None, out: Any = None) -> JobRes
     try:
         if own_session:
             with progress.stage("spark", result, waiting="starting the JVM and the SparkContext"):
-                conf = {"spark.master": options.master} if options.master else None
-                session = tspark.local_session(cores=options.processes, app_name="graph_analytics", conf=conf)
+                session = tspark.session(options.master, cores=options.processes, app_name="graph_analytics")
+            result.spark["start"] = result.stages["spark"]
         staging.mkdir(parents=True)
-        writer = _Writer(staging, options.format)
+        writer = _Writer(session, staging, options.format, progress, result)
         if options.input is None:
-            with (
-                progress.stage("write generated edges", result),
-                tspark.watch(session, "write generated edges", progress.console),
-            ):
-                writer.write("generated_edges", _frame(session, edges.pairs))
+            writer.write("generated_edges", pa.table({"src": edges.pairs[:, 0], "dst": edges.pairs[:, 1]}))
         components = [a for a in ("cc", "scc") if a in options.analyses]
         if components:
             _components(session, tspark, edges, changes, components, options, writer, progress, result)
         if "pagerank" in options.analyses:
             _pagerank(session, tspark, final, options, writer, progress, result)
+        result.spark["total"] = sum(result.spark.values())
         (staging / "summary.json").write_text(json.dumps(_jsonable(result), indent=2) + "\n")
         _publish(staging, output)
     finally:
@@ -345,16 +360,38 @@ def _frame(session: Any, values: np.ndarray, names: Sequence[str] = ("src", "dst
 
 
 class _Writer:
-    def __init__(self, root: Path, fmt: str) -> None:
+    """Writes each result with Spark, one Spark job per result, from an Arrow table on the
+    driver: the results are the size of the node set, as the input was, and computing them
+    there (pyarrow) instead of as Spark queries saves a dozen Spark jobs, each of which costs
+    more than the work (see docs/spark.md)."""
+
+    def __init__(self, session: Any, root: Path, fmt: str, progress: _Progress, result: JobResult) -> None:
+        self.session = session
         self.root = root
         self.format = fmt
+        self.progress = progress
+        self.result = result
 
-    def write(self, name: str, frame: Any) -> None:
-        path = str(self.root / f"{name}.{self.format}")
-        if self.format == "csv":
-            frame.write.option("header", True).csv(path)
-        else:
-            frame.write.parquet(path)
+    def write(self, name: str, table: pa.Table) -> None:
+        from libs import spark as tspark
+
+        step = f"write {name.replace('_', ' ')}"
+        with self.progress.stage(step, self.result), tspark.watch(self.session, step, self.progress.console):
+            frame = self.session.createDataFrame(table)
+            path = str(self.root / f"{name}.{self.format}")
+            if self.format == "csv":
+                frame.write.option("header", True).csv(path)
+            else:
+                frame.write.parquet(path)
+        self.result.spark[step] = self.result.stages[step]
+
+
+def _spark_share(result: JobResult, stage: str, timings: dict[str, float], progress: _Progress) -> None:
+    """Spark's share of a timely run: its own work, and the rendezvous of the barrier tasks."""
+    result.spark[stage] = timings.get("spark", 0.0) + timings.get("joining", 0.0)
+    if timings:
+        parts = ", ".join(f"{k.replace('_', ' ')} {v:.2f} s" for k, v in timings.items() if isinstance(v, float))
+        progress.say(f"{stage}: {parts}")
 
 
 def _components(
@@ -368,14 +405,13 @@ def _components(
     progress: _Progress,
     result: JobResult,
 ) -> None:
-    from pyspark.sql import functions as F
-
     ones = np.column_stack([edges.pairs, np.ones(len(edges.pairs), dtype=np.int64)])
     names = ("src", "dst", "diff")
     epochs = [{"edges": _frame(session, ones, names)}]
     epochs += [{"edges": _frame(session, batch, names)} for batch in changes.epochs]
     name = "components" if len(epochs) == 1 else f"components (+{len(epochs) - 1} epochs of changes)"
     seconds: dict[int, float] = {}
+    timings: dict[str, float] = {}
     with progress.stage(name, result):
         labels = tspark.run_epochs(
             session,
@@ -386,26 +422,28 @@ def _components(
             timeout=options.timeout,
             seconds=seconds,
             progress=progress.console,
+            timings=timings,
+            columns=True,
         )
+        rows = labels.toArrow()  # the persisted rows: no recomputation
+        labels.unpersist()
+    _spark_share(result, name, timings, progress)
+    if "first_answer" in timings:
+        result.stages["components: first answer"] = timings["first_answer"]
     if 0 in seconds:
         progress.say(f"epoch 0 (the whole graph): {seconds[0]:.2f} s")
     result.stages["components: epoch 0"] = seconds.get(0, float("nan"))
-    with progress.stage("write components", result), tspark.watch(session, "write components", progress.console):
-        final = labels.groupBy("analysis", "node", "label").sum("diff").where("`sum(diff)` > 0").persist()
-        writer.write("components", final.groupBy("node").pivot("analysis", analyses).min("label").orderBy("node"))
-        if changes.epochs:
-            writer.write("changes", labels.where("epoch > 0").orderBy("epoch", "analysis", "node", "diff"))
-        found = {
-            r["analysis"]: int(r["n"])
-            for r in final.groupBy("analysis").agg(F.countDistinct("label").alias("n")).collect()
-        }
-        result.counts.update({f"{a}_components": found.get(a, 0) for a in analyses})
-        changed = labels.where("epoch > 0").select("epoch", "analysis", "node").distinct()
-        per_epoch = changed.groupBy("epoch", "analysis").count().collect()
-        final.unpersist()
+    final, changed = _labels(rows, analyses)
+    writer.write("components", final)
+    if changes.epochs:
+        writer.write("changes", changed)
+    for analysis in analyses:
+        labels_of = final.column(analysis).drop_null()
+        result.counts[f"{analysis}_components"] = len(pc.unique(labels_of))
+    relabelled = changed.group_by(["epoch", "analysis"]).aggregate([("node", "count_distinct")]).to_pylist()
     by_epoch: dict[int, dict[str, int]] = {}
-    for row in per_epoch:
-        by_epoch.setdefault(int(row["epoch"]), {})[row["analysis"]] = int(row["count"])
+    for row in relabelled:
+        by_epoch.setdefault(int(row["epoch"]), {})[row["analysis"]] = int(row["node_count_distinct"])
     for e, batch in enumerate(changes.epochs, start=1):
         result.epochs.append(
             {
@@ -416,7 +454,26 @@ def _components(
                 "seconds": seconds.get(e),
             }
         )
-    labels.unpersist()
+
+
+def _labels(rows: pa.Table, analyses: list[str]) -> tuple[pa.Table, pa.Table]:
+    """From every epoch's label changes ``(epoch, analysis, node, label, diff)``: each node's
+    labels after the last epoch (``node`` and a column per analysis, by node), and the changes
+    of the epochs after the first (by epoch, analysis, node, diff)."""
+    totals = rows.group_by(["analysis", "node", "label"]).aggregate([("diff", "sum")])
+    held = totals.filter(pc.greater(totals.column("diff_sum"), 0))
+    final: pa.Table | None = None
+    for analysis in analyses:
+        mine = held.filter(pc.equal(held.column("analysis"), analysis)).select(["node", "label"])
+        mine = mine.rename_columns(["node", analysis])
+        final = mine if final is None else final.join(mine, "node", join_type="full outer")
+    assert final is not None
+    final = final.sort_by("node").select(["node", *analyses])
+    later = rows.filter(pc.greater(rows.column("epoch"), 0))
+    changed = later.sort_by(
+        [("epoch", "ascending"), ("analysis", "ascending"), ("node", "ascending"), ("diff", "ascending")]
+    )
+    return final, changed
 
 
 def _pagerank(
@@ -429,6 +486,7 @@ def _pagerank(
     result: JobResult,
 ) -> None:
     nodes = np.unique(final).reshape(-1, 1)
+    timings: dict[str, float] = {}
     with progress.stage("pagerank", result):
         ranks = tspark.run(
             session,
@@ -438,16 +496,19 @@ def _pagerank(
             processes=options.processes,
             timeout=options.timeout,
             progress=progress.console,
+            timings=timings,
+            columns=True,
         )
-        with tspark.watch(session, "write pagerank", progress.console):
-            writer.write("pagerank", ranks.orderBy("node"))
-    top = ranks.orderBy("rank", ascending=False).limit(5).collect()
-    result.counts["pagerank_top"] = [(int(r["node"]), float(r["rank"])) for r in top]
-    ranks.unpersist()
+        table = ranks.toArrow().sort_by("node")
+        ranks.unpersist()
+    _spark_share(result, "pagerank", timings, progress)
+    writer.write("pagerank", table)
+    top = table.take(pc.sort_indices(table, [("rank", "descending"), ("node", "ascending")])[:5])
+    result.counts["pagerank_top"] = list(zip(top.column("node").to_pylist(), top.column("rank").to_pylist()))
 
 
 def _jsonable(result: JobResult) -> dict[str, Any]:
-    return {"stages": result.stages, "counts": result.counts, "epochs": result.epochs}
+    return {"stages": result.stages, "spark": result.spark, "counts": result.counts, "epochs": result.epochs}
 
 
 def _print_summary(result: JobResult, output: Path, out: Any) -> None:
@@ -464,6 +525,10 @@ def _print_summary(result: JobResult, output: Path, out: Any) -> None:
     p("  stage timings:")
     for name, s in result.stages.items():
         p(f"    {name:<40} {s:8.2f} s")
+    if result.spark:
+        total = result.spark["total"]
+        parts = ", ".join(f"{name} {s:.1f} s" for name, s in result.spark.items() if name != "total")
+        p(f"  Spark itself: {total:.1f} s ({parts})")
     p(f"  results in {output}/")
 
 
@@ -531,7 +596,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--processes", type=int, default=d.processes, help="timely processes = Spark tasks (default: %(default)s)"
     )
-    run.add_argument("--master", help="Spark master URL (default: local[PROCESSES])")
+    run.add_argument(
+        "--master", help="Spark master URL (default: local[PROCESSES], or spark-submit's --master under spark-submit)"
+    )
     generated = ap.add_argument_group("the generated graph (without --input)")
     generated.add_argument("--nodes", type=int, metavar="N", help=f"nodes (default: {d.nodes})")
     generated.add_argument("--edges", type=int, metavar="M", help=f"edges (default: {d.edges})")

@@ -3,8 +3,9 @@
 A collection is a timely stream of differences as column blocks (`_columns.Block`): each
 message carries blocks whose records are all at the message's time, the differences' lattice
 time. `Collection.stream` spells the same differences out as ``(record, diff)`` pairs for a
-user's own vertex, `Collection(stream)` turns such a stream back into a collection, and
-``to_stream`` / `Collection.from_stream` do the same with ``(record, time, diff)`` triples.
+user's own vertex, `Collection(stream)` turns such a stream back into a collection,
+``to_stream`` / `Collection.from_stream` do the same with ``(record, time, diff)`` triples, and
+``to_columns`` / `Collection.from_columns` with ``(columns, diffs)`` numpy arrays.
 
 Operators are methods that return new collections. Linear ones (select, where, concat,
 negate, ...) are stateless and move nothing between workers; the others route records by
@@ -23,6 +24,7 @@ from typing import Any
 from timely import LoopContext, Scope, ScopeError, Stream
 
 from ._arrange import Arrange, Arranged, JoinArranged
+from ._column_io import FromColumns, ToColumns
 from ._columns._functions import identity
 from ._errors import OperatorError
 from ._join import Join
@@ -436,6 +438,24 @@ class Collection:
         depth = lattice.depth
         out = stream.stage(full, lambda: FromTriples(full, depth))
         return Collection._of(out, lattice)
+
+    def to_columns(self, name: str | None = None) -> Stream:
+        """A plain timely stream of ``(columns, diffs)`` records, one per message: ``columns`` the
+        records' fields as numpy arrays (a tuple, one per field of tuple records; one array of
+        scalar records), ``diffs`` an int64 array. No Python object per record (see
+        `from_columns`); `consolidate` first for one difference per record and time."""
+        full = self._name("to_columns", name)
+        return self._blocks.stage(full, ToColumns)  # type: ignore[no-any-return]
+
+    @classmethod
+    def from_columns(cls, stream: Stream, name: str | None = None) -> Collection:
+        """A collection from a stream of ``(columns, diffs)`` records (as `to_columns` makes them,
+        or as columnar data comes: Arrow batches, Parquet, numpy): ``columns`` one array of
+        records or a tuple of arrays, one per field, of one length; ``diffs`` an int array or
+        None (each record once). Each record becomes one block, column by column."""
+        scope = stream.scope
+        full = operator_name(scope, "from_columns", name)
+        return Collection._of(stream.stage(full, lambda: FromColumns(full)), lattice_of(scope))
 
     def _delayed(self, priority: Callable[[Any], int], extra: int, name: str) -> Collection:
         return self._unary("delay", name, lambda op: Delay(op, priority, extra))

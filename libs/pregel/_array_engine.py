@@ -143,10 +143,12 @@ class ArrayStep:
 class ArrayEngine:
     """One epoch's graph on one worker: sorted ids, values, CSR out-edges."""
 
-    def __init__(self, program: ArrayProgram, peers: int, name: str) -> None:
+    def __init__(self, program: ArrayProgram, peers: int, name: str, columns: bool = False) -> None:
         self.program = program
         self.peers = peers
         self.name = name
+        self.columns = columns
+        """The graph arrives as ``(worker, arrays)`` blocks and the values leave as arrays."""
         self.ids = np.empty(0, np.int64)
         self.values = np.empty(0, program.value_dtype)
         self.halted = np.zeros(0, bool)
@@ -163,6 +165,9 @@ class ArrayEngine:
 
     # Loading ---------------------------------------------------------------------------------
     def load(self, vertex_records: list[Any], edge_records: list[Any]) -> None:
+        if self.columns:
+            self._load_arrays(vertex_records, edge_records)
+            return
         widths = set(map(len, edge_records))
         width = widths.pop() if len(widths) == 1 else 2
         if widths:
@@ -184,7 +189,31 @@ class ArrayEngine:
             raise PregelError(
                 f"pregel {self.name!r}: an ArrayProgram needs integer vertex ids that fit in 64 bits ({exc})"
             ) from exc
-        weighted = width == 3
+        self._build(vids, vvals, src, dst, table[:, 2] if width == 3 else None)
+
+    def _load_arrays(self, vertex_blocks: list[Any], edge_blocks: list[Any]) -> None:
+        """The graph from ``(worker, arrays)`` blocks (``pregel(columns=True)``): no Python
+        object per vertex or edge."""
+        vertex_cols = [cols for _, cols in vertex_blocks]
+        edge_cols = [cols for _, cols in edge_blocks]
+        widths = {len(c) for c in edge_cols}
+        if len(widths) > 1 or widths - {2, 3}:
+            raise PregelError(
+                f"pregel {self.name!r}: an ArrayProgram needs edges all of the form (src, dst) or all (src, dst, value)"
+            )
+        vids = _joined([c[0] for c in vertex_cols], np.int64)
+        vvals = np.full(len(vids), np.nan)
+        if any(len(c) > 1 for c in vertex_cols):
+            vvals = _joined([c[1] if len(c) > 1 else np.full(len(c[0]), np.nan) for c in vertex_cols], np.float64)
+        src = _joined([c[0] for c in edge_cols], np.int64)
+        dst = _joined([c[1] for c in edge_cols], np.int64)
+        values = _joined([c[2] for c in edge_cols], np.float64) if widths == {3} else None
+        self._build(vids, vvals.astype(self.program.value_dtype, copy=False), src, dst, values)
+
+    def _build(
+        self, vids: np.ndarray, vvals: np.ndarray, src: np.ndarray, dst: np.ndarray, edge_values: np.ndarray | None
+    ) -> None:
+        """Sorted ids, initial values and CSR out-edges from the loaded arrays."""
         ids, first = np.unique(np.concatenate([vids, src]), return_index=True)
         values = np.zeros(len(ids), vvals.dtype)
         if np.issubdtype(values.dtype, np.floating):
@@ -194,8 +223,8 @@ class ArrayEngine:
         # dedupe edges, sorted by source position then target: CSR order
         spos = np.searchsorted(ids, src)
         spos, dst, order = _unique_edges(spos, dst)
-        if weighted:
-            self.edge_values = table[:, 2][order]
+        if edge_values is not None:
+            self.edge_values = edge_values[order]
         self.ids = ids
         self.values = np.asarray(self.program.initial_values(ids, values), dtype=self.program.value_dtype)
         self.halted = np.zeros(len(ids), bool)
@@ -232,7 +261,9 @@ class ArrayEngine:
         active = int(len(self.halted) - np.count_nonzero(self.halted))
         return out, {}, (len(self.ids), active, sent, 0, self._partial)
 
-    def finish(self, mutations: list[Any]) -> list[tuple[Any, Any]]:
+    def finish(self, mutations: list[Any]) -> list[Any]:
+        if self.columns:
+            return [(self.ids, self.values)] if len(self.ids) else []
         return list(zip(self.ids.tolist(), self.values.tolist(), strict=True))
 
     # Messages --------------------------------------------------------------------------------
@@ -325,6 +356,10 @@ def _group(targets: np.ndarray, peers: int) -> tuple[np.ndarray, np.ndarray, lis
     starts = np.flatnonzero(change)
     bounds = np.searchsorted(workers[order][starts], np.arange(peers + 1))
     return order, starts, [(k, int(bounds[k]), int(bounds[k + 1])) for k in range(peers) if bounds[k + 1] > bounds[k]]
+
+
+def _joined(arrays: list[np.ndarray], dtype: Any) -> np.ndarray:
+    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.empty(0, dtype)
 
 
 def _check_integers(name: str, ids: Any) -> None:

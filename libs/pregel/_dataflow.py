@@ -28,7 +28,10 @@ import logging
 import time as _time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
+
+import numpy as np
 
 from timely import LoopContext, Stream, Timestamp, Vertex
 
@@ -76,6 +79,7 @@ def pregel(
     max_supersteps: int | None = None,
     name: str = "pregel",
     progress: Callable[[SuperstepReport], None] | None = None,
+    columns: bool = False,
 ) -> Stream:
     """Run ``program`` on the graph of each epoch; returns a stream of ``(vertex_id, value)``,
     the final values, at the epoch of the graph.
@@ -93,6 +97,12 @@ def pregel(
     ``progress``, if given, is called with a `SuperstepReport` after loading and after every
     superstep, in the process that hosts worker 0; the logger ``libs.pregel`` also says how
     a long run is going, every few seconds, at INFO.
+
+    ``columns=True`` (an `ArrayProgram` only) takes and gives numpy arrays instead of a tuple
+    per record, as columnar data comes (Arrow batches, Parquet): ``edges`` carries ``(src,
+    dst)`` or ``(src, dst, value)`` tuples of arrays of one length, ``vertices`` ``(ids,)`` or
+    ``(ids, values)``; each such block is cut by owning worker on the way in, and each
+    worker's final values leave as one ``(ids, values)`` pair of arrays.
     """
     if not isinstance(program, ProgramBase):
         if not callable(program):
@@ -106,9 +116,20 @@ def pregel(
     scope = edges.scope
     if scope.depth != 0 or (vertices is not None and vertices.scope.depth != 0):
         raise PregelError(f"pregel {name!r}: the graph streams must be in the root scope")
+    if columns:
+        if not isinstance(program, ArrayProgram):
+            raise PregelError(f"pregel {name!r}: columns=True needs an ArrayProgram, got {type(program).__name__}")
+        if vertices is None:
+            vertices = edges.map(f"{name}.endpoints", partial(_endpoint_block, name))
+        edges = edges.stage(f"{name}.edge_blocks", lambda: _ByOwner(name, "edges", 2))
+        vertices = vertices.stage(f"{name}.vertex_blocks", lambda: _ByOwner(name, "vertices", 1))
+        engine: Callable[..., Any] = partial(ArrayEngine, columns=True)
+    elif isinstance(program, ArrayProgram):
+        engine = ArrayEngine
+    else:
+        engine = VertexEngine
     if vertices is None:
         vertices = edges.flat_map(f"{name}.endpoints", _endpoints)
-    engine: Callable[..., Any] = ArrayEngine if isinstance(program, ArrayProgram) else VertexEngine
 
     loop = LoopContext(scope, name)
     v_in = loop.ingress(vertices, "vertices")
@@ -134,6 +155,56 @@ def pregel(
 
 def _endpoints(edge: tuple[Any, ...]) -> tuple[tuple[Any, None], tuple[Any, None]]:
     return ((edge[0], None), (edge[1], None))
+
+
+def _endpoint_block(name: str, block: Any) -> tuple[np.ndarray]:
+    """A block of edges as the block of their ends' ids (``vertices`` when none are given)."""
+    src, dst, *_ = _columns_of(name, "edges", 2, block)
+    return (np.concatenate([src, dst]),)
+
+
+def _columns_of(name: str, what: str, width: int, block: Any) -> list[np.ndarray]:
+    """A block's columns, refused unless it is a tuple of at least ``width`` arrays of one
+    length whose first (the ids) holds integers."""
+    if not (isinstance(block, tuple) and len(block) >= width):
+        raise PregelError(
+            f"pregel {name!r}: with columns=True, {what} must be tuples of at least "
+            f"{width} numpy arrays, got {type(block).__name__}"
+        )
+    columns = [np.asarray(c) for c in block]
+    ids = columns[0]
+    if ids.ndim != 1 or ids.dtype.kind not in "iu" or any(c.shape != ids.shape for c in columns):
+        raise PregelError(
+            f"pregel {name!r}: {what} blocks need integer ids and columns of one length, got "
+            f"dtypes {[str(c.dtype) for c in columns]} and shapes {[c.shape for c in columns]}"
+        )
+    return columns
+
+
+class _ByOwner(Vertex):
+    """Cuts each block of columns (a tuple of arrays, the first the vertex ids) into one
+    ``(worker, block)`` record per worker that owns some of its ids: worker ``id % peers``,
+    as the exchange routes an int key (`stable_hash` of an int is the int). The record's key
+    is the worker's index, so ``by_first`` takes it straight there."""
+
+    def __init__(self, name: str, what: str, width: int) -> None:
+        self.name = name
+        self.what = what
+        self.width = width
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        out = []
+        for block in records:
+            columns = _columns_of(self.name, self.what, self.width, block)
+            owner = columns[0] % self.peers
+            order = np.argsort(owner, kind="stable")
+            bounds = np.searchsorted(owner[order], np.arange(self.peers + 1))
+            for w in range(self.peers):
+                if bounds[w + 1] > bounds[w]:
+                    part = order[bounds[w] : bounds[w + 1]]
+                    out.append((w, tuple(c[part] for c in columns)))
+        if out:
+            self.send_by(self.outputs[0], out, time)
 
 
 def _by_worker(record: tuple[int, Any]) -> int:

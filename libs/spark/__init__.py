@@ -10,17 +10,22 @@ See docs/spark.md.
 from ._driver import epochs_from_directory, run, run_epochs, task_slots
 from ._errors import SparkBridgeError
 from ._progress import ConsoleProgress, Progress, ProgressCallback, watch
-from ._session import local_session
+from ._session import local_session, session
+from ._stream import EpochReport, StreamRun, run_stream
 
 __all__ = [
     "ConsoleProgress",
+    "EpochReport",
     "Progress",
     "ProgressCallback",
     "SparkBridgeError",
+    "StreamRun",
     "epochs_from_directory",
     "local_session",
     "run",
     "run_epochs",
+    "run_stream",
+    "session",
     "task_slots",
     "watch",
 ]

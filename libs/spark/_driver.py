@@ -45,12 +45,13 @@ from ._progress import ConsoleProgress, ProgressCallback, monitor
 from ._session import quiet_pandas_warning
 from ._task import OUTPUT_DIR, TAG, TaskPlan, input_column, run_task
 
-__all__ = ["epochs_from_directory", "run", "run_epochs", "task_slots"]
+__all__ = ["Build", "epochs_from_directory", "failure", "output_struct", "quoted", "run", "run_epochs", "task_slots"]
 
 Build = Callable[[timely.Scope, dict[str, timely.Input]], timely.Stream]
 
-SLOT_WAIT = 10.0
-"""Seconds to wait for executors to register on a cluster before refusing for lack of slots."""
+SLOT_WAIT = 60.0
+"""Seconds to wait for executors to register on a cluster before refusing for lack of slots (an
+executor is a JVM to start: 10-30 s on a loaded machine)."""
 _LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?")
 
 
@@ -62,6 +63,8 @@ def run(
     processes: int | None = None,
     timeout: float | None = 600.0,
     progress: bool | ProgressCallback = True,
+    timings: dict[str, float] | None = None,
+    columns: bool = False,
 ) -> DataFrame:
     """Run ``build`` as a timely computation over ``inputs``, one Spark barrier task per process.
 
@@ -77,10 +80,30 @@ def run(
     ``progress``: once a second while it runs, a `Progress` snapshot from the processes (rows
     fed, records processed and their rates, rows out) and Spark's stages goes to this callback;
     True (the default) shows it on stderr (`ConsoleProgress`), False not at all.
+
+    ``timings``, if given, receives where the call's time went, in seconds: ``total``, ``spark``
+    (Spark's own share), ``joining``, ``computing`` and ``first_answer`` (see `TIMINGS`).
+
+    ``columns``: each Arrow batch Spark hands a process arrives on its input as *one* record, a
+    tuple of numpy arrays (one per column: numbers without nulls as numeric arrays, other values
+    as object arrays), and the output stream carries tuples of numpy arrays, one per column of
+    ``schema`` — no Python object per row (`libs.linq.Collection.from_columns` and
+    ``to_columns`` take and give such arrays). Default: a tuple of values per row, both ways.
     """
     if not inputs:
         raise ValueError("run needs at least one input DataFrame")
-    return _launch(session, build, [dict(inputs)], schema, processes, timeout, epochs_column=False, progress=progress)
+    return _launch(
+        session,
+        build,
+        [dict(inputs)],
+        schema,
+        processes,
+        timeout,
+        epochs_column=False,
+        progress=progress,
+        timings=timings,
+        columns=columns,
+    )
 
 
 def run_epochs(
@@ -94,6 +117,8 @@ def run_epochs(
     checkpoint_dir: str | os.PathLike[str] | None = None,
     checkpoint_every: int = 10,
     progress: bool | ProgressCallback = True,
+    timings: dict[str, float] | None = None,
+    columns: bool = False,
 ) -> DataFrame:
     """Feed ``epochs[i]`` into one running computation as epoch ``i``, and return what the output
     stream produced at each epoch, with a leading ``epoch`` (int) column.
@@ -114,7 +139,8 @@ def run_epochs(
     epoch's rows exactly once. A later call on the same directory resumes that computation
     too (same build, processes and epochs expected); use a fresh directory for a new one.
 
-    ``progress`` as `run`'s; its snapshots also count the epochs every process has passed.
+    ``progress``, ``timings`` and ``columns`` as `run`'s; progress snapshots also count the
+    epochs every process has passed.
     """
     if not epochs:
         raise ValueError("run_epochs needs at least one epoch")
@@ -136,6 +162,8 @@ def run_epochs(
         checkpoint_dir=None if checkpoint_dir is None else os.fspath(checkpoint_dir),
         checkpoint_every=checkpoint_every,
         progress=progress,
+        timings=timings,
+        columns=columns,
     )
 
 
@@ -206,7 +234,8 @@ def _processes(sc: SparkContext, processes: int | None) -> int:
     return processes
 
 
-def _struct(session: SparkSession, schema: str | StructType) -> StructType:
+def output_struct(schema: str | StructType) -> StructType:
+    """The output schema, given as a DDL string or a StructType."""
     if isinstance(schema, StructType):
         return schema
     if not isinstance(schema, str):
@@ -235,7 +264,7 @@ def _names_and_schemas(epochs: list[dict[str, DataFrame]]) -> list[str]:
     return list(seen)
 
 
-def _quoted(name: str) -> Any:
+def quoted(name: str) -> Any:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
@@ -245,7 +274,7 @@ def _pack(epochs: list[dict[str, DataFrame]], names: list[str], processes: int, 
     parts = [
         df.select(
             F.lit(e * len(names) + index[name]).cast("long").alias(TAG),
-            F.struct(*[_quoted(c) for c in df.columns]).alias(input_column(index[name])),
+            F.struct(*[quoted(c) for c in df.columns]).alias(input_column(index[name])),
         )
         for e, frames in enumerate(epochs)
         for name, df in frames.items()
@@ -253,7 +282,7 @@ def _pack(epochs: list[dict[str, DataFrame]], names: list[str], processes: int, 
     packed = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
     # Hash partitioning: unlike round-robin it needs no sort to be deterministic, so a retried
     # stage gets the same rows in the same partitions.
-    packed = packed.repartition(processes, *[_quoted(c) for c in packed.columns])
+    packed = packed.repartition(processes, *[quoted(c) for c in packed.columns])
     return packed.sortWithinPartitions(TAG) if sort else packed
 
 
@@ -269,10 +298,12 @@ def _launch(
     checkpoint_dir: str | None = None,
     checkpoint_every: int = 10,
     progress: bool | ProgressCallback = True,
+    timings: dict[str, float] | None = None,
+    columns: bool = False,
 ) -> DataFrame:
     if not callable(build):
         raise TypeError("build must be a function (scope, inputs) -> stream")
-    user = _struct(session, schema)
+    user = output_struct(schema)
     if epochs_column:
         if "epoch" in user.fieldNames():
             raise ValueError("the output schema of run_epochs may not have a column 'epoch': the bridge adds it")
@@ -284,14 +315,47 @@ def _launch(
     arrow = to_arrow_schema(out)
     if checkpoint_dir is not None:
         checkpoint_dir = _claim(checkpoint_dir, n, len(epochs), names, arrow)
-    latency = session.sparkContext.accumulator({}, _SlowestPerEpoch())
+    figures = session.sparkContext.accumulator({}, _Slowest())
     callback = ConsoleProgress() if progress is True else (progress or None)
+    began, began_at = time.perf_counter(), time.time()
     with monitor(session.sparkContext, _label(build), callback, processes=n, epochs=len(epochs)) as listener:
-        result = _run_stage(session, build, epochs, names, n, timeout, out, arrow, latency, listener,
-                            epochs_column, checkpoint_dir, checkpoint_every)  # fmt: skip
+        result = _run_stage(session, build, epochs, names, n, timeout, out, arrow, figures, listener,
+                            epochs_column, checkpoint_dir, checkpoint_every, columns)  # fmt: skip
+    total = time.perf_counter() - began
+    tasks: dict[str, Any] = figures.value
     if seconds is not None:
-        seconds.update(latency.value)
+        seconds.update(tasks.get("epochs", {}))
+    if timings is not None:
+        timings.update(_timings(tasks, total, began_at))
     return result
+
+
+TIMINGS = {
+    "total": "the whole call",
+    "spark": "Spark's own share: preparing and shuffling the inputs, starting the tasks (and Python "
+    "workers), persisting the output; the call less the slowest task",
+    "joining": "the slowest process, from its task's start until the computation ran (the rendezvous, "
+    "connecting to the others, resuming from a checkpoint)",
+    "computing": "the slowest process, from running until its last output row left (feeding the "
+    "input, the computation, converting the output)",
+    "first_answer": "from the call until every process had the output of epoch 0 (only when this "
+    "call computed epoch 0)",
+}
+"""What the ``timings`` dict of `run` and `run_epochs` receives, in seconds."""
+
+
+def _timings(tasks: dict[str, Any], total: float, began_at: float) -> dict[str, float]:
+    joining = float(tasks.get("joining", 0.0))
+    computing = float(tasks.get("computing", 0.0))
+    out = {
+        "total": total,
+        "spark": max(0.0, total - float(tasks.get("task", joining + computing))),
+        "joining": joining,
+        "computing": computing,
+    }
+    if "first_answer_at" in tasks:
+        out["first_answer"] = max(0.0, float(tasks["first_answer_at"]) - began_at)
+    return out
 
 
 def _label(build: Build) -> str:
@@ -309,11 +373,12 @@ def _run_stage(
     timeout: float | None,
     out: StructType,
     arrow: Any,
-    latency: Any,
+    figures: Any,
     listener: tuple[str, int, str] | None,
     epochs_column: bool,
     checkpoint_dir: str | None,
     checkpoint_every: int,
+    columns: bool,
 ) -> DataFrame:
     plan = TaskPlan(
         build=build,
@@ -323,20 +388,21 @@ def _run_stage(
         processes=n,
         timeout=timeout,
         secret=secrets.token_bytes(32),
-        latency=latency,
+        timings=figures,
         checkpoint_dir=checkpoint_dir,
         checkpoint_every=checkpoint_every,
         progress=listener,
+        columns=columns,
     )
     packed = _pack(epochs, names, n, sort=epochs_column)
     with quiet_pandas_warning():
         computed = packed.mapInArrow(functools.partial(run_task, plan), out, barrier=True)
-    result = computed.repartition(n, *[_quoted(c) for c in out.fieldNames()]).persist(StorageLevel.MEMORY_AND_DISK)
+    result = computed.repartition(n, *[quoted(c) for c in out.fieldNames()]).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         result.count()
     except Exception as e:
         result.unpersist()
-        raise _failure(e) from e
+        raise failure(e) from e
     return result
 
 
@@ -384,22 +450,30 @@ def _claim(directory: str, processes: int, epochs: int, names: list[str], schema
     return root
 
 
-class _SlowestPerEpoch(AccumulatorParam):  # type: ignore[type-arg]
-    """Merges the tasks' ``{epoch: seconds}`` by keeping the slowest process's figure."""
+class _Slowest(AccumulatorParam):  # type: ignore[type-arg]
+    """Merges the tasks' figures (`_task.TaskPlan.timings`) by keeping the slowest process's,
+    per epoch for ``epochs``; ``task`` is the longest ``joining + computing`` of one task."""
 
-    def zero(self, value: dict[int, float]) -> dict[int, float]:
+    def zero(self, value: dict[str, Any]) -> dict[str, Any]:
         return {}
 
-    def addInPlace(self, a: dict[int, float], b: dict[int, float]) -> dict[int, float]:
-        for epoch, s in b.items():
-            a[epoch] = max(a.get(epoch, 0.0), s)
+    def addInPlace(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        for key, value in b.items():
+            if isinstance(value, dict):
+                mine = a.setdefault(key, {})
+                for k, v in value.items():
+                    mine[k] = max(mine.get(k, v), v)
+            else:
+                a[key] = max(a.get(key, value), value)
+        if "joining" in b and "computing" in b:
+            a["task"] = max(a.get("task", 0.0), b["joining"] + b["computing"])
         return a
 
 
 _BRIDGE_ERROR = re.compile(r"SparkBridgeError: (.*?)(?=\n\s*SQLSTATE|\n\tat |\n\n|\Z)", re.S)
 
 
-def _failure(error: Exception) -> SparkBridgeError:
+def failure(error: Exception) -> SparkBridgeError:
     """The timely error's text out of Spark's job failure (a Java stack trace around a Python one)."""
     text = str(error)
     found = _BRIDGE_ERROR.search(text)

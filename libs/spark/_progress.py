@@ -26,7 +26,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-__all__ = ["ConsoleProgress", "Progress", "ProgressCallback", "TaskReporter", "monitor", "watch"]
+from ._server import Server
+
+__all__ = ["ConsoleProgress", "Progress", "ProgressCallback", "TaskReporter", "driver_host", "monitor", "watch"]
 
 INTERVAL = 1.0
 """Seconds between samples, in the tasks and on the driver."""
@@ -204,25 +206,9 @@ class _Listener:
 
     def __init__(self, host: str) -> None:
         self.token = secrets.token_hex(16)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.server = socket.socket(family, socket.SOCK_STREAM)
-        self.server.bind((host, 0))
-        self.server.listen(64)
-        self.address = (host, self.server.getsockname()[1], self.token)
         self.latest: dict[int, dict[str, Any]] = {}
-        self.readers: list[threading.Thread] = []
-        self._closed = False
-        threading.Thread(target=self._accept, name="timely-spark-progress-accept", daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            reader = threading.Thread(target=self._read, args=(conn,), name="timely-spark-progress-read", daemon=True)
-            self.readers.append(reader)
-            reader.start()
+        self.server = Server(host, self._read, "timely-spark-progress-read")
+        self.address = (host, self.server.port, self.token)
 
     def _read(self, conn: socket.socket) -> None:
         with conn, conn.makefile("rb") as lines:
@@ -237,11 +223,9 @@ class _Listener:
 
     def close(self) -> None:
         """Stop accepting; give the readers a moment for the tasks' last reports (sent as they end)."""
-        self._closed = True
-        with contextlib.suppress(OSError):
-            self.server.close()
+        self.server.close()
         deadline = time.monotonic() + 1.0
-        for reader in list(self.readers):
+        for reader in list(self.server.threads):
             reader.join(max(0.0, deadline - time.monotonic()))
 
 
@@ -256,7 +240,8 @@ def _spark_stages(sc: Any) -> str:
     return ", ".join(shown)
 
 
-def _driver_host(sc: Any) -> str:
+def driver_host(sc: Any) -> str:
+    """The address the tasks reach the driver at (127.0.0.1 in local mode)."""
     host = sc.getConf().get("spark.driver.host") or "127.0.0.1"
     if (sc.master or "").startswith("local"):
         return "127.0.0.1"
@@ -276,7 +261,7 @@ def monitor(
     if callback is None:
         yield None
         return
-    listener = _Listener(_driver_host(sc)) if processes else None
+    listener = _Listener(driver_host(sc)) if processes else None
     began = time.monotonic()
     stop = threading.Event()
     previous = (began, 0, 0)

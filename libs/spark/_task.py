@@ -16,6 +16,7 @@ runtime replayed from its log, and drops a re-delivered epoch it has already re-
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import socket
@@ -30,11 +31,21 @@ import pyarrow as pa
 
 import timely
 
-from ._convert import BATCH_ROWS, rows_of, to_batches
+from ._convert import BATCH_ROWS, columns_of, output_rows, rows_of, to_batches
 from ._errors import SparkBridgeError
 from ._progress import TaskReporter
 
-__all__ = ["ATTEMPTS_DIR", "OUTPUT_DIR", "OUTPUT_NAME", "TAG", "TaskPlan", "input_column", "run_task"]
+__all__ = [
+    "ATTEMPTS_DIR",
+    "OUTPUT_DIR",
+    "OUTPUT_NAME",
+    "TAG",
+    "TaskPlan",
+    "input_column",
+    "rendezvous",
+    "run_task",
+    "task_host",
+]
 
 TAG = "__timely_tag"
 """The column that says which input and epoch a row belongs to: ``epoch * inputs + input``."""
@@ -63,19 +74,24 @@ class TaskPlan:
     processes: int
     timeout: float | None
     secret: bytes = field(repr=False)
-    latency: Any = None
-    """A Spark accumulator taking ``{epoch: seconds}`` (run_epochs), or None."""
+    timings: Any = None
+    """A Spark accumulator taking each task's figures, merged by keeping the slowest process's:
+    ``{"epochs": {epoch: seconds}, "joining": s, "computing": s, "first_answer_at": unix time}``
+    (see `_driver.TIMINGS`), or None."""
     checkpoint_dir: str | None = None
     """Where the processes checkpoint and log their output (an absolute path every task sees)."""
     checkpoint_every: int = 10
     progress: tuple[str, int, str] | None = None
     """The driver's progress listener ``(host, port, token)``, or None (see _progress.py)."""
+    columns: bool = False
+    """Inputs and output as numpy columns, a record per batch, instead of a tuple per row."""
 
 
 def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The body of the barrier ``mapInArrow``: run this task's timely process."""
     from pyspark import BarrierTaskContext
 
+    entered = time.perf_counter()
     ctx = BarrierTaskContext.get()
     index = ctx.partitionId()
     where = f"timely process {index} of {plan.processes} (Spark stage {ctx.stageId()}, partition {index})"
@@ -84,15 +100,15 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
         if plan.checkpoint_dir is not None:
             log = _OutputLog(plan, index, f"task-{ctx.taskAttemptId()}", ctx.stageId())
             yield from log.reemit()  # before anything can be delivered again
-        cluster = _rendezvous(ctx, plan, index)
-        yield from _compute(plan, cluster, batches, log)
+        cluster = rendezvous(ctx, plan.processes, plan.secret, index)
+        yield from _compute(plan, cluster, batches, log, entered)
     except SparkBridgeError as e:
         raise SparkBridgeError(f"{where}: {e}") from e
     except Exception as e:
         raise SparkBridgeError(f"{where} failed: {type(e).__name__}: {e}") from e
 
 
-def _host(ctx: Any, index: int) -> str:
+def task_host(ctx: Any, index: int) -> str:
     """The address peers can reach this task at: Spark's own bind address when it is set
     (SPARK_LOCAL_IP), else the executor host Spark knows, resolved (so that 'localhost' does not
     become two addresses)."""
@@ -106,17 +122,18 @@ def _host(ctx: Any, index: int) -> str:
         return host
 
 
-def _rendezvous(ctx: Any, plan: TaskPlan, index: int) -> timely.ClusterConfig:
-    host = _host(ctx, index)
+def rendezvous(ctx: Any, processes: int, secret: bytes, index: int) -> timely.ClusterConfig:
+    """Every task's address, learnt with one ``allGather``: the cluster of timely processes."""
+    host = task_host(ctx, index)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # The port stays bound until every task has published its own: tasks on one machine cannot
     # pick the same one. It is released just before timely listens on it (as `timely run` does).
     with contextlib.closing(socket.socket(family, socket.SOCK_STREAM)) as reserved:
         reserved.bind((host, 0))
         mine = json.dumps([host, reserved.getsockname()[1]])
-        gathered = ctx.allGather(mine) if plan.processes > 1 else [mine]
+        gathered = ctx.allGather(mine) if processes > 1 else [mine]
     addresses = [(str(h), int(p)) for h, p in map(json.loads, gathered)]
-    return timely.ClusterConfig(plan.processes, index, addresses, workers=1, secret=plan.secret)
+    return timely.ClusterConfig(processes, index, addresses, workers=1, secret=secret)
 
 
 class _OutputLog:
@@ -223,31 +240,63 @@ class _Output:
 
     def receive(self, time: timely.Timestamp, records: list[Any]) -> None:
         log = self.log
-        self.total += len(records)
+        rows = output_rows(records, self.plan.columns)
+        self.total += rows
         if log is None:
             self.parts.append((time[0], records))
-            self.pending += len(records)
+            self.pending += rows
             return
         epoch = time[0]
         if epoch in log.reemitted:  # logged by an earlier attempt and emitted from the log
             log.redelivered.append(epoch)
             return
-        batches = list(to_batches(records, self.plan.schema, epoch if self.plan.epochs else None))
+        batches = list(self._batches(epoch, records))
         log.write(epoch, batches)
         self.logged.extend(batches)
-        self.pending += len(records)
+        self.pending += rows
 
     def drain(self) -> Iterator[pa.RecordBatch]:
         parts, self.parts, self.pending = self.parts, [], 0
         logged, self.logged = self.logged, []
         yield from logged
         for epoch, records in parts:
-            yield from to_batches(records, self.plan.schema, epoch if self.plan.epochs else None)
+            yield from self._batches(epoch, records)
+
+    def _batches(self, epoch: int, records: list[Any]) -> Iterator[pa.RecordBatch]:
+        plan = self.plan
+        return to_batches(records, plan.schema, epoch if plan.epochs else None, columns=plan.columns)
 
 
 def _compute(
-    plan: TaskPlan, cluster: timely.ClusterConfig, batches: Iterator[pa.RecordBatch], log: _OutputLog | None = None
+    plan: TaskPlan,
+    cluster: timely.ClusterConfig,
+    batches: Iterator[pa.RecordBatch],
+    log: _OutputLog | None = None,
+    entered: float | None = None,
 ) -> Iterator[pa.RecordBatch]:
+    """Run the computation over ``batches`` and yield its output; ``entered`` is when the task
+    began (`time.perf_counter`), for the figures the task reports to `plan.timings`."""
+    entered = time.perf_counter() if entered is None else entered
+    figures: dict[str, Any] = {}
+    yield from _computation(plan, cluster, batches, log, figures)
+    # Spark reuses this Python worker: the computation's garbage (its state holds reference
+    # cycles) would otherwise be collected during the worker's next task, seconds into it.
+    gc.collect()
+    if plan.timings is not None:
+        figures["joining"] = figures.pop("ready") - entered
+        figures["computing"] = time.perf_counter() - entered - figures["joining"]
+        plan.timings.add(figures)
+
+
+def _computation(
+    plan: TaskPlan,
+    cluster: timely.ClusterConfig,
+    batches: Iterator[pa.RecordBatch],
+    log: _OutputLog | None,
+    figures: dict[str, Any],
+) -> Iterator[pa.RecordBatch]:
+    """`_compute`'s body; fills ``figures`` with ``ready`` (`time.perf_counter` when the
+    computation ran), ``epochs`` and ``first_answer_at`` (see `TaskPlan.timings`)."""
     out = _Output(plan, log)
     names = plan.names
 
@@ -265,6 +314,7 @@ def _compute(
     if log is not None:
         policy = timely.Checkpoints(log.root, every_epochs=plan.checkpoint_every)
     latency: dict[int, float] = {}
+    first_answer_at: float | None = None
     with timely.execute(build, cluster=cluster, timeout=plan.timeout, checkpoints=policy) as (comp, (inputs, probe)):
         # After a restart the runtime has replayed the logged epochs: each input goes on from
         # its own epoch (equal unless the crash fell between two inputs' advances), or is closed.
@@ -272,6 +322,7 @@ def _compute(
         open_starts = [e for e in starts if e is not None]
         epoch = min(open_starts, default=0)
         width = len(names)
+        figures["ready"] = time.perf_counter()
         if log is not None:
             resumed = comp.statistics().checkpoints.get("resumed", {})
             log.save_record(resumed=resumed, first_epoch=epoch if open_starts else None, ready_seconds=log.seconds)
@@ -297,7 +348,7 @@ def _compute(
         try:
             began = time.perf_counter()
             for batch in batches:
-                for tag, rows in _split(batch, width, wanted):
+                for tag, n, part in _split(batch, width, wanted, plan.columns):
                     e, k = divmod(tag, width)
                     if e != epoch:
                         if e < epoch:
@@ -313,15 +364,19 @@ def _compute(
                                 latency[done] = time.perf_counter() - began
                                 began = time.perf_counter()
                                 passed = done + 1
+                                if first_answer_at is None:
+                                    first_answer_at = time.time()
                         epoch = e
-                    inputs[k].send(rows)
-                    fed += len(rows)
+                    inputs[k].send([part] if plan.columns else part)
+                    fed += n
                 if out.pending >= BATCH_ROWS:
                     yield from out.drain()
             for handle in inputs:
                 handle.close()
             comp.run()
             passed = epoch + 1
+            if first_answer_at is None:
+                first_answer_at = time.time()
         finally:
             reporter.close()  # also on failure: Spark reuses its Python workers
         if open_starts:
@@ -329,26 +384,29 @@ def _compute(
         if log is not None:
             stats = comp.statistics().checkpoints
             log.save_record(seconds=log.seconds, checkpoints=stats.get("checkpoints", 0), finished=time.time())
-    if plan.latency is not None and plan.epochs:
-        plan.latency.add(latency)
     yield from out.drain()
+    figures["epochs"] = latency if plan.epochs else {}
+    if first_answer_at is not None and open_starts and min(open_starts) == 0:
+        figures["first_answer_at"] = first_answer_at
 
 
 def _split(
-    batch: pa.RecordBatch, inputs: int, wanted: Callable[[int], bool] | None = None
-) -> Iterator[tuple[int, list[tuple[Any, ...]]]]:
-    """``(tag, rows)`` for each tag in the batch that is ``wanted`` (default: all), in
-    increasing tag order; the rows of other tags are not converted."""
+    batch: pa.RecordBatch, inputs: int, wanted: Callable[[int], bool] | None = None, columns: bool = False
+) -> Iterator[tuple[int, int, Any]]:
+    """``(tag, rows, part)`` for each tag in the batch that is ``wanted`` (default: all), in
+    increasing tag order: ``part`` is the tag's rows as tuples, or with ``columns`` as one
+    tuple of numpy arrays; the rows of other tags are not converted."""
     if batch.num_rows == 0:
         return
+    convert = columns_of if columns else rows_of
     tags = batch.column(TAG).to_numpy()
     first = int(tags[0])
     if (tags == first).all():  # the usual case: the batch holds one input's rows of one epoch
         if wanted is None or wanted(first):
-            yield first, rows_of(batch.column(input_column(first % inputs)))
+            yield first, batch.num_rows, convert(batch.column(input_column(first % inputs)))
         return
     for tag in np.unique(tags).tolist():
         if wanted is not None and not wanted(tag):
             continue
-        mask = pa.array(tags == tag)
-        yield tag, rows_of(batch.column(input_column(tag % inputs)).filter(mask))
+        mask = tags == tag
+        yield tag, int(mask.sum()), convert(batch.column(input_column(tag % inputs)).filter(pa.array(mask)))

@@ -435,3 +435,23 @@ def test_an_edge_loaded_twice_with_different_values_is_refused(workers: int) -> 
 def test_bipartite_matching_needs_a_side_for_every_vertex(workers: int) -> None:
     text = pregel_error(failure(programs.BipartiteMatching(), [(0, 1)], [(0, "L"), (1, "right")], workers))
     assert "vertex 1" in text and "'right'" in text
+
+
+# Columns (pregel(columns=True)) ---------------------------------------------------------------------
+
+
+def test_columns_need_an_array_program() -> None:
+    with pytest.raises(pregel.PregelError, match="columns=True needs an ArrayProgram, got PageRank"):
+        run(programs.PageRank(supersteps=3), [(np.array([0, 1]), np.array([1, 0]))], None, columns=True)
+
+
+def test_column_blocks_of_float_ids_or_uneven_lengths_are_refused(workers: int) -> None:
+    floats = (np.array([0.5, 1.0]), np.array([1, 0]))
+    text = pregel_error(failure(programs.ArrayPageRank(supersteps=3), [floats], None, workers, columns=True))
+    assert "integer ids and columns of one length" in text and "float64" in text
+    uneven = (np.array([0, 1, 2]), np.array([1, 0]))
+    text = pregel_error(failure(programs.ArrayPageRank(supersteps=3), [uneven], None, workers, columns=True))
+    assert "shapes [(3,), (2,)]" in text
+    rows = [(0, 1), (1, 0)]  # records, not blocks of arrays
+    text = pregel_error(failure(programs.ArrayPageRank(supersteps=3), rows, None, workers, columns=True))
+    assert "integer ids and columns of one length" in text and "shapes [(), ()]" in text

@@ -17,13 +17,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 import timely
 from libs import pregel
 from libs.pregel import programs
 from tests.support.modes import Run
 
 EPOCHS = 2
-WORKLOADS = ("pagerank", "array_pagerank", "components", "shortest_paths", "kcore", "matching")
+WORKLOADS = ("pagerank", "array_pagerank", "column_pagerank", "components", "shortest_paths", "kcore", "matching")
+COLUMNS = ("column_pagerank",)
+"""Workloads fed and read as numpy arrays (``pregel(columns=True)``), not a tuple per record."""
 
 Edge = tuple[Any, ...]
 
@@ -50,7 +54,7 @@ def length(u: int, v: int) -> int:
 def graph(workload: str, seed: int, epoch: int) -> Graph:
     """The graph of ``workload`` in ``epoch``: a different one each epoch."""
     rng = random.Random(f"{workload}/{seed}/{epoch}")
-    if workload in ("pagerank", "array_pagerank"):
+    if workload in ("pagerank", "array_pagerank", "column_pagerank"):
         n = 50 + 10 * epoch
         return Graph([(i, None) for i in range(n)], list(_random_edges(rng, n, 3 * n)))
     if workload == "components":
@@ -78,7 +82,7 @@ SOURCE = 0
 def program(workload: str, seed: int) -> Any:
     if workload == "pagerank":
         return programs.PageRank(supersteps=PAGERANK_SUPERSTEPS)
-    if workload == "array_pagerank":
+    if workload in ("array_pagerank", "column_pagerank"):
         return programs.ArrayPageRank(supersteps=PAGERANK_SUPERSTEPS)
     if workload == "components":
         return programs.ConnectedComponents()
@@ -113,8 +117,13 @@ class PregelRun(Run):
         """Send this process's share of ``epoch``'s graphs and advance past the epoch."""
         for workload, (edges, vertices) in self.inputs.items():
             g = graph(workload, self.seed, epoch)
-            edges.send(self.share(g.edges))
-            vertices.send(self.share(g.vertices))
+            if workload in COLUMNS:  # this process's share as one block of arrays each
+                src, dst = np.array(self.share(g.edges), dtype=np.int64).reshape(-1, 2).T
+                edges.send([(src, dst)])
+                vertices.send([(np.array([v for v, _ in self.share(g.vertices)], dtype=np.int64),)])
+            else:
+                edges.send(self.share(g.edges))
+                vertices.send(self.share(g.vertices))
             edges.advance_to(epoch + 1)
             vertices.advance_to(epoch + 1)
 
@@ -135,10 +144,15 @@ def builder(seed: int, workloads: Sequence[str] = WORKLOADS) -> Callable[[timely
         for workload in workloads:
             edges = scope.new_input(f"{workload}_edges")
             vertices = scope.new_input(f"{workload}_vertices")
-            out = pregel.pregel(program(workload, seed), edges, vertices, name=workload)
+            columns = workload in COLUMNS
+            out = pregel.pregel(program(workload, seed), edges, vertices, name=workload, columns=columns)
             box = run.results.setdefault(workload, {})
 
-            def collect(time: timely.Timestamp, records: list[Any], box: dict[int, list[Any]] = box) -> None:
+            def collect(
+                time: timely.Timestamp, records: list[Any], box: dict[int, list[Any]] = box, columns: bool = columns
+            ) -> None:
+                if columns:  # (ids, values) arrays, one pair per worker
+                    records = [pair for ids, values in records for pair in zip(ids.tolist(), values.tolist())]
                 box.setdefault(time.epoch, []).extend(records)
 
             run.inputs[workload] = (edges, vertices)

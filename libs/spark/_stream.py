@@ -1,0 +1,334 @@
+"""`run_stream`: a Spark Structured Streaming source feeds epochs into one long-running timely
+computation, one micro-batch per epoch, and Spark writes each epoch's output.
+
+The timely processes run in a barrier stage that lasts as long as the stream (a Spark job
+started on a thread of the driver), so they hold ``processes`` task slots the whole time; each
+micro-batch runs in the slots left (at least one more is needed). ``foreachBatch`` turns
+micro-batch ``b`` into epoch ``b``: its feeder tasks hand their partitions' Arrow batches to
+the processes, the driver commits the epoch once they all succeeded, the processes compute it,
+and fetcher tasks read its output back into a DataFrame for ``write``. See _stream_task.py for
+the protocol and why every row is taken once even when Spark retries a task or a micro-batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import IntegerType, StructField, StructType
+
+from ._driver import Build, failure, output_struct, quoted, task_slots
+from ._errors import SparkBridgeError
+from ._progress import driver_host
+from ._session import quiet_pandas_warning
+from ._stream_task import StreamPlan, feed_partition, fetch_output, read_line, send_line, stream_process
+from ._task import TAG, input_column
+
+__all__ = ["EpochReport", "StreamRun", "run_stream"]
+
+Write = Callable[[DataFrame, int], None]
+
+START_TIMEOUT = 300.0
+"""Seconds for the processes to start and register (Spark may first have to start Python workers)."""
+
+
+@dataclass(frozen=True)
+class EpochReport:
+    """One epoch (micro-batch) of a stream, as the driver saw it."""
+
+    epoch: int
+    rows_in: int
+    """Rows of the micro-batch fed to the processes."""
+    rows_out: int
+    """Output rows of the epoch (what ``write`` received)."""
+    seconds: float
+    """From the micro-batch's start to the end of ``write``."""
+    feeding: float
+    """Of which: the feeder tasks (Spark reading the micro-batch and handing it over)."""
+    computing: float
+    """Of which: from the commit until every process had passed the epoch."""
+
+
+def run_stream(
+    session: SparkSession,
+    build: Build,
+    inputs: Mapping[str, DataFrame],
+    schema: str | StructType,
+    write: Write,
+    processes: int | None = None,
+    trigger_seconds: float = 0.5,
+    checkpoint_location: str | None = None,
+    timeout: float | None = None,
+    columns: bool = False,
+) -> StreamRun:
+    """Start a stream: each micro-batch of the streaming DataFrames ``inputs`` is one epoch of one
+    long-running computation, and ``write(output, epoch)`` receives the epoch's output rows (a
+    DataFrame of ``epoch int`` and ``schema``, persisted for the call) to write with Spark.
+
+    ``build`` is as for `run`. ``processes`` defaults to the free task slots less one (each
+    micro-batch needs a slot of its own while the processes hold theirs). Micro-batches start
+    every ``trigger_seconds`` when there is new data; ``checkpoint_location`` is Spark's (the
+    stream's progress through its sources), not timely's. ``timeout`` bounds the computation;
+    ``columns`` as `run`'s.
+
+    Returns a running `StreamRun`: ``stop()`` it (or use it as a context manager) to end the
+    stream and the computation.
+    """
+    if not inputs:
+        raise ValueError("run_stream needs at least one streaming DataFrame")
+    for name, df in inputs.items():
+        if not isinstance(df, DataFrame) or not df.isStreaming:
+            raise TypeError(f"input {name!r} must be a streaming DataFrame (session.readStream...)")
+    if not callable(write):
+        raise TypeError("write must be a function (DataFrame, epoch) -> None")
+    sc = session.sparkContext
+    slots = task_slots(sc)
+    n = max(1, slots - 1) if processes is None else processes
+    if type(n) is not int or n < 1:
+        raise ValueError(f"processes must be an int >= 1, not {processes!r}")
+    if n + 1 > slots:
+        raise SparkBridgeError(
+            f"a stream of {n} timely processes needs {n + 1} Spark task slots: {n} that the processes hold "
+            f"while the stream runs and one for each micro-batch, but {sc.master} has {slots}"
+        )
+    user = output_struct(schema)
+    if "epoch" in user.fieldNames():
+        raise ValueError("the output schema of run_stream may not have a column 'epoch': the bridge adds it")
+    out = StructType([StructField("epoch", IntegerType(), False), *user.fields])
+    run = StreamRun(session, build, list(inputs), out, n, write, timeout, columns)
+    run.start(_packed(inputs), trigger_seconds, checkpoint_location)
+    return run
+
+
+def _packed(inputs: Mapping[str, DataFrame]) -> DataFrame:
+    """One streaming DataFrame of every input's rows as ``(tag, struct per input)``."""
+    parts = [
+        df.select(F.lit(k).cast("long").alias(TAG), F.struct(*[quoted(c) for c in df.columns]).alias(input_column(k)))
+        for k, df in enumerate(inputs.values())
+    ]
+    return functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+
+
+@dataclass
+class _Process:
+    data: tuple[str, int] | None = None
+    passed: int = -1
+    rows_in: int = 0
+    rows_out: int = 0
+    error: str | None = None
+
+
+class StreamRun:
+    """A running stream (made by `run_stream`): ``query`` is Spark's `StreamingQuery`;
+    ``epochs`` the `EpochReport` of each epoch done; ``stop()`` ends it."""
+
+    def __init__(
+        self,
+        session: SparkSession,
+        build: Build,
+        names: list[str],
+        schema: StructType,
+        processes: int,
+        write: Write,
+        timeout: float | None,
+        columns: bool = False,
+    ) -> None:
+        self.session = session
+        self.processes = processes
+        self.schema = schema
+        self.write = write
+        self.epochs: list[EpochReport] = []
+        self.query: Any = None
+        self._state = [_Process() for _ in range(processes)]
+        self._changed = threading.Condition()
+        self._failure: BaseException | None = None
+        self._server = socket.create_server((driver_host(session.sparkContext), 0))
+        self._connections: list[tuple[socket.socket, Any]] = []
+        token = secrets.token_hex(16)
+        self.plan = StreamPlan(
+            build=build,
+            names=tuple(names),
+            schema=to_arrow_schema(schema),
+            processes=processes,
+            secret=secrets.token_bytes(32),
+            coordinator=self._server.getsockname()[:2],
+            token=token,
+            timeout=timeout,
+            columns=columns,
+        )
+        self._stage: threading.Thread | None = None
+
+    # Starting ---------------------------------------------------------------------------------------
+    def start(self, packed: DataFrame, trigger_seconds: float, checkpoint_location: str | None) -> None:
+        threading.Thread(target=self._accept, name="timely-stream-coordinator", daemon=True).start()
+        self._stage = threading.Thread(target=self._run_stage, name="timely-stream-stage", daemon=True)
+        self._stage.start()
+        with self._changed:
+            ready = self._changed.wait_for(
+                lambda: self._failure is not None or all(p.data for p in self._state), START_TIMEOUT
+            )
+        if self._failure is not None or not ready:
+            self._close_processes()
+            raise self._failure_error("the timely processes did not start")
+        writer = packed.writeStream.foreachBatch(self._epoch).trigger(processingTime=f"{trigger_seconds} seconds")
+        if checkpoint_location is not None:
+            writer = writer.option("checkpointLocation", checkpoint_location)
+        self.query = writer.start()
+
+    def _run_stage(self) -> None:
+        sc = self.session.sparkContext
+        try:
+            with quiet_pandas_warning():
+                sc.parallelize(range(self.processes), self.processes).barrier().mapPartitions(
+                    functools.partial(stream_process, self.plan)
+                ).collect()
+        except BaseException as e:
+            self._fail(e)
+
+    def _fail(self, error: BaseException) -> None:
+        with self._changed:
+            if self._failure is None:
+                self._failure = error
+            self._changed.notify_all()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._listen, args=(conn,), name="timely-stream-process", daemon=True).start()
+
+    def _listen(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rb") as reader:
+            hello = read_line(reader)
+            if not hello or hello.get("token") != self.plan.token:
+                return
+            index = int(hello["process"])
+            with self._changed:
+                self._connections.append((conn, conn.makefile("wb")))
+                self._state[index].data = (str(hello["data"][0]), int(hello["data"][1]))
+                self._changed.notify_all()
+            while (message := read_line(reader)) is not None:
+                with self._changed:
+                    process = self._state[index]
+                    if "error" in message:
+                        process.error = str(message["error"])
+                    elif "passed" in message:
+                        process.passed = max(process.passed, int(message["passed"]))
+                        if not message.get("again"):
+                            process.rows_in, process.rows_out = int(message["rows_in"]), int(message["rows_out"])
+                    self._changed.notify_all()
+
+    # Each micro-batch -----------------------------------------------------------------------------------
+    def _epoch(self, batch: DataFrame, batch_id: int) -> None:
+        epoch = int(batch_id)
+        began = time.perf_counter()
+        addresses = [p.data for p in self._state if p.data is not None]
+        self._check()
+        with quiet_pandas_warning():
+            batch.mapInArrow(functools.partial(feed_partition, self.plan, epoch, addresses), "rows long").collect()
+        fed = time.perf_counter()
+        self._broadcast({"commit": epoch})
+        with self._changed:
+            done = self._changed.wait_for(
+                lambda: (
+                    self._failure is not None
+                    or any(p.error for p in self._state)
+                    or all(p.passed >= epoch for p in self._state)
+                ),
+                self.plan.timeout,
+            )
+        self._check()
+        if not done:
+            raise SparkBridgeError(f"epoch {epoch} did not complete within {self.plan.timeout} s")
+        computed = time.perf_counter()
+        ids = self.session.range(0, self.processes, 1, self.processes).select(F.col("id").cast("int"))
+        with quiet_pandas_warning():
+            output = ids.mapInArrow(functools.partial(fetch_output, self.plan, epoch, addresses), self.schema)
+        output = output.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            rows = output.count()
+            self.write(output, epoch)
+        finally:
+            output.unpersist()
+        with self._changed:
+            rows_in = sum(p.rows_in for p in self._state)
+        self.epochs.append(EpochReport(epoch, rows_in, rows, time.perf_counter() - began, fed - began, computed - fed))
+
+    def _check(self) -> None:
+        with self._changed:
+            failed = self._failure is not None or any(p.error for p in self._state)
+        if failed:
+            raise self._failure_error("the stream's computation failed")
+
+    def _failure_error(self, what: str) -> SparkBridgeError:
+        errors = [f"timely process {i}: {p.error}" for i, p in enumerate(self._state) if p.error]
+        if errors:
+            return SparkBridgeError(f"{what}: " + "; ".join(errors))
+        if self._failure is not None:
+            return failure(self._failure) if isinstance(self._failure, Exception) else SparkBridgeError(what)
+        return SparkBridgeError(f"{what} within {START_TIMEOUT:.0f} s")
+
+    def _broadcast(self, message: dict[str, Any]) -> None:
+        with self._changed:
+            connections = list(self._connections)
+        for _, out in connections:
+            with contextlib.suppress(OSError, ValueError):
+                send_line(out, message)
+
+    # Ending ----------------------------------------------------------------------------------------------
+    def await_epochs(self, count: int, timeout: float) -> None:
+        """Wait until ``count`` epochs are done (for tests and demos)."""
+        deadline = time.monotonic() + timeout
+        while len(self.epochs) < count:
+            if self.query is not None and self.query.exception() is not None:
+                raise SparkBridgeError(f"the stream failed: {self.query.exception()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(self.epochs)} of {count} epochs done after {timeout} s")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop the query (after its current micro-batch), close the computation's inputs and
+        wait for it to end. Raises `SparkBridgeError` if the stream failed."""
+        query_error = None
+        if self.query is not None:
+            self.query.stop()
+            query_error = self.query.exception()
+        self._close_processes()
+        if self._failure is not None or any(p.error for p in self._state):
+            raise self._failure_error("the stream's computation failed")
+        if query_error is not None:
+            raise SparkBridgeError(f"the stream failed: {query_error}")
+
+    def _close_processes(self) -> None:
+        self._broadcast({"close": True})
+        if self._stage is not None:
+            self._stage.join(timeout=60.0)
+        with contextlib.suppress(OSError):
+            self._server.close()
+        with self._changed:
+            for conn, out in self._connections:
+                with contextlib.suppress(OSError, ValueError):
+                    out.close()
+                    conn.shutdown(socket.SHUT_RDWR)  # ends the listening thread's read
+
+    def __enter__(self) -> StreamRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"<StreamRun of {self.processes} processes, {len(self.epochs)} epochs done>"
