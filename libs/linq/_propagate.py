@@ -33,7 +33,6 @@ import numpy as np
 from timely import KeyedState, LoopContext, Timestamp
 
 from ._columns import (
-    EMPTY,
     Block,
     all_ints,
     block_of_codes,
@@ -48,8 +47,8 @@ from ._columns._codes import codes_of_values
 from ._errors import OperatorError
 from ._keys import KeyOf
 from ._lattice import Lattice
+from ._least import line_changes, rows_of, split_line
 from ._linear import Route, by_destination, changes_in, split_by
-from ._reduce import FEW_ROWS, accumulate
 from ._stateful import Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
 from ._trace import Batch, Rows, Spine, concat_rows, matches
 from .collection import Collection, _lattices, lattice_of, operator_name
@@ -215,32 +214,43 @@ class Propagate(Stateful):
                     spine.advance_to(epoch)
 
     def _evaluate(self, keys: np.ndarray, t: tuple[int, ...]) -> None:
-        acc, later = accumulate(self.proposals, keys, t)
-        if len(acc) and (acc.diffs < 0).any():
-            i = int(np.flatnonzero(acc.diffs < 0)[0])
-            node, label = values_of(acc.keys[i : i + 1])[0], values_of(acc.vals[0][i : i + 1])[0]
-            raise OperatorError(
-                f"{self.op}: label {label!r} of node {node!r} has multiplicity {int(acc.diffs[i])} at time {t}: "
-                "an edge or node was removed more often than it was added"
-            )
-        before, out_later = accumulate(self.labels, keys, t)
-        if len(acc) + len(before) <= FEW_ROWS and all_ints(acc.vals[0]):
-            delta = _changes_few(acc, before)
-        else:
-            new_keys, new_labels = _least(acc)
-            delta = concat_rows(
-                [Rows(new_keys, [new_labels], (), np.ones(len(new_keys), dtype=np.int64)), before.negated()], 1, 0
-            ).consolidated()
-        if len(delta):
-            changes = Rows.at(delta.keys, delta.vals, t, delta.diffs)
-            self.labels.insert(Batch(changes, tidy=True))
-            self.send_by(self.outputs[1], [block_of_codes([delta.keys, delta.vals[0]], 2, delta.diffs)], t)  # type: ignore[arg-type]
+        """``keys`` at ``t`` and at the later times of ``t``'s line (`_least`); the joins of
+        ``t`` with the rest of their history are scheduled."""
+        on_p, off_p = split_line(rows_of(self.proposals, keys), t)
+        on_l, off_l = split_line(rows_of(self.labels, keys), t)
+        changes = Batch(line_changes(on_p, on_l, keys, t, self.op))
+        if len(changes):
+            self.labels.insert(changes)
+            self._emit(changes)
             edges = self.edges.batches()
             if edges:
                 self._join(changes, edges, edges_first=False)
-        later = concat_rows([later, out_later], 0, self.ntimes)
+        later = concat_rows(
+            [Rows(off_p.keys, (), off_p.times, off_p.diffs), Rows(off_l.keys, (), off_l.times, off_l.diffs)],
+            0,
+            self.ntimes,
+        )
         if len(later):
             self._schedule(later, t)
+
+    def _emit(self, changes: Rows) -> None:
+        """The label changes out of the loop, one message per time."""
+        pos = changes.times[-1]
+        first = int(pos[0])
+        prefix = tuple(int(c[0]) for c in changes.times[:-1])
+        if int(pos.min()) == int(pos.max()):
+            self.send_by(
+                self.outputs[1], [block_of_codes([changes.keys, changes.vals[0]], 2, changes.diffs)], (*prefix, first)
+            )  # type: ignore[arg-type]
+            return
+        idx = np.argsort(pos, kind="stable")
+        pos = pos[idx]
+        starts = group_starts([pos]).tolist()
+        ends = [*starts[1:], len(idx)]
+        for s, e in zip(starts, ends):
+            rows = idx[s:e]
+            block = block_of_codes([changes.keys[rows], changes.vals[0][rows]], 2, changes.diffs[rows])
+            self.send_by(self.outputs[1], [block], (*prefix, int(pos[s])))  # type: ignore[arg-type]
 
     def _join(self, delta: Rows, batches: list[Batch], edges_first: bool) -> None:
         """Label changes with edges (or edge changes with labels): a proposal ``(dst, label
@@ -345,45 +355,6 @@ class Propagate(Stateful):
 
 def _recode(block: Block) -> list[np.ndarray]:
     return [codes_of(c) for c in block.cols]
-
-
-def _changes_few(acc: Rows, before: Rows) -> Rows:
-    """The new least label of each node less its old one, in Python (a few rows)."""
-    total: dict[tuple[int, int], int] = {}
-    seen = None
-    for k, label in zip(acc.keys.tolist(), acc.vals[0].tolist()):
-        if k != seen:  # rows are sorted by (node, label): the first of a node is its least
-            total[(k, label)] = 1
-            seen = k
-    for k, label, d in zip(before.keys.tolist(), before.vals[0].tolist(), before.diffs.tolist()):
-        total[(k, label)] = total.get((k, label), 0) - d
-    rows = sorted(r for r, d in total.items() if d)
-    if not rows:
-        return Rows.empty(1, 0)
-    out = np.array(rows, dtype=np.int64).reshape(len(rows), 2)
-    return Rows(out[:, 0], [out[:, 1]], (), np.array([total[r] for r in rows], dtype=np.int64))
-
-
-def _least(acc: Rows) -> tuple[np.ndarray, np.ndarray]:
-    """Per node the least label with a positive count (rows sorted by node, then label)."""
-    if not len(acc):
-        return EMPTY, EMPTY
-    labels = acc.vals[0]
-    if all_ints(labels):
-        # sorted by (node, label): the first row of each node holds its least label
-        starts = group_starts([acc.keys])
-        return acc.keys[starts], labels[starts]
-    keys = acc.keys
-    starts = group_starts([keys]).tolist()
-    ends = [*starts[1:], len(keys)]
-    values = values_of(labels)
-    least = []
-    for s, e in zip(starts, ends):
-        try:
-            least.append(min(values[s:e]))
-        except TypeError as exc:
-            raise OperatorError(f"labels must be comparable: {exc}") from exc
-    return keys[starts], codes_of_values(least, len(least))
 
 
 def _add(labels: np.ndarray, weights: np.ndarray, op: str) -> np.ndarray:
