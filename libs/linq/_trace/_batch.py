@@ -141,15 +141,7 @@ class Batch(Rows):
         if not n or self.kmin > self.kmax:
             return None
         if n <= FEW_KEYS:
-            kmin, kmax = self.kmin, self.kmax
-            ukeys, starts = self.ukeys, self.starts
-            spans = []
-            for k in keys.tolist():
-                if k < kmin or k > kmax:
-                    continue
-                pos = int(ukeys.searchsorted(k))
-                if ukeys[pos] == k:
-                    spans.append((int(starts[pos]), int(starts[pos + 1])))
+            spans = [s for s in map(self.span, keys.tolist()) if s is not None]
             if not spans:
                 return None
             if len(spans) == 1:
@@ -162,6 +154,15 @@ class Batch(Rows):
             return None
         where = where[found]
         return ranges(self.starts[where], self.starts[where + 1])
+
+    def span(self, key: int) -> tuple[int, int] | None:
+        """Where the rows of ``key`` begin and end (None: it has none)."""
+        if key < self.kmin or key > self.kmax:
+            return None
+        pos = int(self.ukeys.searchsorted(key))
+        if self.ukeys[pos] != key:
+            return None
+        return int(self.starts[pos]), int(self.starts[pos + 1])
 
     def key_ranges(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each of ``keys`` (any order, repeats allowed): where its rows begin and end."""
@@ -183,6 +184,23 @@ def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> 
     per batch: one searchsorted for all keys, `numpy.repeat` on the left, ranges on the right."""
     lefts: list[np.ndarray] = []
     rights: list[Rows] = []
+    if len(keys) <= FEW_KEYS:  # an update's case: look each key up, build no arrays per key
+        ks = keys.tolist()
+        for batch in batches:
+            found = [(i, s) for i, s in enumerate(map(batch.span, ks)) if s is not None]
+            if not found:
+                continue
+            if len(found) == 1:
+                i, (lo, hi) = found[0]
+                lefts.append(np.full(hi - lo, i, dtype=np.int64))
+                rights.append(batch.take(slice(lo, hi)))
+                continue
+            counts = [hi - lo for _, (lo, hi) in found]
+            lefts.append(np.repeat(np.array([i for i, _ in found], dtype=np.int64), counts))
+            rights.append(batch.take(np.concatenate([np.arange(lo, hi) for _, (lo, hi) in found])))
+        if not rights:
+            return None
+        return np.concatenate(lefts), concat_rows(rights, nvals, ntimes)
     for batch in batches:
         lo, hi = batch.key_ranges(keys)
         counts = hi - lo
