@@ -25,7 +25,9 @@ a Python path per node for the minimum, and other weights per proposal.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import chain
 from operator import itemgetter
+from time import perf_counter
 from typing import Any
 
 import numpy as np
@@ -56,6 +58,10 @@ from .collection import Collection, _lattices, lattice_of, operator_name
 __all__ = ["Propagate", "by_size", "propagate"]
 
 EDGES, NODES, PROPOSALS = 0, 1, 2
+
+ITERATE_SECONDS = 0.1
+"""At most this long in one callback on the later iterations of a loop (`Propagate._iterate`):
+then the runtime gets its turn, and the rest waits for its notifications."""
 
 
 def propagate(
@@ -117,6 +123,8 @@ class Propagate(Stateful):
         """Per time: input rows to absorb, and arrays of keys to evaluate there (TR §4.3)."""
         self.staged_edges: dict[tuple[int, ...], list[Rows]] = {}
         """Per time: edge changes, arranged when the time is complete."""
+        self.requested: set[tuple[int, ...]] = set()
+        """Times of ``staged`` whose notification has been asked for and not yet delivered."""
 
     # Receiving ---------------------------------------------------------------------------------
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
@@ -131,6 +139,7 @@ class Propagate(Stateful):
             self._nodes(block, t)
         else:
             self._stage(Rows.at(codes_of(block.cols[0]), [codes_of(block.cols[1])], t, block.diffs), t)
+        self._request()
 
     def _edges(self, block: Block, t: tuple[int, ...]) -> None:
         width = 3 if self.weighted else 2
@@ -181,17 +190,58 @@ class Propagate(Stateful):
             u = (*t[:-1], t[-1] + int(offsets[s]))
             self._stage(Rows.at(node[rows], [label[rows]], u, block.diffs[rows]), u)
 
-    def _stage(self, rows: Rows, t: tuple[int, ...]) -> None:
+    def _stage(self, rows: Rows | np.ndarray, t: tuple[int, ...]) -> None:
+        """Rows to absorb (or keys to evaluate) at ``t``; the notification is asked for by
+        `_request` once the callback has done what it can itself."""
         staged = self.staged.get(t)
         if staged is None:
             self.staged[t] = [rows]
-            self.notify_at(t)  # type: ignore[arg-type]
         else:
             staged.append(rows)
+
+    def _request(self) -> None:
+        for t in self.staged:
+            if t not in self.requested:
+                self.requested.add(t)
+                self.notify_at(t)  # type: ignore[arg-type]
 
     # The min-reduce, then the join ---------------------------------------------------------------
     def on_notify(self, time: Timestamp) -> None:
         t = tuple(time)
+        self.requested.discard(t)
+        self._process(t)
+        if self.peers == 1:
+            self._iterate(t)
+        self._request()
+        epoch = self.epoch_completed(t)
+        if epoch is not None:
+            if self.staged or self.staged_edges:
+                epoch = min(epoch, *(s[0] for s in self.staged), *(s[0] for s in self.staged_edges))
+            if self.compaction(epoch):
+                for spine in (self.edges, self.proposals, self.labels):
+                    spine.advance_to(epoch)
+
+    def _iterate(self, t: tuple[int, ...]) -> None:
+        """With one worker, the later times of ``t``'s line, in order, while nothing else can
+        arrive before them: inputs enter at loop counter 0, so once ``t`` is complete any input
+        at or before ``(t[:-1], x)`` has arrived, and the proposals this vertex sends round the
+        loop come back to itself (it keeps them, `_send_at`). A time of ``staged`` at or before
+        the next one (another epoch in flight) stops it, as does `ITERATE_SECONDS`."""
+        deadline = perf_counter() + ITERATE_SECONDS
+        prefix = t[:-1]
+        while perf_counter() < deadline:
+            line = [u for u in self.staged if u[:-1] == prefix and u[-1] > t[-1]]
+            if not line:
+                return
+            u = min(line)
+            for s in chain(self.staged, self.staged_edges):
+                if s != u and all(a <= b for a, b in zip(s, u)):
+                    return
+            self._process(u)
+            t = u
+
+    def _process(self, t: tuple[int, ...]) -> None:
+        """What is staged at ``t``: edge changes, proposals, keys to evaluate."""
         if self.staged_edges:
             self._absorb_edges(t)
         staged = self.staged.pop(t, None)
@@ -205,13 +255,6 @@ class Propagate(Stateful):
             if keys:
                 ukeys = distinct(np.concatenate(keys)) if len(keys) > 1 else keys[0]
                 self._evaluate(ukeys, t)
-        epoch = self.epoch_completed(t)
-        if epoch is not None:
-            if self.staged or self.staged_edges:
-                epoch = min(epoch, *(s[0] for s in self.staged), *(s[0] for s in self.staged_edges))
-            if self.compaction(epoch):
-                for spine in (self.edges, self.proposals, self.labels):
-                    spine.advance_to(epoch)
 
     def _evaluate(self, keys: np.ndarray, t: tuple[int, ...]) -> None:
         """``keys`` at ``t`` and at the later times of ``t``'s line (`_least`); the joins of
@@ -282,11 +325,14 @@ class Propagate(Stateful):
             self._send_at(dst[rows], label[rows], diffs[rows], tuple(int(c[s]) for c in times))
 
     def _send_at(self, dst: np.ndarray, label: np.ndarray, diffs: np.ndarray, u: tuple[int, ...]) -> None:
-        block = block_of_codes([dst, label], 2, diffs)  # values, not codes (ints are both)
+        """Proposals at ``u``, for the next iteration: kept (one worker: the feedback would
+        bring them back here, `_iterate`), or sent round the loop to their nodes' workers."""
         peers = self.peers
         if peers == 1:
-            self.send_by(self.outputs[0], [block], u)  # type: ignore[arg-type]
+            v = (*u[:-1], u[-1] + 1)
+            self._stage(Rows.at(dst, [label], v, diffs), v)
             return
+        block = block_of_codes([dst, label], 2, diffs)  # values, not codes (ints are both)
         self.send_by(self.outputs[0], split_by(block, route_of(dst) % peers, peers), u)  # type: ignore[arg-type]
 
     def _schedule(self, later: Rows, t: tuple[int, ...]) -> None:
@@ -298,13 +344,7 @@ class Propagate(Stateful):
         ends = [*starts[1:], len(idx)]
         for s, e in zip(starts, ends):
             u = tuple(int(c[s]) for c in times)
-            ks = distinct(keys[s:e], ordered=True)
-            staged = self.staged.get(u)
-            if staged is None:
-                self.staged[u] = [ks]  # type: ignore[list-item]
-                self.notify_at(u)  # type: ignore[arg-type]
-            else:
-                staged.append(ks)  # type: ignore[arg-type]
+            self._stage(distinct(keys[s:e], ordered=True), u)
 
     # Checkpoints -------------------------------------------------------------------------------
     def checkpoint(self) -> KeyedState | None:
