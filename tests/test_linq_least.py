@@ -18,11 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from libs.linq import OperatorError
-from libs.linq import _least
+from libs.linq import OperatorError, _least
 from libs.linq._columns import codes_of, values_of
 from libs.linq._columns._codes import codes_of_values
-from libs.linq._trace import Rows
+from libs.linq._trace import Batch, Rows
 
 Time = tuple[int, ...]
 Row = tuple[int, Any, Time, int]
@@ -129,3 +128,68 @@ def test_a_negative_count_of_a_proposal_at_t_is_an_error(few: int) -> None:
     proposals = [(3, 5, (0, 0, 1), 1), (3, 5, (0, 0, 2), -2), (3, 9, (0, 0, 0), 1)]
     with pytest.raises(OperatorError, match="label 5 of node 3 has multiplicity -1"):
         _check(proposals, [], (0, 0, 2), few)
+
+
+# Changes that cannot move a label ----------------------------------------------------------------
+
+
+@st.composite
+def consistent(draw: st.DrawFn) -> tuple[list[Row], list[Row], list[Row], Time]:
+    """A proposals history on one line, the labels evaluation would keep for it (the least
+    proposal at every line time), and changes to the proposals at ``t``."""
+    t = (1, 0, draw(st.integers(0, 6)))
+    row = st.tuples(st.sampled_from(KEYS), st.integers(0, 12), st.tuples(st.just(1), st.just(0), st.integers(0, 9)))
+    proposals = [(k, lab, time, 1) for k, lab, time in draw(st.lists(row, max_size=30))]
+    labels: list[Row] = []
+    for key in KEYS:
+        before: Any = None
+        for x in range(10):
+            now = _least_positive(proposals, key, (1, 0, x))
+            if now != before:
+                if before is not None:
+                    labels.append((key, before, (1, 0, x), -1))
+                if now is not None:
+                    labels.append((key, now, (1, 0, x), 1))
+                before = now
+    change = st.tuples(st.sampled_from(KEYS), st.integers(0, 12), st.sampled_from([1, -1]))
+    delta = []
+    for key, lab, d in draw(st.lists(change, max_size=6)):
+        if d < 0 and _accumulated(proposals + delta, key, t).get(lab, 0) <= 0:
+            continue  # remove only what is there
+        delta.append((key, lab, t, d))
+    return proposals, labels, delta, t
+
+
+@pytest.mark.parametrize("few", [0, 10**9], ids=["columns", "python"])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=consistent())
+def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(few: int, case: Any) -> None:
+    proposals, labels, delta, t = case
+    if not delta:
+        return
+    old = _least.FEW_ROWS
+    _least.FEW_ROWS = few
+    try:
+        changes = Batch(_rows(delta, 3))
+        said = _least.unchanged(changes, _rows(labels, 3), t)
+    finally:
+        _least.FEW_ROWS = old
+    keys = changes.ukeys.tolist()
+    for key, same in zip(keys, said.tolist(), strict=True):
+        if same:
+            for x in range(t[-1], 12):
+                at = (1, 0, x)
+                assert _least_positive(proposals + delta, key, at) == _least_positive(proposals, key, at), (key, x)
+
+
+def test_adding_a_proposal_no_better_than_the_label_leaves_the_key_alone() -> None:
+    labels = [(3, 4, (1, 0, 2), 1), (3, 4, (1, 0, 5), -1), (3, 2, (1, 0, 5), 1)]
+    t = (1, 0, 3)
+    for change, same in (((3, 4, t, 1), True), ((3, 3, t, 1), False), ((3, 9, t, -1), True), ((3, 4, t, -1), False)):
+        for few in (0, 10**9):
+            _least.FEW_ROWS, old = few, _least.FEW_ROWS
+            try:
+                said = _least.unchanged(Batch(_rows([change], 3)), _rows(labels, 3), t)
+            finally:
+                _least.FEW_ROWS = old
+            assert said.tolist() == [same], (change, few)

@@ -37,9 +37,9 @@ import numpy as np
 
 from ._columns import EMPTY, all_ints, consolidate, distinct, group_starts, ranges, values_of
 from ._errors import OperatorError
-from ._trace import Rows, Spine, concat_rows
+from ._trace import Batch, Rows, Spine, concat_rows
 
-__all__ = ["FEW_ROWS", "line_changes", "rows_of", "split_line"]
+__all__ = ["FEW_ROWS", "line_changes", "rows_of", "split_line", "unchanged"]
 
 FEW_ROWS = 192
 """Up to this many history rows, `line_changes` works in Python (no numpy call per step)."""
@@ -299,3 +299,92 @@ def _negative(op: str, key: int, label: int, count: int, t: Time) -> OperatorErr
         f"{op}: label {value!r} of node {node!r} has multiplicity {count} at time {t}: "
         "an edge or node was removed more often than it was added"
     )
+
+
+# Changes that cannot move a label ------------------------------------------------------------------
+
+
+def unchanged(delta: Batch, labels: Rows, t: Time) -> np.ndarray:
+    """Which keys of ``delta`` (proposal changes at ``t``, a `Batch`) keep their labels at every
+    time of ``t``'s line, read from their ``labels`` rows alone (all on the line; rows of
+    other keys are ignored).
+
+    A key's labels are consistent when at each line time exactly one label has count 1, and
+    then it is the least proposal there (what evaluation maintains; a key evaluated later
+    anyway is not asked about). Adding a proposal no smaller than every label of the line, or
+    removing one greater than all of them, changes no least proposal: the key need not be
+    evaluated, nor its proposals read (half the keys of a batch of edge changes, most keys of
+    a shortest-paths update)."""
+    keys = delta.ukeys
+    out = np.zeros(len(keys), dtype=bool)
+    if not len(keys) or not len(labels) or not all_ints(labels.vals[0]) or not all_ints(delta.vals[0]):
+        return out
+    if len(labels) <= FEW_ROWS // 4:
+        return _unchanged_python(delta, labels, t)
+    td = t[-1]
+    rank = np.searchsorted(keys, labels.keys)
+    mine = keys[np.minimum(rank, len(keys) - 1)] == labels.keys
+    if not mine.all():
+        labels, rank = labels.take(mine), rank[mine]
+    pos = np.maximum(labels.times[-1], td)
+    # each label's count never negative; the greatest label present at some line time
+    (r, label, _), count = consolidate([rank, labels.vals[0], pos], labels.diffs, runs=True)
+    running = _running(count, r, label)
+    bad = np.zeros(len(keys), dtype=bool)
+    bad[r[running < 0]] = True
+    present = running > 0
+    greatest = np.full(len(keys), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(greatest, r[present], label[present])
+    labelled = np.zeros(len(keys), dtype=bool)
+    labelled[r[present]] = True
+    # one label in all at each line time, t's own included
+    (r, at), count = consolidate([rank, pos], labels.diffs)
+    bad[r[_running(count, r) != 1]] = True
+    first = group_starts([r])
+    bad[r[first[at[first] != td]]] = True
+    # the changes: the least added no smaller, the least removed greater, than every label
+    which = np.repeat(np.arange(len(keys)), np.diff(delta.starts))
+    added = delta.diffs > 0
+    least_added = np.full(len(keys), NONE, dtype=np.int64)
+    np.minimum.at(least_added, which[added], delta.vals[0][added])
+    least_removed = np.full(len(keys), NONE, dtype=np.int64)
+    np.minimum.at(least_removed, which[~added], delta.vals[0][~added])
+    return labelled & ~bad & (least_added >= greatest) & (least_removed > greatest)
+
+
+def _unchanged_python(delta: Batch, labels: Rows, t: Time) -> np.ndarray:
+    """`unchanged` key by key, for a few rows."""
+    td = t[-1]
+    rows: dict[int, list[tuple[int, int, int]]] = {}
+    for k, x, label, d in zip(
+        labels.keys.tolist(), labels.times[-1].tolist(), labels.vals[0].tolist(), labels.diffs.tolist()
+    ):
+        rows.setdefault(k, []).append((max(x, td), label, d))
+    starts = delta.starts.tolist()
+    vals, diffs = delta.vals[0].tolist(), delta.diffs.tolist()
+    out = []
+    for i, k in enumerate(delta.ukeys.tolist()):
+        history = rows.get(k)
+        if history is None:
+            out.append(False)
+            continue
+        history.sort()
+        acc: dict[int, int] = {}
+        greatest = None
+        ok = history[0][0] == td  # a label at t itself
+        for j, (x, label, d) in enumerate(history if ok else ()):
+            acc[label] = acc.get(label, 0) + d
+            if j + 1 < len(history) and history[j + 1][0] == x:
+                continue
+            present = [lab for lab, c in acc.items() if c]
+            if len(present) != 1 or acc[present[0]] != 1:
+                ok = False
+                break
+            greatest = present[0] if greatest is None else max(greatest, present[0])
+        if ok and greatest is not None:
+            for j in range(starts[i], starts[i + 1]):
+                if (diffs[j] > 0 and vals[j] < greatest) or (diffs[j] < 0 and vals[j] <= greatest):
+                    ok = False
+                    break
+        out.append(ok and greatest is not None)
+    return np.array(out, dtype=bool)

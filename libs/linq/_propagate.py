@@ -49,7 +49,7 @@ from ._columns._codes import codes_of_values
 from ._errors import OperatorError
 from ._keys import KeyOf
 from ._lattice import Lattice
-from ._least import line_changes, rows_of, split_line
+from ._least import line_changes, rows_of, split_line, unchanged
 from ._linear import Route, by_destination, changes_in, split_by
 from ._stateful import Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
 from ._trace import Batch, Rows, Spine, concat_rows, matches
@@ -251,10 +251,22 @@ class Propagate(Stateful):
             if len(rows):
                 batch = Batch(rows)
                 self.proposals.insert(batch)
-                keys.append(batch.ukeys)
+                keys.append(self._touched(batch, t))
             if keys:
                 ukeys = distinct(np.concatenate(keys)) if len(keys) > 1 else keys[0]
                 self._evaluate(ukeys, t)
+
+    def _touched(self, delta: Batch, t: tuple[int, ...]) -> np.ndarray:
+        """The keys of proposal changes at ``t`` whose labels may change (`_least.unchanged`).
+        Only when no row of either arrangement lies off ``t``'s line (no other epoch in flight,
+        no later outer iteration): the key's joins with such rows would need evaluating too."""
+        prefix = t[:-1]
+        for spine in (self.proposals, self.labels):
+            for b in spine.batches():
+                if any(u > c for u, c in zip(b.upper[:-1], prefix)):
+                    return delta.ukeys
+        keep = ~unchanged(delta, rows_of(self.labels, delta.ukeys), t)
+        return delta.ukeys if keep.all() else delta.ukeys[keep]
 
     def _evaluate(self, keys: np.ndarray, t: tuple[int, ...]) -> None:
         """``keys`` at ``t`` and at the later times of ``t``'s line (`_least`); the joins of
