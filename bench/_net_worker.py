@@ -291,7 +291,7 @@ class _RawPeer(asyncio.Protocol):
 
 
 async def _raw_rounds(args: argparse.Namespace) -> dict[str, Any]:
-    from timely.cli import cluster_from_env
+    from timely._runtime.config import cluster_from_env
 
     cluster = cluster_from_env()
     if cluster is None:

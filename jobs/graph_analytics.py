@@ -125,13 +125,13 @@ def edge_changes(
     out = []
     for _ in range(epochs):
         batch: list[tuple[int, int, int]] = []
-        removed = set()
+        removed: set[tuple[int, int]] = set()
         while len(removed) < changes // 2:
             edge = order[int(rng.integers(len(order)))]
             if edge in present and edge not in removed:
                 removed.add(edge)
                 batch.append((*edge, -1))
-        added = set()
+        added: set[tuple[int, int]] = set()
         while len(added) < changes - changes // 2:
             a, b = (int(x) for x in rng.integers(0, nodes, size=2))
             if a != b and (a, b) not in present and (a, b) not in added:

@@ -19,6 +19,7 @@ _NONE = 0x9E3779B9
 
 
 def stable_hash(key: Any) -> int:
+    """A hash of ``key`` that is the same in every process (see the module's docstring)."""
     t = type(key)
     if t is int:
         return key  # type: ignore[no-any-return]

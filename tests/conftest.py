@@ -1,12 +1,22 @@
-"""Shared fixtures. Every test dataflow runs with one worker and with several workers in the
-process (the ``workers`` fixture); each computation runs under a timeout."""
+"""Shared fixtures: ``mode`` runs a test dataflow in every mode (one process with one and
+several workers, simulated processes with several seeds, real processes over TCP; see
+tests/support/modes.py), ``workers`` runs a one-process test with one and with several workers.
+Each computation runs under a timeout."""
 
 from __future__ import annotations
 
 import pytest
 
-TIMEOUT = 30.0
-"""Seconds any single test computation may take before it fails with an explanation."""
+from tests.support import TIMEOUT
+from tests.support.modes import EVERY_MODE, Mode
+
+__all__ = ["TIMEOUT"]  # for test files written before tests.support held it
+
+
+@pytest.fixture(params=EVERY_MODE, ids=str)
+def mode(request: pytest.FixtureRequest) -> Mode:
+    """Where the test's dataflow runs: one of `tests.support.modes.EVERY_MODE`."""
+    return request.param  # type: ignore[no-any-return]
 
 
 @pytest.fixture(params=[1, 3], ids=["w1", "w3"])

@@ -1,91 +1,198 @@
 """Building a dataflow: scopes, streams, inputs, probes (the user's side of layer 3).
 
-`build(scope)` receives the root `Scope`. Streams are the outputs of stages; calling
-``stream.stage(...)`` (or a shortcut such as ``stream.map``) adds a stage that reads it.
-Nothing runs while building; the runtime binds inputs and probes when the computation
-starts, so handles created here work afterwards.
+`build(scope)` receives the root `Scope` of a `Dataflow`. Streams are the outputs of stages;
+calling ``stream.stage(...)`` (or a shortcut such as ``stream.map``) adds a stage that reads
+it. Nothing runs while building. When the computation starts, the runtime freezes the
+dataflow's graph and hands every handle made while building its running side through
+`Dataflow.bind`: the runtime implements the `Binder` protocol declared here, and the handles
+see only the `InputBinding` and `ProbeBinding` protocols, so handles created while building
+work afterwards without the runtime touching their insides.
+
+Why about 440 lines in one module: this is the whole building API a user meets (scopes, streams,
+inputs, probes) with the one interface the runtime implements to bind them (`Binder`), so that
+a handle's private state is touched only here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from .errors import ComputationFailed, ScopeError, TimelyError
-from .graph import GraphBuilder, StageKind
+from .graph import FrozenGraph, GraphBuilder, StageKind
 from .operators import Collect, Filter, FlatMap, Forward, Inspect, InspectBatch, Map, ProbeVertex
 from .progress import Antichain, PathSummary
 from .timestamp import Timestamp
 from .vertex import Vertex
 
-__all__ = ["Scope", "Stream", "Input", "Probe", "Subscription"]
+__all__ = [
+    "Binder",
+    "Dataflow",
+    "Input",
+    "InputBinding",
+    "Probe",
+    "ProbeBinding",
+    "Scope",
+    "Source",
+    "Stream",
+    "Subscription",
+    "as_time",
+]
 
 Partition = Callable[[Any], int]
 VertexFactory = Callable[[], Vertex]
+T = TypeVar("T")
+
+
+# What the runtime implements ---------------------------------------------------------------------
+
+
+class InputBinding(Protocol):
+    """The running side of an `Input`: takes its records and epochs into the computation."""
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The computation's failure, if it has failed."""
+
+    def send(self, records: Iterable[Any]) -> None: ...
+
+    def advance_to(self, epoch: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class ProbeBinding(Protocol):
+    """The running side of a `Probe` (or a `Subscription`): the frontier at its location."""
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The computation's failure, if it has failed."""
+
+    def frontier(self) -> Antichain: ...
+
+
+class Binder(Protocol):
+    """What a starting computation offers the handles of its dataflow: a running side for each.
+
+    `Dataflow.bind` calls it once per handle, in the order the handles were made.
+    """
+
+    def bind_input(self, handle: Input, stage: int, throttle: tuple[Probe, int] | None) -> InputBinding: ...
+
+    def bind_probe(self, handle: Probe, stage: int) -> ProbeBinding: ...
+
+    def bind_subscription(
+        self, handle: Subscription, stage: int, fn: Callable[[Timestamp, list[Any]], None]
+    ) -> ProbeBinding: ...
+
+
+# The dataflow ---------------------------------------------------------------------------------------
+
+
+class Dataflow:
+    """One process's dataflow: the graph being built, the handles made while building it, and
+    where this process stands (every process builds the same dataflow: SPMD).
+
+    ``Dataflow(...).root`` is the scope `build(scope)` receives; `freeze` seals the graph and
+    `bind` gives the handles their running side.
+    """
+
+    def __init__(self, process_index: int = 0, processes: int = 1, workers: int = 1) -> None:
+        self.process_index = process_index
+        self.processes = processes
+        self.workers = workers
+        self.graph = GraphBuilder()
+        self.inputs: list[Input] = []
+        self.probes: list[Probe] = []
+        self.subscriptions: list[Subscription] = []
+        self.root = Scope._of(self, 0)
+
+    @classmethod
+    def build(
+        cls, build: Callable[[Scope], T], process_index: int = 0, processes: int = 1, workers: int = 1
+    ) -> tuple[Dataflow, T, FrozenGraph]:
+        """Run ``build`` on a new dataflow's root scope and freeze the graph it made."""
+        dataflow = cls(process_index, processes, workers)
+        result = build(dataflow.root)
+        return dataflow, result, dataflow.freeze()
+
+    def freeze(self) -> FrozenGraph:
+        """Check and seal the graph: no stage can be added afterwards."""
+        return self.graph.freeze()
+
+    def bind(self, binder: Binder) -> None:
+        """Give every handle of this dataflow its running side, taken from ``binder``."""
+        for i in self.inputs:
+            i._attach(binder.bind_input(i, i.source.stage, i._throttle))
+        for p in self.probes:
+            p._attach(binder.bind_probe(p, p._stage))
+        for s in self.subscriptions:
+            s._attach(binder.bind_subscription(s, s._stage, s.fn))
 
 
 class Scope:
     """Where stages are created: the root scope, or a `LoopContext` (a scope inside a loop)."""
 
-    _builder: GraphBuilder
+    _dataflow: Dataflow
     _context: int
-    _inputs: list[Input]
-    _probes: list[Probe]
-    _subscriptions: list[Subscription]
 
     def __init__(self) -> None:
         raise TypeError("scopes are made by timely: use the scope passed to build(scope)")
 
-    _process_index: int
-    _processes: int
-    _workers: int
-
     @classmethod
-    def _root(cls, process_index: int = 0, processes: int = 1, workers: int = 1) -> Scope:
+    def _of(cls, dataflow: Dataflow, context: int) -> Scope:
         self = object.__new__(cls)
-        self._process_index, self._processes, self._workers = process_index, processes, workers
-        self._builder = GraphBuilder()
-        self._context = 0
-        self._inputs = []
-        self._probes = []
-        self._subscriptions = []
+        self._dataflow = dataflow
+        self._context = context
         return self
 
     @property
+    def dataflow(self) -> Dataflow:
+        """The dataflow this scope adds stages to."""
+        return self._dataflow
+
+    @property
+    def context(self) -> int:
+        """The index of this scope's loop context in the graph (0: the root scope)."""
+        return self._context
+
+    @property
     def name(self) -> str:
-        return self._builder.contexts[self._context].name
+        return self._dataflow.graph.contexts[self._context].name
 
     @property
     def depth(self) -> int:
         """How many loop contexts enclose this scope."""
-        return self._builder.contexts[self._context].depth
-
-    @property
-    def _root_scope(self) -> Scope:
-        return self
+        return self._dataflow.graph.contexts[self._context].depth
 
     @property
     def process_index(self) -> int:
         """Which process is building (every process runs the same build: SPMD)."""
-        return self._root_scope._process_index
+        return self._dataflow.process_index
 
     @property
     def processes(self) -> int:
-        return self._root_scope._processes
+        return self._dataflow.processes
 
     @property
     def peers(self) -> int:
         """Workers in the whole computation: processes times workers per process."""
-        root = self._root_scope
-        return root._processes * root._workers
+        return self._dataflow.processes * self._dataflow.workers
 
     def new_input(self, name: str) -> Input:
         """An input fed from outside, epoch by epoch (only in the root scope)."""
         if self._context != 0:
             raise ScopeError(f"inputs belong to the root scope, not to loop {self.name!r}")
-        index = self._builder.add_stage(name, StageKind.INPUT, 0, None, 0, [PathSummary.identity(0)])
+        index = self._dataflow.graph.add_stage(name, StageKind.INPUT, 0, None, 0, [PathSummary.identity(0)])
         stream = Input(self, index)
-        self._root_scope._inputs.append(stream)
+        self._dataflow.inputs.append(stream)
         return stream
 
     def stage(
@@ -106,12 +213,12 @@ class Scope:
         for s in inputs:
             if not isinstance(s, Stream):
                 raise TypeError(f"stage {name!r}: inputs must be Streams, got {s!r}")
-            if s._scope._builder is not self._builder:
+            if s.scope.dataflow is not self._dataflow:
                 raise ScopeError(f"stage {name!r}: a stream from another dataflow was given as input")
-            if s._context != self._context:
+            if s.scope is not self:
                 raise ScopeError(
                     f"stage {name!r} is in scope {self.name or '<root>'!r} but its input from "
-                    f"{s._source_name!r} belongs to scope {s._scope_name or '<root>'!r}; "
+                    f"{s.source_name!r} belongs to scope {s.scope.name or '<root>'!r}; "
                     "use LoopContext.ingress / egress to move streams between loops"
                 )
         if callable(exchange) or exchange is None:
@@ -121,11 +228,10 @@ class Scope:
         if not callable(factory):
             raise TypeError(f"stage {name!r}: factory must be a Vertex class or a callable making one")
         summaries = [PathSummary.identity(self.depth)] * outputs
-        index = self._builder.add_stage(
-            name, StageKind.VERTEX, self._context, factory, len(inputs), summaries, partitions
-        )
+        graph = self._dataflow.graph
+        index = graph.add_stage(name, StageKind.VERTEX, self._context, factory, len(inputs), summaries, partitions)
         for port, s in enumerate(inputs):
-            self._builder.connect(s._stage, s._port, index, port)
+            graph.connect(s.source.stage, s.source.port, index, port)
         streams = tuple(Stream(self, index, p) for p in range(outputs))
         return streams[0] if outputs == 1 else streams
 
@@ -134,34 +240,34 @@ class Scope:
         return self.stage(name, Forward, streams)  # type: ignore[no-any-return]
 
 
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a stream's records come from: output ``port`` of the stage with index ``stage``."""
+
+    stage: int
+    port: int
+
+
 class Stream:
     """The records leaving one output of one stage, over time."""
 
-    __slots__ = ("_port", "_scope", "_stage")
+    __slots__ = ("_scope", "source")
 
     def __init__(self, scope: Scope, stage: int, port: int = 0) -> None:
         self._scope = scope
-        self._stage = stage
-        self._port = port
-
-    @property
-    def _context(self) -> int:
-        return self._scope._context
-
-    @property
-    def _scope_name(self) -> str:
-        return self._scope.name
-
-    @property
-    def _source_name(self) -> str:
-        return self._scope._builder.stages[self._stage].name
+        self.source = Source(stage, port)
 
     @property
     def scope(self) -> Scope:
         return self._scope
 
+    @property
+    def source_name(self) -> str:
+        """The full name of the stage this stream leaves."""
+        return self._scope.dataflow.graph.stages[self.source.stage].name
+
     def __repr__(self) -> str:
-        return f"<Stream from {self._source_name}[{self._port}]>"
+        return f"<Stream from {self.source_name}[{self.source.port}]>"
 
     # Adding stages ----------------------------------------------------------------------
     def stage(
@@ -200,41 +306,45 @@ class Stream:
 
     def probe(self, name: str | None = None) -> Probe:
         """A handle that tells which times can still appear on this stream."""
-        root = self._scope._root_scope
-        index = self._scope._builder.add_stage(
-            name or f"probe{len(root._probes)}", StageKind.PROBE, self._context, ProbeVertex, 1, []
+        dataflow = self._scope.dataflow
+        index = dataflow.graph.add_stage(
+            name or f"probe{len(dataflow.probes)}", StageKind.PROBE, self._scope.context, ProbeVertex, 1, []
         )
-        self._scope._builder.connect(self._stage, self._port, index, 0)
+        dataflow.graph.connect(self.source.stage, self.source.port, index, 0)
         probe = Probe(self._scope, index)
-        root._probes.append(probe)
+        dataflow.probes.append(probe)
         return probe
 
     def subscribe(self, fn: Callable[[Timestamp, list[Any]], None], name: str | None = None) -> Subscription:
         """Call ``fn(time, records)`` once per completed time that has records, in time order,
         with this process's records of that time (root scope only)."""
-        if self._context != 0:
+        if self._scope.context != 0:
             raise ScopeError("subscribe reads a stream of the root scope; use loop.egress first")
-        root = self._scope._root_scope
-        index = self._scope._builder.add_stage(
-            name or f"subscribe{len(root._subscriptions)}", StageKind.PROBE, 0, Collect, 1, []
+        dataflow = self._scope.dataflow
+        index = dataflow.graph.add_stage(
+            name or f"subscribe{len(dataflow.subscriptions)}", StageKind.PROBE, 0, Collect, 1, []
         )
-        self._scope._builder.connect(self._stage, self._port, index, 0)
+        dataflow.graph.connect(self.source.stage, self.source.port, index, 0)
         sub = Subscription(self._scope, index, fn)
-        root._subscriptions.append(sub)
+        dataflow.subscriptions.append(sub)
         return sub
 
 
 class _Bound:
-    """Something the runtime binds when the computation starts."""
+    """A handle whose running side the runtime gives it when the computation starts."""
 
     _binding: Any = None
+
+    def _attach(self, binding: Any) -> None:
+        self._binding = binding
 
     def _bound(self) -> Any:
         binding = self._binding
         if binding is None:
             raise TimelyError(f"{self!r} is not running yet: start the computation with timely.execute")
-        if binding.runtime.failure is not None:
-            raise ComputationFailed("the computation has failed") from binding.runtime.failure
+        failure = binding.failure
+        if failure is not None:
+            raise ComputationFailed("the computation has failed") from failure
         return binding
 
 
@@ -248,7 +358,7 @@ class Input(Stream, _Bound):
 
     def __init__(self, scope: Scope, stage: int) -> None:
         super().__init__(scope, stage, 0)
-        self._binding = None
+        self._binding: InputBinding | None = None
         self._throttle: tuple[Probe, int] | None = None
 
     def throttle(self, probe: Probe, epochs_ahead: int) -> None:
@@ -264,7 +374,7 @@ class Input(Stream, _Bound):
 
     @property
     def name(self) -> str:
-        return self._source_name
+        return self.source_name
 
     @property
     def epoch(self) -> int:
@@ -284,7 +394,7 @@ class Input(Stream, _Bound):
         self._bound().close()
 
     def __repr__(self) -> str:
-        return f"<Input {self._source_name!r}>"
+        return f"<Input {self.source_name!r}>"
 
 
 class Probe(_Bound):
@@ -293,11 +403,16 @@ class Probe(_Bound):
     def __init__(self, scope: Scope, stage: int) -> None:
         self._scope = scope
         self._stage = stage
-        self._binding = None
+        self._binding: ProbeBinding | None = None
 
     @property
     def name(self) -> str:
-        return self._scope._builder.stages[self._stage].name
+        return self._scope.dataflow.graph.stages[self._stage].name
+
+    @property
+    def scope(self) -> Scope:
+        """The scope of the stream this probe watches (its times have that scope's depth)."""
+        return self._scope
 
     def frontier(self) -> Antichain:
         """The earliest times that can still arrive here (empty: nothing more will)."""
@@ -305,7 +420,7 @@ class Probe(_Bound):
 
     def passed(self, time: Timestamp | int) -> bool:
         """Nothing at or before ``time`` (an epoch, in the root scope) can arrive any more."""
-        return not self.frontier().less_equal(_as_time(time, self._scope.depth))
+        return not self.frontier().less_equal(as_time(time, self._scope.depth))
 
     def __repr__(self) -> str:
         return f"<Probe {self.name!r}>"
@@ -319,7 +434,9 @@ class Subscription(Probe):
         self.fn = fn
 
 
-def _as_time(time: Timestamp | int | tuple[int, ...], depth: int) -> Timestamp:
+def as_time(time: Timestamp | int | tuple[int, ...], depth: int) -> Timestamp:
+    """``time`` as a `Timestamp` of a scope ``depth`` loops deep: an int is an epoch (with every
+    loop counter 0), a tuple is flat ``(epoch, counters...)``."""
     if isinstance(time, int):
         return Timestamp(time, (0,) * depth)
     if isinstance(time, Timestamp):

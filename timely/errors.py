@@ -14,7 +14,15 @@
     ├── CodecError              a record cannot be encoded, or received bytes cannot be decoded
     ├── FrameError              a network frame is malformed or larger than the frame limit
     ├── HandshakeError          a process could not join the cluster (unreachable, refused)
-    └── PeerError               another process failed or was lost; says which and why
+    ├── PeerError               another process failed or was lost; says which and why
+    ├── CheckpointError         a checkpoint directory that cannot be used as asked
+    └── LibraryError            what a library built on timely raises:
+        ├── libs.linq.OperatorError      a user function given to an operator failed
+        ├── libs.pregel.PregelError      a Pregel program went wrong
+        ├── libs.bloom.BloomError        a Bloom program is malformed, or a function failed
+        └── libs.spark.SparkBridgeError  a computation run through Spark failed
+
+So ``except timely.TimelyError`` catches every error of timely and its libraries.
 
 Messages name the stage (with its loop path, e.g. ``cc.loop.min``), the worker and the
 time, so that a failure can be found in a large graph.
@@ -38,6 +46,7 @@ __all__ = [
     "FrameError",
     "HandshakeError",
     "PeerError",
+    "LibraryError",
 ]
 
 
@@ -126,3 +135,13 @@ class PeerError(TimelyError):
         self.info = info
         self.process = info.get("process")
         self.stage = info.get("stage")
+
+
+class LibraryError(TimelyError):
+    """The base of the errors a library built on timely raises (`libs.linq`'s ``OperatorError``,
+    `libs.pregel`'s ``PregelError``, ...).
+
+    Raised inside a vertex callback it is treated as the user's own exception: the runtime
+    fails the computation with a `VertexError` that names the stage, worker and time, and has
+    this error as its ``__cause__``.
+    """

@@ -21,7 +21,7 @@ from .errors import GraphError, ScopeError
 from .graph import StageKind
 from .progress import PathSummary
 from .timestamp import Timestamp
-from .vertex import Vertex, _emit
+from .vertex import Vertex, emit
 
 __all__ = ["LoopContext", "Feedback"]
 
@@ -33,13 +33,9 @@ class LoopContext(Scope):
         if not isinstance(parent, Scope):
             raise TypeError(f"LoopContext needs a scope to live in, got {parent!r}")
         self.parent = parent
-        self._builder = parent._builder
-        self._context = self._builder.add_context(parent._context, name)
+        self._dataflow = parent.dataflow
+        self._context = self._dataflow.graph.add_context(parent.context, name)
         self._counter = 0
-
-    @property
-    def _root_scope(self) -> Scope:
-        return self.parent._root_scope
 
     def _auto_name(self, kind: str, name: str | None) -> str:
         if name:
@@ -49,33 +45,35 @@ class LoopContext(Scope):
 
     def ingress(self, stream: Stream, name: str | None = None) -> Stream:
         """Bring ``stream`` from the enclosing scope into the loop (appends a counter at 0)."""
-        if stream._context != self.parent._context:
+        if stream.scope is not self.parent:
             raise ScopeError(
                 f"loop {self.name!r}: ingress takes a stream of the enclosing scope "
-                f"{self.parent.name or '<root>'!r}, but {stream._source_name!r} is in "
-                f"{stream._scope_name or '<root>'!r}"
+                f"{self.parent.name or '<root>'!r}, but {stream.source_name!r} is in "
+                f"{stream.scope.name or '<root>'!r}"
             )
         outer = self.depth - 1
-        index = self._builder.add_stage(
+        graph = self._dataflow.graph
+        index = graph.add_stage(
             self._auto_name("ingress", name),
             StageKind.INGRESS,
             self._context,
             _Ingress,
             1,
             [PathSummary.ingress(outer)],
+            depth=outer,
         )
-        self._builder.stages[index].depth = outer
-        self._builder.connect(stream._stage, stream._port, index, 0)
+        graph.connect(stream.source.stage, stream.source.port, index, 0)
         return Stream(self, index)
 
     def egress(self, stream: Stream, name: str | None = None) -> Stream:
         """Take ``stream`` out of the loop (drops the loop counter)."""
-        if stream._context != self._context:
+        if stream.scope is not self:
             raise ScopeError(
-                f"loop {self.name!r}: egress takes a stream of this loop, but {stream._source_name!r} "
-                f"is in {stream._scope_name or '<root>'!r}"
+                f"loop {self.name!r}: egress takes a stream of this loop, but {stream.source_name!r} "
+                f"is in {stream.scope.name or '<root>'!r}"
             )
-        index = self._builder.add_stage(
+        graph = self._dataflow.graph
+        index = graph.add_stage(
             self._auto_name("egress", name),
             StageKind.EGRESS,
             self._context,
@@ -83,7 +81,7 @@ class LoopContext(Scope):
             1,
             [PathSummary.egress(self.depth)],
         )
-        self._builder.connect(stream._stage, stream._port, index, 0)
+        graph.connect(stream.source.stage, stream.source.port, index, 0)
         return Stream(self.parent, index)
 
     def feedback(self, name: str, max_iterations: int | None = None) -> Feedback:
@@ -94,7 +92,7 @@ class LoopContext(Scope):
         """
         if max_iterations is not None and max_iterations < 1:
             raise GraphError(f"feedback {name!r}: max_iterations must be at least 1")
-        index = self._builder.add_stage(
+        index = self._dataflow.graph.add_stage(
             name,
             StageKind.FEEDBACK,
             self._context,
@@ -114,30 +112,29 @@ class Feedback:
 
     def __init__(self, loop: LoopContext, stage: int) -> None:
         self.loop = loop
-        self._stage = stage
         self.stream = Stream(loop, stage)
         self._connected = False
 
     def connect(self, stream: Stream) -> None:
         if self._connected:
-            raise GraphError(f"feedback {self.stream._source_name!r} is already connected")
-        if stream._context != self.loop._context:
+            raise GraphError(f"feedback {self.stream.source_name!r} is already connected")
+        if stream.scope is not self.loop:
             raise ScopeError(
-                f"feedback {self.stream._source_name!r} of loop {self.loop.name!r} was connected to "
-                f"{stream._source_name!r}, which is in {stream._scope_name or '<root>'!r}"
+                f"feedback {self.stream.source_name!r} of loop {self.loop.name!r} was connected to "
+                f"{stream.source_name!r}, which is in {stream.scope.name or '<root>'!r}"
             )
-        self.loop._builder.connect(stream._stage, stream._port, self._stage, 0)
+        self.loop.dataflow.graph.connect(stream.source.stage, stream.source.port, self.stream.source.stage, 0)
         self._connected = True
 
 
 class _Ingress(Vertex):
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
-        _emit(self, 0, records, time.enter())
+        emit(self, 0, records, time.enter())
 
 
 class _Egress(Vertex):
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
-        _emit(self, 0, records, time.leave())
+        emit(self, 0, records, time.leave())
 
 
 class _Feedback(Vertex):
@@ -147,4 +144,4 @@ class _Feedback(Vertex):
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         if self.max_iterations is not None and time[-1] + 1 >= self.max_iterations:
             return
-        _emit(self, 0, records, time.advance())
+        emit(self, 0, records, time.advance())

@@ -20,7 +20,7 @@ from typing import Any
 from .errors import TimelyError, TimestampError
 from .timestamp import Timestamp, _from_flat, product_le
 
-__all__ = ["Vertex", "Output", "VertexStatistics", "KeyedState", "SAME"]
+__all__ = ["Vertex", "Output", "VertexStatistics", "KeyedState", "SAME", "TOP", "VertexContext", "attach", "emit"]
 
 
 class _Same:
@@ -265,7 +265,14 @@ class Vertex:
         )
 
 
-def _emit(vertex: Vertex, port: int, records: list[Any], time: Timestamp) -> None:
+def attach(vertex: Vertex, context: VertexContext, outputs: int) -> None:
+    """Give ``vertex`` its runtime context and one `Output` per output of its stage: the runtime
+    calls this once per instance, before any callback."""
+    vertex._timely = context
+    vertex.outputs = [Output(i) for i in range(outputs)]
+
+
+def emit(vertex: Vertex, port: int, records: list[Any], time: Timestamp) -> None:
     """Buffer ``records`` on output ``port`` without checking the time: for the loop vertices,
     whose outputs change a time's depth (their path summaries say what is legal)."""
     buffer = vertex._timely.buffers[port]

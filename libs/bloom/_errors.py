@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import timely
+
 __all__ = ["BloomError"]
 
 
-class BloomError(Exception):
+class BloomError(timely.LibraryError):
     """A Bloom program is malformed (a rule in the wrong scope, an unmarked function where a
     monotone one is required, mixed lattice types) or a user function failed on a record.
     The message names the operator (or collection) and, when there is one, the record.

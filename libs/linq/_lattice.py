@@ -7,7 +7,7 @@ change at epoch ``e`` still reaches every iteration after it. ``join`` is the le
 bound, the first time at which two differences are both part of a collection.
 
 (`prioritize` gives the TR's lexicographic order by the shape of its dataflow, not by
-comparing times; `linq._loops` says why.)
+comparing times; `Collection.prioritize` says why.)
 
 Operators need ``le`` and ``join`` once per record in join and reduce, so depth 0 and 1
 get their own functions.

@@ -373,10 +373,22 @@ class Collection:
         ``body`` receives this collection inside a new loop and returns a collection of that
         loop. Other collections it uses must be brought in with ``c.enter(x.scope)``. With
         ``max_iterations`` the result is ``body^max_iterations(self)``.
-        """
-        from ._loops import fixed_point
 
-        return fixed_point(self, body, max_iterations, name)
+        Inside a new loop the variable ``x`` is this collection entered at iteration 0 plus what
+        the feedback brings back, ``body(x) - input`` one iteration later: ``x`` is ``body(x_{i-1})``
+        at iteration ``i``, and a difference goes round only while something still changes. The
+        result leaves summed over iterations and consolidated (the TR's egress "accumulates all
+        differences"); the feedback is consolidated too, so that ``+r`` and ``-r`` at one time
+        cancel there instead of going round for ever (docs/linq.md, "Loops").
+        """
+        full, loop, entered = _open_loop(self, "fixed_point", name)
+        feedback = loop.feedback("next", max_iterations)
+        x = Collection._of(loop.concat("x", [entered._blocks, feedback.stream]), entered.lattice)
+        result = _loop_result(full, loop, body(x))
+        step = result.concat(entered.negate(name="undo_input"), name="step")
+        # a difference and its opposite must cancel before going round, or they would go round for ever
+        feedback.connect(step.consolidate(name="cancel")._blocks)
+        return result.leave(name="result").consolidate(name="limit")
 
     def prioritize(
         self,
@@ -386,10 +398,23 @@ class Collection:
     ) -> Collection:
         """``body`` with this collection's records introduced in order of ``priority(record)``
         (TR §2.6, §5.1.2), smaller first; ``body`` normally contains a `fixed_point`, which then
-        starts each priority from the fixed point of the previous ones."""
-        from ._loops import prioritize
+        starts each priority from the fixed point of the previous ones.
 
-        return prioritize(self, priority, body, name)
+        A new loop coordinate holds the priority round: each record enters at round
+        ``priority(record)`` and leaves at the next, and the body's result goes round to the next
+        round, so round ``p`` runs the body on round ``p - 1``'s result plus the records of
+        priority ``p``. That is the TR's lexicographic order on (priority, iteration), realised
+        by the graph rather than by comparing times, so every time stays in the product order
+        (docs/linq.md, "Loops").
+        """
+        full, loop, entered = _open_loop(self, "prioritize", name)
+        arrive = entered._delayed(priority, 0, "arrive")
+        depart = entered.negate(name="negate")._delayed(priority, 1, "depart")
+        previous = loop.feedback("previous_round")
+        x = Collection._of(loop.concat("x", [arrive._blocks, depart._blocks, previous.stream]), entered.lattice)
+        result = _loop_result(full, loop, body(x))
+        previous.connect(result.consolidate(name="cancel")._blocks)
+        return result.leave(name="result").consolidate(name="limit")
 
     # To and from plain timely streams ---------------------------------------------------------------
     def to_stream(self, name: str | None = None) -> Stream:
@@ -414,6 +439,27 @@ class Collection:
 
     def _delayed(self, priority: Callable[[Any], int], extra: int, name: str) -> Collection:
         return self._unary("delay", name, lambda op: Delay(op, priority, extra))
+
+
+def _open_loop(collection: Collection, kind: str, name: str | None) -> tuple[str, LoopContext, Collection]:
+    """A new loop around ``collection``'s scope, its name, and ``collection`` entered into it."""
+    full = operator_name(collection.scope, kind, name)
+    loop = LoopContext(collection.scope, full)
+    lattice = collection.lattice.enter()
+    _lattices[loop] = lattice
+    return full, loop, Collection._of(loop.ingress(collection._blocks, "enter"), lattice)
+
+
+def _loop_result(full: str, loop: LoopContext, result: Any) -> Collection:
+    """What a loop body returned, refused unless it is a collection of that loop."""
+    if not isinstance(result, Collection):
+        raise TypeError(f"{full}: the loop body must return a Collection, got {result!r}")
+    if result.scope is not loop:
+        raise ScopeError(
+            f"{full}: the loop body returned a collection of {_scope_name(result.scope)}, but it must "
+            f"return one of the loop it was given ({_scope_name(loop)})"
+        )
+    return result
 
 
 def _scope_name(scope: Scope) -> str:

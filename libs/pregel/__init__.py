@@ -21,8 +21,8 @@ from ._aggregators import Aggregator, Max, Min, Sum
 from ._array_engine import ArrayProgram, ArrayStep
 from ._dataflow import SuperstepReport, pregel
 from ._errors import PregelError
-from ._program import MISSING, Master, Program
-from ._vertex_engine import PregelVertex
+from ._program import MISSING, Master
+from ._vertex_engine import PregelVertex, Program
 
 __all__ = [
     "MISSING",

@@ -35,8 +35,8 @@ from timely import LoopContext, Stream, Timestamp, Vertex
 from .._hash import by_first
 from ._array_engine import ArrayEngine, ArrayProgram
 from ._errors import PregelError
-from ._program import Master, Program, ProgramBase
-from ._vertex_engine import VertexEngine
+from ._program import Master, ProgramBase
+from ._vertex_engine import Program, VertexEngine
 
 __all__ = ["SuperstepReport", "pregel"]
 
@@ -60,8 +60,11 @@ class SuperstepReport:
     halting: bool
 
 
-# Input ports of the superstep stage, and its output ports.
-VERTICES, EDGES, MESSAGES, CONTROL, MUTATIONS = range(5)
+MESSAGES = 2
+"""The superstep stage's first feedback input: inputs 0 and 1 take the vertices and the edges,
+2, 3 and 4 the messages, the master's control records and the mutations, which arrive as
+``(worker, payload)`` pairs."""
+# The superstep stage's output ports.
 OUT_MESSAGES, OUT_PARTIALS, OUT_MUTATIONS, OUT_RESULTS = range(4)
 
 

@@ -1,17 +1,21 @@
-"""One worker's share of a graph, computed one vertex at a time (`Program`)."""
+"""Programs computed one vertex at a time: `Program` (what the user writes), `PregelVertex`
+(what its ``compute`` sees) and `VertexEngine` (one worker's share of a graph, computed), as
+_array_engine.py has `ArrayProgram`, `ArrayStep` and its engine."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from timely import Codec, CodecError
 
 from .._hash import stable_hash
+from ._aggregators import Aggregator
 from ._errors import PregelError
-from ._program import MISSING, Program
+from ._program import MISSING, ProgramBase
 
-__all__ = ["PregelVertex", "VertexEngine"]
+__all__ = ["PregelVertex", "Program", "VertexEngine"]
 
 # Mutation kinds, in the order they are applied (Pregel §4.5): edge removals, vertex
 # removals, vertex additions, edge additions.
@@ -20,6 +24,69 @@ REMOVE_EDGE, REMOVE_VERTEX, ADD_VERTEX, ADD_EDGE = range(4)
 _PLAIN = frozenset({float, str, bytes, bool, type(None)})
 """Types the codec always sends; everything else (ints included: 64 bits at most) is checked."""
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
+
+
+class Program(ProgramBase):
+    """A vertex program: override `compute`, or pass ``compute=`` (a function of the same
+    signature) to the constructor.
+
+    Class attributes (or constructor arguments) that shape the run:
+
+    ``combine(a, b)``
+        Combines two messages bound for the same vertex into one (commutative and
+        associative). Messages are combined on the sending worker before they cross the
+        network, and again on arrival, so ``compute`` sees at most one message per superstep.
+    ``aggregators``
+        Name to `Aggregator`; vertices contribute with ``vertex.aggregate(name, value)``.
+    ``on_missing_vertex``
+        What a message to a vertex that does not exist does: ``"error"`` (the default: the
+        run fails with `PregelError`), ``"drop"`` (it is discarded) or ``"create"`` (the
+        vertex is made with ``initial_value(id, None)`` and no edges, and receives it).
+    """
+
+    combine: Callable[[Any, Any], Any] | None = None
+
+    def __init__(
+        self,
+        compute: Callable[[PregelVertex, list[Any]], None] | None = None,
+        *,
+        combine: Callable[[Any, Any], Any] | None = None,
+        initial_value: Callable[[Any, Any], Any] | None = None,
+        aggregators: Mapping[str, Aggregator] | None = None,
+        on_missing_vertex: str | None = None,
+    ) -> None:
+        if compute is not None:
+            self.compute = compute  # type: ignore[method-assign,assignment]
+        if combine is not None:
+            self.combine = combine
+        if initial_value is not None:
+            self.initial_value = initial_value  # type: ignore[method-assign,assignment]
+        if aggregators is not None:
+            self.aggregators = dict(aggregators)
+        if on_missing_vertex is not None:
+            self.on_missing_vertex = on_missing_vertex
+        self.check()
+
+    # What a program may override -----------------------------------------------------------
+    def compute(self, vertex: PregelVertex, messages: list[Any]) -> None:
+        """Superstep work for one vertex: read ``messages`` (sent to it in the previous
+        superstep), update ``vertex.value``, send messages, vote to halt."""
+        raise NotImplementedError(f"{type(self).__name__} must define compute(vertex, messages)")
+
+    def initial_value(self, vertex_id: Any, value: Any) -> Any:
+        """The value a vertex starts with, from the value it was loaded with (None for a vertex
+        that only appears in edges or is created implicitly)."""
+        return value
+
+    def resolve_add_vertex(self, vertex_id: Any, current: Any, requested: list[Any]) -> Any:
+        """The value of a vertex that ``add_vertex`` requests named in one superstep.
+
+        ``current`` is its value if it exists (after this superstep's removals), else `MISSING`;
+        ``requested`` holds the requested values in a fixed order (by requesting vertex, then
+        the order of its requests), the same on any number of processes. By default an
+        existing vertex keeps its value and a new one takes the first requested value.
+        """
+        return requested[0] if current is MISSING else current
 
 
 class _Node:

@@ -15,8 +15,8 @@ import numpy as np
 from ._aggregators import Max, Sum
 from ._array_engine import ArrayProgram, ArrayStep
 from ._errors import PregelError
-from ._program import Master, Program
-from ._vertex_engine import PregelVertex
+from ._program import Master
+from ._vertex_engine import PregelVertex, Program
 
 __all__ = [
     "ArrayPageRank",

@@ -18,20 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import msgpack
 
 from ..errors import FrameError, PeerError, TimelyError
 from ..net.codec import Codec
 from ..net.transport import Transport
-from ..progress import ChangeBatch
-from ..timestamp import _from_flat
+from ..progress import ChangeBatch, Pointstamp, ProgressTracker
+from ..timestamp import Timestamp, _from_flat
 
-if TYPE_CHECKING:
-    from .process import ProcessRuntime
-
-__all__ = ["ClusterLink", "DATA", "PROGRESS", "ERROR", "BYE"]
+__all__ = ["ClusterLink", "LinkHost", "DATA", "PROGRESS", "ERROR", "BYE"]
 
 log = logging.getLogger("timely")
 
@@ -41,9 +39,28 @@ RECEIVE_HIGH = 256
 RECEIVE_LOW = 64
 
 
+class LinkHost(Protocol):
+    """What the link needs of the process it connects (`ProcessRuntime` implements it)."""
+
+    def deliver_remote(self, connector: int, worker: int, time: Timestamp, records: list[Any]) -> None: ...
+
+    def backlog(self) -> int: ...
+
+    def fail(self, err: BaseException) -> None: ...
+
+    def wake(self) -> None: ...
+
+    def checkpoint_decided(self, epoch: int, take: bool) -> None:
+        """Process 0's decision whether to checkpoint at a fence epoch (time policy)."""
+
+
 class ClusterLink:
-    def __init__(self, runtime: ProcessRuntime, transport: Transport, codec: Codec) -> None:
-        self.runtime = runtime
+    """This process's side of the frames it exchanges with every peer: records, progress,
+    errors, goodbyes and checkpoint decisions. Remote progress goes straight into ``tracker``."""
+
+    def __init__(self, host: LinkHost, tracker: ProgressTracker, transport: Transport, codec: Codec) -> None:
+        self.host = host
+        self.tracker = tracker
         self.transport = transport
         self.codec = codec
         self.peers = [p for p in range(transport.processes) if p != transport.process_index]
@@ -66,6 +83,13 @@ class ClusterLink:
         self.transport.set_handlers(self._on_frame, self._on_lost)
 
     # Sending ------------------------------------------------------------------------------------
+    def publish(self, batch: Mapping[Pointstamp, int]) -> None:
+        """Add a progress batch this process applies to its own tracker to what goes to the peers
+        at the next flush (merged: peers see an atomic union of this process's batches)."""
+        out = self.progress_out
+        for key, delta in batch.items():
+            out[key] = out.get(key, 0) + delta
+
     def send_records(
         self, process: int, connector: int, worker: int, time: tuple[int, ...], records: list[Any]
     ) -> None:
@@ -143,13 +167,13 @@ class ClusterLink:
 
     # Receiving ----------------------------------------------------------------------------------
     def _on_frame(self, peer: int, payload: bytes) -> None:
-        rt = self.runtime
+        rt = self.host
         try:
             frame = msgpack.unpackb(payload, use_list=False, strict_map_key=False)
             kind = frame[0]
             if kind == PROGRESS:
                 self.progress_bytes_received += len(payload)
-                rt.tracker.update({(_from_flat(tuple(t)), loc): d for t, loc, d in frame[1]})
+                self.tracker.update({(_from_flat(tuple(t)), loc): d for t, loc, d in frame[1]})
             elif kind == DATA:
                 self.data_bytes_received += len(payload)
                 for connector, worker, time, blob in frame[1]:
@@ -160,8 +184,8 @@ class ClusterLink:
             elif kind == ERROR:
                 info = frame[1]
                 rt.fail(PeerError(f"process {info['process']} failed: {info['message']}", info))
-            elif kind == CHECKPOINT and rt.recovery is not None:
-                rt.recovery.decided(int(frame[1]), bool(frame[2]))
+            elif kind == CHECKPOINT:
+                rt.checkpoint_decided(int(frame[1]), bool(frame[2]))
             elif kind == BYE:
                 self.byes.add(peer)
                 if len(self.byes) == len(self.peers):
@@ -177,7 +201,6 @@ class ClusterLink:
     def _on_lost(self, peer: int, reason: BaseException) -> None:
         if peer in self.byes:
             return
-        rt = self.runtime
         info = {
             "process": peer,
             "stage": None,
@@ -186,10 +209,11 @@ class ClusterLink:
             "kind": type(reason).__name__,
             "message": f"lost the connection to process {peer}: {reason}",
         }
-        rt.fail(PeerError(f"process {rt.process_index}: lost the connection to process {peer}: {reason}", info))
+        me = self.transport.process_index
+        self.host.fail(PeerError(f"process {me}: lost the connection to process {peer}: {reason}", info))
 
     def maybe_resume_reading(self) -> None:
-        if self.reading_paused and self.runtime.backlog() <= RECEIVE_LOW:
+        if self.reading_paused and self.host.backlog() <= RECEIVE_LOW:
             self.reading_paused = False
             self.transport.resume_reading()
 

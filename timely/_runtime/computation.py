@@ -8,6 +8,10 @@ From synchronous code the event loop runs in the calling thread, but only while 
 is called: a wait, an input that is sent more than it can queue, `Computation.explain`, or
 leaving the ``with`` block (which closes the inputs and runs the computation to its end).
 There is no background thread and no locking; parallelism comes from processes.
+
+Why about 450 lines in one module: the synchronous and the asynchronous handles and their two
+entry points share one setup (`_Setup`, `_Execution`) and must keep the same semantics (closing,
+failing, timing out); side by side, a difference between them shows.
 """
 
 from __future__ import annotations
@@ -17,16 +21,16 @@ import time as _time
 from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
 
-from ..checkpoint import CheckpointError, CheckpointInfo, Checkpoints, checkpoints_from_env, latest_checkpoint
+from ..checkpoint import CheckpointError, CheckpointInfo, Checkpoints, latest_checkpoint
 from ..checkpoint._store import history_lost
-from ..dataflow import Probe, Scope, _as_time
-from ..errors import ComputationFailed, StalledError, TimelyError
+from ..dataflow import Dataflow, Probe, Scope
+from ..errors import ComputationFailed, LibraryError, StalledError, TimelyError
 from ..graph import FrozenGraph
 from ..net.codec import Codec
 from ..net.transport import Transport
 from ..timestamp import Timestamp
 from ..vertex import Vertex
-from .config import ClusterConfig, cluster_from_env, pickle_from_env
+from .config import ClusterConfig, checkpoints_from_env, cluster_from_env, pickle_from_env
 from .process import SHUTDOWN_SECONDS, ProcessRuntime
 from .recovery import ReplayPlan, plan_replay
 from .report import install as install_failure_report
@@ -47,14 +51,6 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
     except ImportError:  # pragma: no cover - uvloop is a dependency, but stay usable without it
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()  # type: ignore[no-any-return]
-
-
-def _build(
-    build: Callable[[Scope], T], workers: int, process_index: int, processes: int
-) -> tuple[Scope, T, FrozenGraph]:
-    scope = Scope._root(process_index, processes, workers)
-    result = build(scope)
-    return scope, result, scope._builder.freeze()
 
 
 class _Setup(Generic[T]):
@@ -84,7 +80,7 @@ class _Setup(Generic[T]):
             index, processes = cluster.process_index, cluster.processes
         else:
             index, processes = 0, 1
-        self.scope, self.result, self.graph = _build(build, workers, index, processes)
+        self.dataflow, self.result, self.graph = Dataflow.build(build, index, processes, workers)
         if checkpoints is None and (cluster is not None or transport is None):
             checkpoints = checkpoints_from_env()
         self.checkpoints = checkpoints or None
@@ -101,7 +97,7 @@ class _Setup(Generic[T]):
                     "be rebuilt from this directory; keep more checkpoints (keep=) or start over in a fresh one"
                 )
             start = 0 if self.resume is None else self.resume.epoch + 1
-            names = [i.name for i in self.scope._inputs]
+            names = [i.name for i in self.dataflow.inputs]
             self.replay = plan_replay(checkpoints, names, index, processes, start)
 
     def fingerprint(self) -> str:
@@ -174,11 +170,11 @@ class Computation(_Handle):
 
     def wait_passed(self, probe: Probe, time: Timestamp | int, timeout: float | None = None) -> None:
         """Run the computation until nothing at or before ``time`` can reach ``probe``."""
-        t = _as_time(time, probe._scope.depth)
-        loc = probe._bound().location
+        binding = self.runtime.bindings.probe(probe)
+        t = binding.time(time)
 
         async def wait() -> None:
-            await self.runtime.wait_passed(loc, t)
+            await self.runtime.wait_passed(binding.location, t)
 
         self._run(wait(), timeout, f"probe {probe.name!r} did not pass {t}")
 
@@ -239,8 +235,7 @@ class Computation(_Handle):
         loop = self._loop
         try:
             if error is None and not self._task.done():
-                for binding in self.runtime.inputs:
-                    binding.close()
+                self.runtime.close_inputs()
                 try:
                     self._run(None, None, "the computation did not complete")
                 except StalledError as stalled:
@@ -266,7 +261,7 @@ class Computation(_Handle):
 
 
 def _body_failed(runtime: ProcessRuntime, error: BaseException) -> TimelyError:
-    if isinstance(error, TimelyError):
+    if isinstance(error, TimelyError) and not isinstance(error, LibraryError):
         return error
     err = TimelyError(
         f"process {runtime.process_index}: the program raised {type(error).__name__} while the computation ran: {error}"
@@ -321,7 +316,7 @@ class _Execution(Generic[T]):
     def _runtime(self, setup: _Setup[T], transport: Transport | None) -> ProcessRuntime:
         return ProcessRuntime(
             setup.graph,
-            setup.scope,
+            setup.dataflow,
             workers=setup.workers,
             stall_log_after=self._stall,
             transport=transport,
@@ -379,8 +374,9 @@ class AsyncComputation(_Handle):
 
     async def wait_passed(self, probe: Probe, time: Timestamp | int, timeout: float | None = None) -> None:
         """Wait until nothing at or before ``time`` can reach ``probe``."""
-        t = _as_time(time, probe._scope.depth)
-        future = self.runtime.wait_passed(probe._bound().location, t)
+        binding = self.runtime.bindings.probe(probe)
+        t = binding.time(time)
+        future = self.runtime.wait_passed(binding.location, t)
         await self._wait(future, timeout, f"probe {probe.name!r} did not pass {t}")
 
     async def run(self, timeout: float | None = None) -> None:
@@ -408,8 +404,7 @@ class AsyncComputation(_Handle):
 
     def close_inputs(self) -> None:
         """Close every input of this process (leaving ``async with`` does this too)."""
-        for binding in self.runtime.inputs:
-            binding.close()
+        self.runtime.close_inputs()
 
     async def _close(self, error: BaseException | None) -> None:
         try:

@@ -1,10 +1,27 @@
-"""Where this process stands in a cluster: parsed from the environment the launcher sets.
+"""Where this process stands in a cluster, and the run's settings: the one home of the
+description the launcher writes into every process's environment and the runtime reads back.
 
-`timely run` (and the Spark integration) start every process of a computation with
-TIMELY_PROCESSES, TIMELY_PROCESS_INDEX, TIMELY_ADDRESSES, TIMELY_WORKERS and TIMELY_SECRET;
-`cluster_from_env` reads them back, with an error naming the variable when one is wrong.
-This lives in the runtime so that `timely.execute` can join a cluster; the launcher
-(`timely.cli`) imports it from here.
+A process learns its place from these variables (``timely run`` and the Spark integration set
+them)::
+
+    TIMELY_PROCESSES      number of processes N
+    TIMELY_PROCESS_INDEX  this process's index, 0..N-1
+    TIMELY_ADDRESSES      host:port of every process, comma-separated, in index order
+                          (process i listens on entry i; IPv6 hosts in brackets: [::1]:7000)
+    TIMELY_WORKERS        workers per process (default 1)
+    TIMELY_SECRET         the shared secret, hex (HMAC authentication between processes)
+    PYTHONHASHSEED        "0" unless the user set it, so that hash(str) agrees across processes
+    TIMELY_RESTART        which attempt this is: 0 at first, k after the k-th restart (--restarts)
+    TIMELY_CHECKPOINT_DIR   with --checkpoint-dir: where to checkpoint and resume from (absolute)
+    TIMELY_CHECKPOINT_EVERY with --checkpoint-every: checkpoint every K epochs
+    TIMELY_PICKLE         "1" with --pickle: records without a codec travel pickled (trusted clusters)
+    TIMELY_DEBUG          "1" with --debug: failures print with the runtime's frames too
+    TIMELY_LAUNCHER       "local" (this launcher runs every process) or "hosts" (this machine's one)
+
+`ClusterConfig.to_env` writes the cluster's part and `cluster_from_env` reads it back, with an
+error naming the variable when one is wrong; `pickle_from_env` and `checkpoints_from_env` read
+the settings. The launcher (`timely.cli`) also reads the hosts and secret files here. This lives
+in the runtime so that `timely.execute` can join a cluster by itself.
 """
 
 from __future__ import annotations
@@ -14,6 +31,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..checkpoint import Checkpoints
 from ..errors import TimelyError
 
 __all__ = [
@@ -31,12 +49,18 @@ __all__ = [
     "LAUNCHER_HOSTS",
     "LAUNCHER_LOCAL",
     "SECRET_BYTES",
+    "SECRET_HINT",
     "ClusterConfig",
     "ClusterConfigError",
+    "check_distinct",
+    "checkpoints_from_env",
     "cluster_from_env",
     "format_address",
     "parse_address",
+    "parse_secret",
     "pickle_from_env",
+    "read_hosts_file",
+    "read_secret_file",
 ]
 
 ENV_PROCESSES = "TIMELY_PROCESSES"
@@ -63,7 +87,7 @@ ENV_PICKLE = "TIMELY_PICKLE"
 """``1``: records the codec cannot encode otherwise travel pickled (``timely run --pickle``)."""
 
 SECRET_BYTES = 32
-_SECRET_HINT = "create one with: python -c 'import secrets; print(secrets.token_hex(32))' > secret.hex"
+SECRET_HINT = "create one with: python -c 'import secrets; print(secrets.token_hex(32))' > secret.hex"
 
 
 class ClusterConfigError(TimelyError, ValueError):
@@ -104,7 +128,7 @@ def parse_address(text: str, where: str = "address") -> tuple[str, int]:
     return host, port
 
 
-def _check_distinct(addresses: Sequence[tuple[str, int]], where: str) -> None:
+def check_distinct(addresses: Sequence[tuple[str, int]], where: str) -> None:
     seen: dict[tuple[str, int], int] = {}
     for i, address in enumerate(addresses):
         if address in seen:
@@ -114,14 +138,14 @@ def _check_distinct(addresses: Sequence[tuple[str, int]], where: str) -> None:
         seen[address] = i
 
 
-def _parse_secret(text: str, where: str) -> bytes:
+def parse_secret(text: str, where: str) -> bytes:
     value = text.strip()
     if not value:
-        raise ClusterConfigError(f"{where} is empty; the shared secret must be hex ({_SECRET_HINT})")
+        raise ClusterConfigError(f"{where} is empty; the shared secret must be hex ({SECRET_HINT})")
     try:
         return bytes.fromhex(value)
     except ValueError:
-        raise ClusterConfigError(f"{where} is not hex; the shared secret must be hex ({_SECRET_HINT})") from None
+        raise ClusterConfigError(f"{where} is not hex; the shared secret must be hex ({SECRET_HINT})") from None
 
 
 @dataclass(frozen=True)
@@ -212,12 +236,12 @@ def cluster_from_env(environ: Mapping[str, str] | None = None) -> ClusterConfig 
             f"{ENV_ADDRESSES} has {len(entries)} entries but {ENV_PROCESSES} is {processes}: {env[ENV_ADDRESSES]!r}"
         )
     addresses = [parse_address(e, f"{ENV_ADDRESSES} entry {i}") for i, e in enumerate(entries)]
-    _check_distinct(addresses, ENV_ADDRESSES)
+    check_distinct(addresses, ENV_ADDRESSES)
 
     workers = _env_int(env, ENV_WORKERS, 1) if ENV_WORKERS in env else 1
 
     if ENV_SECRET in env:
-        secret = _parse_secret(env[ENV_SECRET], ENV_SECRET)
+        secret = parse_secret(env[ENV_SECRET], ENV_SECRET)
     elif processes > 1:
         raise ClusterConfigError(
             f"{ENV_SECRET} is not set; it is required when {ENV_PROCESSES} > 1 (the launcher `timely run` sets it)"
@@ -237,3 +261,45 @@ def pickle_from_env(environ: Mapping[str, str] | None = None) -> bool:
     if text in ("1", "true", "yes"):
         return True
     raise ClusterConfigError(f"{ENV_PICKLE}={env[ENV_PICKLE]!r}: expected 1 (pickle enabled) or 0")
+
+
+def checkpoints_from_env(environ: Mapping[str, str] | None = None) -> Checkpoints | None:
+    """The policy ``timely run --checkpoint-dir DIR [--checkpoint-every K]`` set, if any."""
+    env = os.environ if environ is None else environ
+    directory = env.get(ENV_CHECKPOINT_DIR)
+    if not directory:
+        return None
+    every = env.get(ENV_CHECKPOINT_EVERY)
+    return Checkpoints(directory, every_epochs=int(every) if every else 10)
+
+
+# ---------------------------------------------------------------------------------------------
+# Files the launcher reads
+
+
+def read_hosts_file(path: str) -> list[tuple[str, int]]:
+    """One ``host:port`` per line, in process order; blank lines and ``#`` comments are ignored."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise ClusterConfigError(f"cannot read the hosts file: {e}") from None
+    addresses = []
+    for number, line in enumerate(lines, 1):
+        entry = line.split("#", 1)[0].strip()
+        if entry:
+            addresses.append(parse_address(entry, f"{path}:{number}"))
+    if not addresses:
+        raise ClusterConfigError(f"{path}: no host:port lines")
+    check_distinct(addresses, path)
+    return addresses
+
+
+def read_secret_file(path: str) -> bytes:
+    """The shared secret: a file holding it in hex (whitespace around it is ignored)."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            text = f.read()
+    except OSError as e:
+        raise ClusterConfigError(f"cannot read the secret file: {e}") from None
+    return parse_secret(text, f"the secret file {path}")

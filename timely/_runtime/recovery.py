@@ -21,7 +21,7 @@ import logging
 import math
 import time as _time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..checkpoint import Checkpoints
 from ..checkpoint._store import (
@@ -42,9 +42,11 @@ from ..checkpoint._store import (
 from ..errors import VertexError
 from ..timestamp import _from_flat
 from ..vertex import TOP, KeyedState, Vertex
-
-if TYPE_CHECKING:
-    from .process import InputBinding, ProcessRuntime, SubscriptionBinding, VertexRuntime
+from .bindings import Bindings, SubscriptionBinding
+from .cluster import ClusterLink
+from .fence import CheckpointFence
+from .scheduler import Scheduler
+from .worker import VertexRuntime
 
 log = logging.getLogger("timely")
 
@@ -79,51 +81,55 @@ def plan_replay(policy: Checkpoints, inputs: list[str], process: int, processes:
 
 
 class Recovery:
-    """One process's side of fault tolerance: the fence, the parts it writes, its input logs
-    and delivery marks, and restoring from a checkpoint."""
+    """One process's side of fault tolerance: the parts it writes, its input logs and delivery
+    marks, and restoring from a checkpoint. It works through the public methods of the fence
+    (`CheckpointFence.lift`, `carried`), the scheduler (the instances, their pending
+    notifications, `request_notification`, `send`) and the bindings (`log_to`,
+    `track_deliveries`, ``close``)."""
 
     def __init__(
-        self, runtime: ProcessRuntime, policy: Checkpoints, resume: CheckpointInfo | None, plan: ReplayPlan
+        self,
+        policy: Checkpoints,
+        resume: CheckpointInfo | None,
+        plan: ReplayPlan,
+        fence: CheckpointFence,
+        scheduler: Scheduler,
+        bindings: Bindings,
+        link: ClusterLink | None,
     ) -> None:
-        self.rt = runtime
         self.plan = plan
         self.policy = policy
         self.root: Path = policy.path
         self.resume = resume
+        self.fence = fence
+        self.scheduler = scheduler
+        self.bindings = bindings
+        self.link = link
+        self.process_index = scheduler.process_index
+        self.processes = scheduler.processes
         self.start_epoch = resume.epoch + 1 if resume is not None else 0
         """The epoch every input starts at: the one after the checkpoint."""
-        self.carried: list[tuple[int, int, int, tuple[int, ...], list[Any]]] = []
-        """(stage, worker, port, time, records) sent past the fence by callbacks before it."""
         self.logs: dict[str, InputLog] = {}
-        self.delivered: dict[str, int] = {}
         self.checkpoints = 0
         self.checkpoint_seconds = 0.0
         self.last_checkpoint: dict[str, Any] = {}
         self.resumed: dict[str, Any] = {}
         self.decisions: dict[int, bool] = {}
         self.last_taken = _time.monotonic()
-        k = policy.every_epochs
-        if policy.every_seconds is not None:
-            runtime.fence = self.start_epoch  # every epoch is a candidate; process 0 decides
-        else:
-            runtime.fence = None if k is None else self.start_epoch + k - 1
-        for sub in runtime.subscriptions:
-            self.delivered[sub.name] = self._delivered(sub)
+        for sub in bindings.subscriptions:
+            sub.track_deliveries(self._delivered(sub), self._marker(sub))
 
     # Taking checkpoints ------------------------------------------------------------------------
-    def carry(self, ctx: VertexRuntime, port: int, time: tuple[int, ...], records: list[Any]) -> None:
-        self.carried.append((ctx.stage, ctx.worker, port, tuple(time), list(records)))
-
     def at_fence(self) -> bool:
         """The fence epoch is complete here: checkpoint (or, under a time policy, do what process
-        0 decided for this epoch). False while that decision has not arrived."""
-        epoch = self.rt.fence
+        0 decided for this epoch), then lift the fence. False while that decision has not arrived."""
+        epoch = self.fence.epoch
         assert epoch is not None
         if self.policy.every_seconds is None:
             self.take()
             return True
-        link = self.rt.link
-        if self.rt.process_index == 0:
+        link = self.link
+        if self.process_index == 0:
             take = _time.monotonic() - self.last_taken >= self.policy.every_seconds
             if link is not None:
                 link.send_checkpoint_decision(epoch, take)
@@ -134,84 +140,51 @@ class Recovery:
         if take:
             self.take()
         else:
-            self._lift(epoch)
+            self.fence.lift()
         return True
 
     def decided(self, epoch: int, take: bool) -> None:
         """Process 0's decision for a fence epoch (time policy)."""
         self.decisions[epoch] = take
 
-    def _lift(self, epoch: int) -> None:
-        """Move the fence past ``epoch`` and release what waited behind it."""
-        rt = self.rt
-        k = self.policy.every_epochs
-        rt.fence = epoch + (k if k is not None else 1)
-        self.carried = [c for c in self.carried if c[3][0] > rt.fence]
-        for w in rt.workers:
-            if w.fenced:
-                rt._held_back -= w.requeue(w.fenced)
-                w.fenced.clear()
-
     def take(self) -> None:
         """Save this process's part of the checkpoint at the fence epoch, then lift the fence."""
-        rt = self.rt
-        epoch = rt.fence
+        epoch = self.fence.epoch
         assert epoch is not None
         with collector_paused():
             self._take(epoch)
 
     def _take(self, epoch: int) -> None:
-        rt = self.rt
         started = _time.perf_counter()
-        vertices: list[tuple[str, int, int, Any]] = []
-        notifications: list[tuple[str, int, tuple[int, ...], tuple[int, ...] | None]] = []
-        for w in rt.workers:
-            for ctx in w.vertices:
-                vertex = ctx.vertex
-                if type(vertex).checkpoint is Vertex.checkpoint:
-                    continue
-                try:
-                    state = vertex.checkpoint()
-                except BaseException as exc:
-                    err = VertexError(
-                        f"stage {ctx.stage_name!r} (worker {ctx.worker}) raised {type(exc).__name__} in checkpoint "
-                        f"at epoch {epoch}: {exc}",
-                        ctx.stage_name,
-                        ctx.worker,
-                        epoch,
-                        "checkpoint",
-                    )
-                    raise err from exc
-                if state is None:
-                    continue
-                if isinstance(state, KeyedState):
-                    vertices.append((ctx.stage_name, ctx.worker, 1, [tuple(p) for p in state.pieces]))
-                else:
-                    vertices.append((ctx.stage_name, ctx.worker, 0, state))
-            for guarantee, stage, cap in w.notifications:
-                name = w.vertices[stage].stage_name
-                notifications.append((name, w.index, tuple(guarantee), None if cap is TOP else tuple(cap)))
-        names = [s.name for s in rt.graph.stages]
+        scheduler = self.scheduler
+        graph = scheduler.graph
+        vertices = [state for ctx in scheduler.instances() if (state := _state_of(ctx, epoch)) is not None]
+        notifications = [
+            (ctx.stage_name, ctx.worker, tuple(guarantee), None if cap is TOP else tuple(cap))
+            for ctx, guarantee, cap in scheduler.notification_requests()
+        ]
+        names = [s.name for s in graph.stages]
+        inputs = self.bindings.inputs
         header = {
             "epoch": epoch,
-            "process": rt.process_index,
-            "processes": rt.processes,
-            "workers": rt.workers_per_process,
-            "fingerprint": rt.graph.fingerprint(),
-            "inputs": [(b.name, b.closed) for b in rt.inputs],
+            "process": self.process_index,
+            "processes": self.processes,
+            "workers": scheduler.workers_per_process,
+            "fingerprint": graph.fingerprint(),
+            "inputs": [(b.name, b.closed) for b in inputs],
         }
         body = {
             "vertices": vertices,
             "notifications": notifications,
-            "carried": [(names[s], w, port, t, recs) for s, w, port, t, recs in self.carried],
+            "carried": [(names[s], w, port, t, recs) for s, w, port, t, recs in self.fence.carried()],
         }
-        size = write_part(self.root, epoch, rt.process_index, rt.processes, header, body, self.policy.fsync)
-        for binding in rt.inputs:
+        size = write_part(self.root, epoch, self.process_index, self.processes, header, body, self.policy.fsync)
+        for binding in inputs:
             log_ = self.logs.get(binding.name)
             if log_ is not None and not binding.closed:
                 log_.rotate(binding.epoch)
-        prune(self.root, rt.process_index, self.policy.keep)
-        self._lift(epoch)
+        prune(self.root, self.process_index, self.policy.keep)
+        self.fence.lift()
         seconds = _time.perf_counter() - started
         self.last_taken = _time.monotonic()
         self.checkpoints += 1
@@ -219,7 +192,7 @@ class Recovery:
         self.last_checkpoint = {"epoch": epoch, "bytes": size, "seconds": seconds, "vertices": len(vertices)}
         log.info(
             "process %d: checkpoint at epoch %d written (%d vertex states, %.1f MB, %.3f s)",
-            rt.process_index,
+            self.process_index,
             epoch,
             len(vertices),
             size / 1e6,
@@ -235,56 +208,16 @@ class Recovery:
 
     def _restore(self, info: CheckpointInfo) -> None:
         started = _time.perf_counter()
-        rt = self.rt
-        same = info.processes == rt.processes and all(p.header["workers"] == rt.workers_per_process for p in info.parts)
-        mine = [info.parts[rt.process_index].body()] if same else [p.body() for p in info.parts]
-        local = {w.index: w for w in rt.workers}
-        by_stage: dict[str, list[tuple[int, int, Any]]] = {}
+        scheduler = self.scheduler
+        same = info.processes == self.processes and all(
+            p.header["workers"] == scheduler.workers_per_process for p in info.parts
+        )
+        mine = [info.parts[self.process_index].body()] if same else [p.body() for p in info.parts]
+        restored = self._restore_states(info, mine, same)
         for part in mine:
-            for name, worker, keyed, state in part["vertices"]:
-                by_stage.setdefault(name, []).append((worker, keyed, state))
-        restored = 0
-        for name, states in by_stage.items():
-            spec = rt.graph.by_name.get(name)
-            if spec is None:
-                raise CheckpointError(f"the checkpoint has state for stage {name!r}, which this dataflow lacks")
-            if same:
-                for worker, keyed, state in states:
-                    ctx = local[worker].vertices[spec.index]
-                    ctx.vertex.restore(KeyedState(list(state)) if keyed else state)
-                    restored += 1
-                continue
-            plain = [w for w, keyed, _ in states if not keyed]
-            if plain:
-                raise CheckpointError(
-                    f"stage {name!r} keeps state that is not keyed (its checkpoint() does not return a "
-                    f"KeyedState), so it cannot be resumed on {rt.peers} workers; the checkpoint at epoch "
-                    f"{info.epoch} has {info.processes} process(es) of {info.parts[0].header['workers']} worker(s)"
-                )
-            pieces: dict[int, list[tuple[int, Any]]] = {w: [] for w in local}
-            for _, _, state in states:
-                for route, piece in state:
-                    target = route % rt.peers
-                    if target in pieces:
-                        pieces[target].append((route, piece))
-            for worker, got in pieces.items():
-                local[worker].vertices[spec.index].vertex.restore(KeyedState(got))
-                restored += 1
-        # notification requests, then messages in flight past the checkpoint
-        for part in mine:
-            for name, worker, guarantee, cap in part["notifications"]:
-                for ctx in self._owners(name, worker, same):
-                    time = _from_flat(tuple(guarantee))
-                    ctx.requests.append((time, None if cap is None else _from_flat(tuple(cap))))
-                    rt._register_notifications(ctx)
-            for name, worker, port, time, records in part["carried"]:
-                owners = self._owners(name, worker, same)
-                if not owners or (not same and worker % rt.peers not in local):
-                    continue
-                ctx = owners[0] if same else local[worker % rt.peers].vertices[owners[0].stage]
-                ctx.buffers[port].setdefault(_from_flat(tuple(time)), []).extend(records)
-                rt._flush(ctx)
-        for binding in rt.inputs:
+            self._restore_notifications(part["notifications"], same)
+            self._restore_carried(part["carried"], same)
+        for binding in self.bindings.inputs:
             flags = [closed for p in info.parts for name, closed in p.header["inputs"] if name == binding.name]
             if flags and all(flags):
                 binding.close()
@@ -295,26 +228,90 @@ class Recovery:
             "restore_seconds": _time.perf_counter() - started,
         }
 
+    def _restore_states(self, info: CheckpointInfo, parts: list[dict[str, Any]], same: bool) -> int:
+        """Give each vertex its saved state: its own when nothing changed, else the keyed pieces
+        routed to it. The number of vertices restored."""
+        by_stage: dict[str, list[tuple[int, int, Any]]] = {}
+        for part in parts:
+            for name, worker, keyed, state in part["vertices"]:
+                by_stage.setdefault(name, []).append((worker, keyed, state))
+        restored = 0
+        for name, states in by_stage.items():
+            spec = self.scheduler.graph.by_name.get(name)
+            if spec is None:
+                raise CheckpointError(f"the checkpoint has state for stage {name!r}, which this dataflow lacks")
+            if same:
+                for worker, keyed, state in states:
+                    ctx = self.scheduler.instance(spec.index, worker)
+                    assert ctx is not None
+                    ctx.vertex.restore(KeyedState(list(state)) if keyed else state)
+                    restored += 1
+            else:
+                restored += self._reroute(info, name, spec.index, states)
+        return restored
+
+    def _reroute(self, info: CheckpointInfo, name: str, stage: int, states: list[tuple[int, int, Any]]) -> int:
+        """Restore a stage's keyed states on another number of workers: each piece goes to the
+        worker its routing key now maps to. The number of local vertices restored."""
+        peers = self.scheduler.peers
+        if any(not keyed for _, keyed, _ in states):
+            raise CheckpointError(
+                f"stage {name!r} keeps state that is not keyed (its checkpoint() does not return a "
+                f"KeyedState), so it cannot be resumed on {peers} workers; the checkpoint at epoch "
+                f"{info.epoch} has {info.processes} process(es) of {info.parts[0].header['workers']} worker(s)"
+            )
+        local = self.scheduler.instances_of(stage)
+        pieces: dict[int, list[tuple[int, Any]]] = {ctx.worker: [] for ctx in local}
+        for _, _, state in states:
+            for route, piece in state:
+                target = route % peers
+                if target in pieces:
+                    pieces[target].append((route, piece))
+        for ctx in local:
+            ctx.vertex.restore(KeyedState(pieces[ctx.worker]))
+        return len(local)
+
+    def _restore_notifications(self, saved: list[Any], same: bool) -> None:
+        """Re-request the notifications pending at the checkpoint."""
+        for name, worker, guarantee, cap in saved:
+            for ctx in self._owners(name, worker, same):
+                capability = None if cap is None else _from_flat(tuple(cap))
+                self.scheduler.request_notification(ctx, _from_flat(tuple(guarantee)), capability)
+
+    def _restore_carried(self, saved: list[Any], same: bool) -> None:
+        """Send again what callbacks had sent past the checkpoint: it was in flight."""
+        scheduler = self.scheduler
+        for name, worker, port, time, records in saved:
+            owners = self._owners(name, worker, same)
+            if not owners:
+                continue
+            if same:
+                ctx: VertexRuntime | None = owners[0]
+            else:
+                ctx = scheduler.instance(owners[0].stage, worker % scheduler.peers)
+            if ctx is not None:
+                scheduler.send(ctx, port, _from_flat(tuple(time)), records)
+
     def _owners(self, name: str, worker: int, same: bool) -> list[VertexRuntime]:
         """The local instances that take an old instance's notification requests: itself when
         nothing changed; every local instance of the stage after a change of worker count."""
-        spec = self.rt.graph.by_name.get(name)
+        spec = self.scheduler.graph.by_name.get(name)
         if spec is None:
             return []
         if same:
-            return [w.vertices[spec.index] for w in self.rt.workers if w.index == worker]
-        return [w.vertices[spec.index] for w in self.rt.workers]
+            ctx = self.scheduler.instance(spec.index, worker)
+            return [] if ctx is None else [ctx]
+        return self.scheduler.instances_of(spec.index)
 
     # Inputs and outputs ------------------------------------------------------------------------
     def replay(self) -> None:
         """Open the input logs and re-send the logged epochs after the checkpoint; the inputs are
         then at the first epoch no log sealed everywhere, where the program takes over."""
-        rt = self.rt
-        me, processes = rt.process_index, rt.processes
+        me, processes = self.process_index, self.processes
         start = self.start_epoch
         replayed_records = 0
         replayed_epochs = 0
-        for binding in rt.inputs:
+        for binding in self.bindings.inputs:
             mine, by_epoch, until = self.plan[binding.name]
             if binding.closed:
                 continue
@@ -326,7 +323,7 @@ class Recovery:
                 for j in mine:
                     if j >= processes:  # its process is gone: retire its log
                         append_frame(self.root, j, binding.name, (RESUME, until, True))
-            binding.logging = False
+            binding.log_to(None)
             for epoch in sorted(by_epoch):
                 if epoch > binding.epoch:
                     binding.advance_to(epoch)
@@ -337,7 +334,8 @@ class Recovery:
                 binding.close()
             elif until > binding.epoch:
                 binding.advance_to(until)
-            binding.logging = binding.name in self.logs
+            kept = self.logs.get(binding.name)
+            binding.log_to(None if kept is None else _sealer(kept))
         if self.resume is not None or replayed_epochs:
             self.resumed.update(replayed_epochs=replayed_epochs, replayed_records=replayed_records)
             log.info(
@@ -349,25 +347,25 @@ class Recovery:
             )
 
     def _delivered(self, sub: SubscriptionBinding) -> int:
-        rt = self.rt
-        before = self.resume.processes if self.resume is not None else rt.processes
-        if before == rt.processes:
-            return read_delivered(self.root, rt.process_index, sub.name)
+        before = self.resume.processes if self.resume is not None else self.processes
+        if before == self.processes:
+            return read_delivered(self.root, self.process_index, sub.name)
         return min(read_delivered(self.root, j, sub.name) for j in range(before))
 
-    def seal(self, binding: InputBinding, epoch: int, records: list[Any], next_epoch: int | None) -> None:
-        self.logs[binding.name].write((SEAL, epoch, records, next_epoch))
+    def _marker(self, sub: SubscriptionBinding) -> Any:
+        root, me, name = self.root, self.process_index, sub.name
 
-    def mark_delivered(self, sub: SubscriptionBinding, epoch: int) -> None:
-        self.delivered[sub.name] = epoch
-        write_delivered(self.root, self.rt.process_index, sub.name, epoch)
+        def mark(epoch: int) -> None:
+            write_delivered(root, me, name, epoch)
+
+        return mark
 
     def close(self) -> None:
         """Close the input logs (the computation has ended, one way or another)."""
         for log_ in self.logs.values():
             log_.close()
-        for binding in self.rt.inputs:
-            binding.logging = False
+        for binding in self.bindings.inputs:
+            binding.log_to(None)
 
     def statistics(self) -> dict[str, Any]:
         return {
@@ -375,5 +373,39 @@ class Recovery:
             "checkpoint_seconds": self.checkpoint_seconds,
             "last_checkpoint": dict(self.last_checkpoint),
             "resumed": dict(self.resumed),
-            "next_checkpoint_epoch": self.rt.fence,
+            "next_checkpoint_epoch": self.fence.epoch,
         }
+
+
+def _sealer(log_: InputLog) -> Any:
+    """What an input calls as each epoch ends: a SEAL frame in its log."""
+
+    def seal(epoch: int, records: list[Any], next_epoch: int | None) -> None:
+        log_.write((SEAL, epoch, records, next_epoch))
+
+    return seal
+
+
+def _state_of(ctx: VertexRuntime, epoch: int) -> tuple[str, int, int, Any] | None:
+    """What a vertex's checkpoint() returned, as a part's entry: (stage, worker, keyed, state);
+    None for a vertex that keeps no state."""
+    vertex = ctx.vertex
+    if type(vertex).checkpoint is Vertex.checkpoint:
+        return None
+    try:
+        state = vertex.checkpoint()
+    except BaseException as exc:
+        err = VertexError(
+            f"stage {ctx.stage_name!r} (worker {ctx.worker}) raised {type(exc).__name__} in checkpoint "
+            f"at epoch {epoch}: {exc}",
+            ctx.stage_name,
+            ctx.worker,
+            epoch,
+            "checkpoint",
+        )
+        raise err from exc
+    if state is None:
+        return None
+    if isinstance(state, KeyedState):
+        return (ctx.stage_name, ctx.worker, 1, [tuple(p) for p in state.pieces])
+    return (ctx.stage_name, ctx.worker, 0, state)

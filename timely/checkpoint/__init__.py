@@ -11,14 +11,12 @@ epochs, and the program goes on feeding from ``Input.epoch``. See docs/fault-tol
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._runtime.config import ENV_CHECKPOINT_DIR, ENV_CHECKPOINT_EVERY
 from ._store import CheckpointError, CheckpointInfo, latest_checkpoint
 
-__all__ = ["Checkpoints", "CheckpointError", "CheckpointInfo", "latest_checkpoint", "checkpoints_from_env"]
+__all__ = ["Checkpoints", "CheckpointError", "CheckpointInfo", "latest_checkpoint"]
 
 
 @dataclass(frozen=True)
@@ -56,13 +54,3 @@ class Checkpoints:
     @property
     def path(self) -> Path:
         return Path(self.directory)
-
-
-def checkpoints_from_env(environ: Mapping[str, str] | None = None) -> Checkpoints | None:
-    """The policy ``timely run --checkpoint-dir DIR [--checkpoint-every K]`` set, if any."""
-    env = os.environ if environ is None else environ
-    directory = env.get(ENV_CHECKPOINT_DIR)
-    if not directory:
-        return None
-    every = env.get(ENV_CHECKPOINT_EVERY)
-    return Checkpoints(directory, every_epochs=int(every) if every else 10)

@@ -9,61 +9,14 @@ turns it into a `FrozenGraph` with locations and could-result-in.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import CycleError, GraphError
 from ..progress import PathSummary
+from .frozen import FrozenGraph
+from .specs import ConnectorSpec, ContextSpec, StageKind, StageSpec
 
-if TYPE_CHECKING:
-    from .frozen import FrozenGraph
-
-__all__ = ["GraphBuilder", "StageSpec", "ConnectorSpec", "ContextSpec", "StageKind"]
-
-
-class StageKind:
-    """What a stage is, for the runtime and for drawing the graph."""
-
-    VERTEX = "vertex"
-    INPUT = "input"
-    INGRESS = "ingress"
-    EGRESS = "egress"
-    FEEDBACK = "feedback"
-    PROBE = "probe"
-
-
-@dataclass
-class ContextSpec:
-    """A loop context (or the root scope, index 0, depth 0)."""
-
-    index: int
-    name: str  # full dotted name; "" for the root
-    parent: int | None
-    depth: int
-
-
-@dataclass
-class StageSpec:
-    index: int
-    name: str  # full dotted name, e.g. "cc.loop.min"
-    kind: str
-    context: int  # the context whose times the stage holds
-    factory: Callable[[], Any] | None
-    inputs: int
-    output_summaries: list[PathSummary]  # one per output port
-    partitions: list[Callable[[Any], int] | None] = field(default_factory=list)
-    depth: int = 0  # loop depth of the times the stage holds
-
-
-@dataclass
-class ConnectorSpec:
-    index: int
-    source: int  # stage index
-    source_port: int
-    target: int  # stage index
-    target_port: int
-    depth: int  # loop depth of the times carried
-    partition: Callable[[Any], int] | None
+__all__ = ["GraphBuilder"]
 
 
 class GraphBuilder:
@@ -96,7 +49,10 @@ class GraphBuilder:
         inputs: int,
         output_summaries: list[PathSummary],
         partitions: list[Callable[[Any], int] | None] | None = None,
+        depth: int | None = None,
     ) -> int:
+        """Add a stage; its index. ``depth``: the loop depth of the times it holds, when not its
+        context's (an ingress holds the enclosing scope's times)."""
         self._check_open()
         if not isinstance(name, str) or not name:
             raise GraphError(f"a stage needs a non-empty name, got {name!r}")
@@ -108,7 +64,8 @@ class GraphBuilder:
         if len(partitions) != inputs:
             raise GraphError(f"stage {full!r}: {len(partitions)} partition functions for {inputs} inputs")
         index = len(self.stages)
-        depth = self.contexts[context].depth
+        if depth is None:
+            depth = self.contexts[context].depth
         self.stages.append(
             StageSpec(index, full, kind, context, factory, inputs, list(output_summaries), partitions, depth)
         )
@@ -138,8 +95,6 @@ class GraphBuilder:
 
     def freeze(self) -> FrozenGraph:
         """Validate (every input connected, no cycle without feedback) and seal the graph."""
-        from .frozen import FrozenGraph
-
         self._check_open()
         connected = {(c.target, c.target_port) for c in self.connectors}
         for s in self.stages:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from ..errors import CycleError
 from ..progress import PathSummary, Reachability, Step
-from .builder import ConnectorSpec, ContextSpec, StageKind, StageSpec
+from .specs import ConnectorSpec, ContextSpec, StageKind, StageSpec
 
 __all__ = ["FrozenGraph"]
 

@@ -66,6 +66,10 @@ Every failure is a `CodecError` naming the offending type, or, for received byte
 wrong with them; an exception from a user's encode/decode function is chained as
 ``__cause__``. This module is pure (no I/O, no asyncio) and thread-safe: a `Codec` keeps
 no buffers between calls.
+
+Why about 600 lines in one module: the two encodings, the census that chooses between them,
+the extension types and the registry must agree on every type code and every path back, and
+the error messages that name a failing record and what to do live next to the path that fails.
 """
 
 from __future__ import annotations

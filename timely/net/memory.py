@@ -56,8 +56,6 @@ class MemoryNetwork:
             target.bytes_received += len(payload)
             target.frames_received += 1
             target._deliver(src, payload)
-            for t in self.transports:
-                t._check_drained()
             # Let the receiving runtime run between deliveries, so interleavings vary.
             await asyncio.sleep(0)
 
@@ -78,15 +76,11 @@ class MemoryTransport(Transport):
         self.process_index = index
         self.processes = network.processes
         self.paused = False
-        self._drained = asyncio.Event()
-        self._drained.set()
 
     def send(self, peer: int, payload: bytes) -> None:
         self.bytes_sent += len(payload)
         self.frames_sent += 1
         self.network._put(self.process_index, peer, payload)
-        if self.congested():
-            self._drained.clear()
 
     def congested(self) -> bool:
         q = self.network.queued_bytes
@@ -95,13 +89,6 @@ class MemoryTransport(Transport):
             for d in range(self.processes)
             if d != self.process_index
         )
-
-    def _check_drained(self) -> None:
-        if not self._drained.is_set() and not self.congested():
-            self._drained.set()
-
-    async def wait_uncongested(self) -> None:
-        await self._drained.wait()
 
     def pause_reading(self) -> None:
         self.paused = True

@@ -45,7 +45,6 @@ HANDSHAKE_SECONDS = 5.0
 HANDSHAKE_MAX_FRAME = 4096
 HIGH_WATER = 4 << 20
 """Outgoing bytes queued for one peer above which the transport reports congestion."""
-LOW_WATER = 1 << 20
 
 
 class _Refused(Exception):
@@ -308,10 +307,6 @@ class TcpTransport(Transport):
             if transport.get_write_buffer_size() > HIGH_WATER:
                 return True
         return False
-
-    async def wait_uncongested(self) -> None:
-        while any(p.writer.transport.get_write_buffer_size() > LOW_WATER for p in self.peers.values()):
-            await asyncio.sleep(0.001)
 
     def pause_reading(self) -> None:
         for peer in self.peers.values():

@@ -65,10 +65,6 @@ class Transport(ABC):
         """True while some peer's outgoing queue is above its high-water mark."""
 
     @abstractmethod
-    async def wait_uncongested(self) -> None:
-        """Return once every outgoing queue is below its low-water mark."""
-
-    @abstractmethod
     def pause_reading(self) -> None:
         """Stop taking frames from peers (the runtime's queues are full): TCP slows the senders."""
 

@@ -1,0 +1,142 @@
+"""libs/bloom's operators on plain timely streams: the asynchronous aggregate sends every
+improvement and requests no notification, the coordinated one sends once per complete time;
+records of an earlier epoch arriving late still reach that epoch's answer; not_in waits; and
+mistakes are reported naming the operator and the record."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import timely
+from libs import bloom
+from libs.bloom import LMax, LSet
+from tests.support import TIMEOUT
+
+
+def _aggregate_run(coordinated: bool, workers: int) -> tuple[dict[int, list[Any]], int]:
+    seen: dict[int, list[Any]] = {}
+
+    def build(scope: timely.Scope) -> Any:
+        values = scope.new_input("values")
+        out = bloom.aggregate(values, "agg", lattice=LMax, coordinated=coordinated)
+        out.subscribe(lambda t, records: seen.setdefault(t.epoch, []).extend(records))
+        return values
+
+    with timely.execute(build, workers=workers, timeout=TIMEOUT) as (comp, values):
+        values.send([("a", LMax(1)), ("b", LMax(5))])
+        values.send([("a", LMax(3)), ("a", LMax(2)), ("b", LMax(4))])  # b does not grow
+        values.advance_to(1)
+        values.send([("a", LMax(2))])  # nothing new at epoch 1
+        values.send([("b", LMax(9))])
+    asked = sum(v.statistics().notifications_requested for v in comp.vertices("agg"))
+    return seen, asked
+
+
+def test_async_aggregate_sends_each_improvement_without_notifications(workers: int) -> None:
+    seen, asked = _aggregate_run(False, workers)
+    assert asked == 0
+    assert max(v for k, v in seen[0] if k == "a") == LMax(3) and ("b", LMax(5)) in seen[0]
+    assert ("b", LMax(4)) not in seen[0]  # what adds nothing is dropped
+    assert seen[1] == [("b", LMax(9))]
+
+
+def test_coordinated_aggregate_sends_one_final_value_per_key_and_time(workers: int) -> None:
+    seen, asked = _aggregate_run(True, workers)
+    assert asked > 0
+    assert sorted(seen[0]) == [("a", LMax(3)), ("b", LMax(5))]
+    assert seen[1] == [("b", LMax(9))]
+
+
+def test_a_late_record_of_an_earlier_epoch_updates_the_later_epochs_too() -> None:
+    """Epoch 1's votes arrive before epoch 0's; the threshold must still fire at both."""
+    seen: dict[int, list[Any]] = {}
+    order: list[int] = []
+
+    @bloom.monotone
+    def three(s: LSet) -> Any:
+        return s.size().gt_eq(3)
+
+    class Late(timely.Vertex):
+        """Holds epoch 0's records until epoch 1's have gone (a slow path)."""
+
+        def __init__(self) -> None:
+            self.held: list[Any] = []
+
+        def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
+            if time.epoch == 0:
+                self.held.extend(records)
+                self.notify_at(time)  # messages go before notifications: epoch 1 overtakes
+            else:
+                self.send_by(self.outputs[0], records, time)
+
+        def on_notify(self, time: timely.Timestamp) -> None:
+            self.send_by(self.outputs[0], self.held, time)
+
+    def build(scope: timely.Scope) -> Any:
+        votes = scope.new_input("votes")
+        late = votes.stage("late", Late).inspect_batch("order", lambda t, r: order.append(t.epoch))
+        tally = bloom.aggregate(late, "tally")
+        bloom.when(tally, three, "quorum").subscribe(lambda t, r: seen.setdefault(t.epoch, []).extend(r))
+        return votes
+
+    with timely.execute(build, timeout=TIMEOUT) as (comp, votes):
+        votes.send([("r", LSet([1])), ("r", LSet([2]))])
+        votes.advance_to(1)
+        votes.send([("r", LSet([3]))])
+    assert order == [1, 0]  # the scenario happened: epoch 1's vote went first
+    assert seen == {1: ["r"]}  # {1, 2} at epoch 0 is short of three; {1, 2, 3} at epoch 1 is not
+
+
+def test_not_in_waits_for_each_time_and_is_scratch(workers: int) -> None:
+    seen: dict[int, set[Any]] = {}
+
+    def build(scope: timely.Scope) -> Any:
+        pos = scope.new_input("pos")
+        neg = scope.new_input("neg")
+        out = bloom.not_in(pos, neg, key=lambda r: r[0], name="minus")
+        out.subscribe(lambda t, r: seen.setdefault(t.epoch, set()).update(r))
+        return pos, neg
+
+    with timely.execute(build, workers=workers, timeout=TIMEOUT) as (comp, (pos, neg)):
+        pos.send([(1, "a"), (2, "b"), (3, "c")])
+        neg.send([2])
+        pos.advance_to(1)
+        neg.advance_to(1)
+        pos.send([(4, "d")])
+        neg.send([3])
+    assert seen[0] == {(1, "a"), (3, "c")}
+    assert seen[1] == {(1, "a"), (4, "d")}  # the answer at epoch 1 in full; (3, "c") is negated now
+    assert sum(v.statistics().notifications_requested for v in comp.vertices("minus")) > 0
+
+
+def test_errors_name_the_operator_and_the_record() -> None:
+    def build(scope: timely.Scope) -> Any:
+        values = scope.new_input("values")
+        bloom.aggregate(values, "maxes", lattice=LMax)
+        return values
+
+    with pytest.raises(timely.VertexError) as info:
+        with timely.execute(build, timeout=TIMEOUT) as (comp, values):
+            values.send([("k", LSet([1]))])
+    assert isinstance(info.value.__cause__, bloom.BloomError)
+    assert "aggregate 'maxes'" in str(info.value.__cause__) and "LSet" in str(info.value.__cause__)
+
+    def nested(scope: timely.Scope) -> Any:
+        outer = timely.LoopContext(scope, "outer")
+        inner = timely.LoopContext(outer, "inner")
+        s = inner.ingress(outer.ingress(scope.new_input("x")))
+        bloom.distinct(s, "d")
+
+    with pytest.raises(bloom.BloomError, match="distinct 'd'.*2 loops deep"):
+        timely.execute(nested).__enter__()
+
+    def stream_in_rule(scope: timely.Scope) -> Any:
+        edges = scope.new_input("edges")
+        with bloom.Program(scope, "p") as p:
+            t = p.table("t")
+            t |= edges  # type: ignore[arg-type]
+
+    with pytest.raises(bloom.BloomError, match="is a timely stream; make it the source of a collection"):
+        timely.execute(stream_in_rule).__enter__()

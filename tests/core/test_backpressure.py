@@ -1,0 +1,71 @@
+"""Backpressure: a fast input feeding a slow stage in another process keeps memory bounded,
+and an input can be held a fixed number of epochs ahead of a probe."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import timely
+import timely.testing
+from tests.support import TIMEOUT
+
+BATCH = 1000
+BATCHES = 400  # 400,000 records: far more than the queues may hold
+
+
+class Slow(timely.Vertex):
+    """Every batch awaits a little: the stage consumes much slower than the input produces."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
+        await asyncio.sleep(0.0005)
+        self.count += len(records)
+
+
+def slow_sink(scope: timely.Scope) -> tuple[timely.Input, Any]:
+    inp = scope.new_input("fast")
+    # every record goes to the last worker, which lives in the last process
+    inp.stage("slow", Slow, exchange=lambda r: scope.peers - 1).probe()
+    return inp, None
+
+
+async def test_a_fast_input_into_a_slow_remote_stage_keeps_queues_bounded() -> None:
+    async with timely.testing.simulated(slow_sink, processes=2, seed=3, timeout=TIMEOUT) as runs:
+        (producer, (inp, _)), (consumer, _) = runs
+        network = producer.runtime.transport.network
+        peak_channel = 0
+        for i in range(BATCHES):
+            inp.send(range(i * BATCH, (i + 1) * BATCH))
+            await producer.drain(timeout=TIMEOUT)
+            peak_channel = max(peak_channel, max(network.queued_bytes.values()))
+    received = sum(v.count for v in consumer.vertices("slow"))
+    assert received == BATCH * BATCHES  # nothing lost
+    stats = [comp.statistics() for comp, _ in runs]
+    # The consumer stopped reading at 256 queued messages (each <= 1000 records) and the
+    # producer waited: far fewer than the 400 batches ever sat in one place.
+    assert stats[1].max_queued_messages < 300, stats[1]
+    assert stats[0].max_queued_messages <= 40, stats[0]
+    assert peak_channel < 8 << 20  # the in-memory channel's bytes stayed near its high-water mark
+
+
+def throttled(scope: timely.Scope) -> tuple[timely.Input, timely.Probe, list[tuple[int, int]]]:
+    seen: list[tuple[int, int]] = []
+    inp = scope.new_input("epochs")
+    probe = inp.stage("slow", Slow).probe("done")
+    inp.throttle(probe, epochs_ahead=2)
+    return inp, probe, seen
+
+
+def test_an_input_is_held_to_k_epochs_ahead_of_its_probe() -> None:
+    with timely.execute(throttled, timeout=TIMEOUT) as (comp, (inp, probe, _)):
+        for e in range(1, 12):
+            inp.send(range(100))
+            inp.advance_to(e)
+            # after advance_to(e) returns, the probe has passed e - 3: at most 2 epochs in flight
+            if e >= 3:
+                assert probe.passed(e - 3)
+            frontier = list(probe.frontier())
+            assert frontier and frontier[0].epoch >= e - 2

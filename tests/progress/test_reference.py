@@ -1,0 +1,490 @@
+"""The pure progress layer against a brute-force reference (tests/support/progress_reference.py).
+
+Random logical graphs with nested loops are built through `GraphBuilder`; could-result-in,
+path summaries, the single-process tracker and the distributed broadcast protocol
+(Naiad §2.3, §3.3) are compared with exhaustive search over concrete states.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, deque
+
+import pytest
+from hypothesis import HealthCheck, event, given, note, settings
+from hypothesis import strategies as st
+
+from tests.support.progress_reference import (
+    ReferenceModel,
+    builders,
+    describe,
+    graphs,
+    le,
+    minimal,
+    pointstamps,
+    times_of_depth,
+)
+from timely.dataflow import Dataflow
+from timely.errors import CycleError
+from timely.graph import FrozenGraph, GraphBuilder, StageKind
+from timely.loop_context import LoopContext
+from timely.operators import Forward
+from timely.progress import Antichain, ChangeBatch, PathSummary, ProgressTracker
+
+SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large]
+
+pytestmark = pytest.mark.timeout(600)
+"""Passing runs take seconds; a failing one spends minutes shrinking its example, which must
+not be cut short by the suite's 120 s timeout (a dump of stacks instead of the example)."""
+
+MAX_COORD = 3
+"""Coordinates of the times the tests make up; the reference's cap is at least one more."""
+
+
+def _pointstamps(graph: FrozenGraph, ref: ReferenceModel, max_coord: int) -> st.SearchStrategy:
+    """Pointstamps anywhere, or (half the time, when the graph has any) at a location with
+    several incomparable path summaries to somewhere, where mistakes are likeliest."""
+    rows = graph.reachability.summaries
+    forks = [a for a, row in enumerate(rows) if any(len(s) > 1 for s in row)]
+    anywhere = pointstamps(ref.depths, max_coord)
+    if not forks:
+        return anywhere
+    at_forks = st.sampled_from(forks).flatmap(
+        lambda loc: times_of_depth(ref.depths[loc], max_coord).map(lambda t: (t, loc))
+    )
+    return st.one_of(anywhere, at_forks)
+
+
+def _grid(depth: int, top: int) -> list[tuple[int, ...]]:
+    return list(itertools.product(range(top + 1), repeat=depth + 1))
+
+
+# Could-result-in and path summaries ------------------------------------------------------
+
+
+@settings(deadline=None, max_examples=150, suppress_health_check=SLOW)
+@given(st.data())
+def test_could_result_in_matches_bfs_reference(data: st.DataObject) -> None:
+    """`Reachability.could_result_in` equals breadth-first search over concrete states: for a
+    few sources against every location and every time there with coordinates up to 2, and
+    for random pairs with coordinates up to 5."""
+    graph = data.draw(graphs(), label="graph")
+    note(describe(graph))
+    ref = ReferenceModel(graph, min_cap=MAX_COORD + 1)
+    reach = graph.reachability
+    assert reach.depths == ref.depths
+    # every source against every location and every small time there
+    sources = data.draw(st.lists(_pointstamps(graph, ref, 2), min_size=1, max_size=3), label="sources")
+    for p in sources:
+        for loc in range(ref.locations):
+            for t in _grid(ref.depths[loc], 2):
+                q = (t, loc)
+                assert reach.could_result_in(p, q) == ref.could_result_in(p, q), (p, q)
+    # random pairs with larger coordinates (and so other caps)
+    pairs = data.draw(
+        st.lists(st.tuples(pointstamps(ref.depths, 5), pointstamps(ref.depths, 5)), max_size=40), label="pairs"
+    )
+    for p, q in pairs:
+        assert reach.could_result_in(p, q) == ref.could_result_in(p, q), (p, q)
+
+
+@settings(deadline=None, max_examples=120, suppress_health_check=SLOW)
+@given(st.data())
+def test_results_at_and_summaries_match_bfs_reference(data: st.DataObject) -> None:
+    """Summaries exist exactly between locations a path joins, form an antichain, and
+    `results_at` gives exactly the minimal times the reference reaches (with no extras)."""
+    graph = data.draw(graphs(), label="graph")
+    note(describe(graph))
+    ref = ReferenceModel(graph, min_cap=MAX_COORD + 1)
+    reach = graph.reachability
+    n = ref.locations
+    for a in range(n):
+        for b in range(n):
+            summaries = reach.summaries[a][b]
+            assert reach.reachable(a, b) == ref.reaches(a, b) == bool(summaries), (a, b)
+            for s in summaries:  # each summary maps an a-time to a b-time
+                assert s.output_length == ref.depths[b] + 1
+            for s, s2 in itertools.permutations(summaries, 2):  # an antichain of summaries
+                assert not s.dominates(s2), (a, b, summaries)
+    sources = data.draw(st.lists(_pointstamps(graph, ref, MAX_COORD), min_size=1, max_size=4), label="sources")
+    for p in sources:
+        for loc in range(n):
+            results = reach.results_at(p, loc)
+            # each result is reachable, and the minimal ones are exactly the minimal times
+            # reachable from p at loc (exact: the cap exceeds every coordinate involved)
+            for r in results:
+                assert ref.could_result_in(p, (r, loc)), (p, loc, r)
+            cap = ref.cap_for(p[0], *results)
+            assert minimal(results) == ref.minimal_results([p], loc, cap), (p, loc, results)
+
+
+def _step_summaries(depth: int) -> list[tuple[str, PathSummary, int]]:
+    """The one-step summaries leaving a location of ``depth``: (name, summary, new depth)."""
+    steps = [("identity", PathSummary.identity(depth), depth), ("ingress", PathSummary.ingress(depth), depth + 1)]
+    if depth >= 1:
+        steps += [("egress", PathSummary.egress(depth), depth - 1), ("feedback", PathSummary.feedback(depth), depth)]
+    return steps
+
+
+def _concrete(name: str, t: tuple[int, ...]) -> tuple[int, ...]:
+    return {
+        "identity": t,
+        "ingress": (*t, 0),
+        "egress": t[:-1],
+        "feedback": (*t[:-1], t[-1] + 1),
+    }[name]
+
+
+@st.composite
+def _paths(draw: st.DrawFn, depth: int) -> tuple[PathSummary, list[str], int]:
+    """A random sequence of steps from ``depth`` (at most 3 loops deep) and its composed summary."""
+    summary = PathSummary.identity(depth)
+    names: list[str] = []
+    d = depth
+    for _ in range(draw(st.integers(0, 6))):
+        options = [s for s in _step_summaries(d) if s[2] <= 3]
+        name, step, d = draw(st.sampled_from(options))
+        summary = summary.then(step)
+        names.append(name)
+    return summary, names, d
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.data())
+def test_summary_then_and_dominates_match_concrete_steps(data: st.DataObject) -> None:
+    """A composed summary (`then`) applies like its steps one by one; `results_le` is
+    ``apply`` then ``<=``; `dominates` holds exactly when it holds pointwise."""
+    depth = data.draw(st.integers(0, 3), label="depth")
+    s1, names1, d1 = data.draw(_paths(depth), label="path1")
+    s2, names2, d2 = data.draw(_paths(depth), label="path2")
+    for t in _grid(depth, 2):
+        u = t
+        for name in names1:
+            u = _concrete(name, u)
+        assert s1.apply(t) == u, (names1, t)
+        if d1 == d2:
+            target = data.draw(times_of_depth(d2, 4), label="target")
+            assert s1.results_le(t, target) == le(u, target)
+    if d1 == d2:
+        # two coordinate values per input coordinate witness any failure of dominance
+        top = 2 + max([0, s1.inc, s2.inc, *s1.tail, *s2.tail])
+        witnesses = list(itertools.product((0, top), repeat=depth + 1))
+        assert s1.dominates(s2) == all(le(s1.apply(t), s2.apply(t)) for t in witnesses), (s1, s2)
+
+
+@settings(deadline=None, max_examples=80, suppress_health_check=SLOW)
+@given(st.data())
+def test_generated_graphs_give_an_antisymmetric_could_result_in(data: st.DataObject) -> None:
+    """Sanity of the generator (and of the frontier's premise): no pointstamp can lead to a
+    different one at the same location with an earlier-or-equal time, so could-result-in is
+    a partial order and the frontier of a non-empty set is never empty."""
+    graph = data.draw(graphs(), label="graph")
+    note(describe(graph))
+    ref = ReferenceModel(graph, min_cap=MAX_COORD + 1)
+    ps = data.draw(st.lists(pointstamps(ref.depths, 2), min_size=1, max_size=6), label="pointstamps")
+    for t, loc in ps:
+        assert ref.minimal_reached((t, loc), ref.cap_for(t))[loc] == {t}
+    for p, q in itertools.product(ps, repeat=2):
+        if p != q:
+            assert not (graph.reachability.could_result_in(p, q) and graph.reachability.could_result_in(q, p))
+
+
+def _successor(data: st.DataObject, ref: ReferenceModel, p: tuple) -> tuple | None:
+    """A pointstamp that ``p`` could result in and is not ``p`` (or None when its
+    coordinates would exceed MAX_COORD): one step along the graph, or a later time at p's
+    location (like a notification request), then any coordinates bumped.
+
+    Strictly later matters in the distributed protocol: a batch ``{p: +2, p: -1}`` nets to
+    an increment at ``p`` with no decrement below it, and a consumer's ``-1`` that overtakes
+    it can then cancel the very count that covers it. The protocol assumes every increment
+    in a batch is strictly later than some decrement in it."""
+    t, loc = p
+    target, move = data.draw(st.sampled_from([(loc, None), *ref.succ[loc]]), label="move")
+    u = t if move is None else ref.move(move, t)
+    bump = data.draw(st.tuples(*[st.integers(0, 1)] * len(u)), label="bump")
+    u = tuple(x + y for x, y in zip(u, bump))
+    if (u, target) == p or max(u) > MAX_COORD:
+        return None
+    return (u, target)
+
+
+# One tracker -------------------------------------------------------------------------------
+
+
+def _check_tracker(tracker: ProgressTracker, ref: ReferenceModel, counts: Counter, probes: list) -> None:
+    active = {p for p, c in counts.items() if c > 0}
+    assert tracker.counts == {p: c for p, c in counts.items() if c}
+    expected = ref.frontier(active)
+    assert tracker.frontier == expected
+    assert tracker.is_empty() == (not active)
+    for q in [*active, *probes]:
+        assert tracker.is_minimal(q) == (q in expected), q
+        for exclude in (True, False):
+            assert tracker.blocked(q, exclude_self=exclude) == ref.blocked(active, q, exclude), (q, exclude)
+        assert set(tracker.holds(q, exclude_self=True)) == {
+            f for f in expected if f != q and ref.could_result_in(f, q)
+        }, q
+    per_loc = [tracker.frontier_at(loc) for loc in range(ref.locations)]
+    cap = ref.cap_for(*(t for t, _ in active), *(t for a in per_loc for t in a.elements)) if active else 1
+    for loc, antichain in enumerate(per_loc):
+        assert isinstance(antichain, Antichain)
+        elements = antichain.elements
+        assert len(set(elements)) == len(elements) == len(minimal(elements)), (loc, elements)
+        assert set(elements) == ref.minimal_results(sorted(active), loc, cap), (loc, elements)
+
+
+def _run_tracker(data: st.DataObject, allow_negative: bool) -> None:
+    graph = data.draw(graphs(), label="graph")
+    note(describe(graph))
+    ref = ReferenceModel(graph, min_cap=MAX_COORD + 1)
+    pool = data.draw(st.lists(_pointstamps(graph, ref, 2), min_size=1, max_size=8, unique=True), label="pool")
+    probes = data.draw(st.lists(_pointstamps(graph, ref, MAX_COORD), max_size=6), label="probes")
+    tracker = ProgressTracker(graph.reachability)
+    counts: Counter = Counter()
+    for _ in range(data.draw(st.integers(1, 8), label="batches")):
+        active = sorted(p for p, c in counts.items() if c > 0)
+        if active and data.draw(st.booleans(), label="process one"):
+            # the shape of a callback's batch: consume one, create some strictly later ones
+            consumed = data.draw(st.sampled_from(active), label="consumed")
+            net = Counter({consumed: -1})
+            for _ in range(data.draw(st.integers(1, 2), label="created")):
+                q = _successor(data, ref, consumed)
+                if q is not None:
+                    net[q] += 1
+        else:
+            chosen = data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=len(pool), unique=True))
+            net = {
+                p: data.draw(st.integers(-3, 3) if allow_negative else st.integers(-counts[p], 2), label="delta")
+                for p in chosen
+            }
+        if data.draw(st.booleans(), label="as pairs"):
+            # the same changes as a list with repeated pointstamps, to be consolidated
+            pairs = []
+            for p, d in net.items():
+                k = data.draw(st.integers(-2, 2), label="split")
+                pairs += [(p, d - k), (p, k)]
+            batch: object = data.draw(st.permutations(pairs), label="order")
+        else:
+            batch = net
+        before = {p for p, c in counts.items() if c > 0}
+        old_frontier, version, seen = set(tracker.frontier), tracker.version, len(tracker.newly_minimal)
+        tracker.update(batch)  # type: ignore[arg-type]
+        counts.update(net)
+        _check_tracker(tracker, ref, counts, probes)
+        # newly_minimal lists every pointstamp that joined the frontier; positive changes
+        # go first, so a pointstamp active before and after the batch is listed only if
+        # it really is in the frontier now (it never passes through it transiently)
+        joined = set(tracker.newly_minimal[seen:])
+        assert tracker.frontier - old_frontier <= joined
+        assert {p for p in joined if p in before and counts[p] > 0} <= tracker.frontier
+        if tracker.frontier != old_frontier:
+            assert tracker.version != version
+
+
+@settings(deadline=None, max_examples=150, suppress_health_check=SLOW)
+@given(st.data())
+def test_tracker_matches_bruteforce_frontier_reference(data: st.DataObject) -> None:
+    """After every atomic batch (non-negative counts): counts, frontier, `is_minimal`,
+    `blocked`, `holds` and `frontier_at` equal the brute-force answers over the active set."""
+    _run_tracker(data, allow_negative=False)
+
+
+@settings(deadline=None, max_examples=120, suppress_health_check=SLOW)
+@given(st.data())
+def test_tracker_with_negative_counts_matches_bruteforce_frontier_reference(data: st.DataObject) -> None:
+    """Counts may dip below zero in the distributed protocol; only positive ones are active."""
+    _run_tracker(data, allow_negative=True)
+
+
+# The distributed protocol (Naiad §3.3) -------------------------------------------------------
+
+
+class _Protocol:
+    """N participants, each with a tracker, FIFO channels between every ordered pair
+    (including i -> i), and the truth: who holds which active pointstamp."""
+
+    def __init__(self, data: st.DataObject, graph: FrozenGraph, ref: ReferenceModel, accumulate: bool) -> None:
+        self.data, self.ref, self.accumulate = data, ref, accumulate
+        self.n = data.draw(st.integers(2, 4), label="participants")
+        self.trackers = [ProgressTracker(graph.reachability) for _ in range(self.n)]
+        self.channels = {(i, j): deque() for i in range(self.n) for j in range(self.n)}
+        self.pending = [ChangeBatch() for _ in range(self.n)]  # accumulated, not yet broadcast
+        self.merged = [0] * self.n  # how many batches each pending one merges
+        self.truth: Counter = Counter()  # (pointstamp, owner) -> count
+        initial = data.draw(st.lists(pointstamps(ref.depths, 1), min_size=1, max_size=4), label="initial")
+        for p in initial:
+            self.truth[(p, data.draw(st.integers(0, self.n - 1), label="owner"))] += 1
+        for tracker in self.trackers:
+            tracker.update(Counter(initial))
+
+    def active(self) -> Counter:
+        total: Counter = Counter()
+        for (p, _), c in self.truth.items():
+            total[p] += c
+        return +total
+
+    def process(self) -> None:
+        """A participant consumes one pointstamp it holds and creates some it could result in."""
+        owned = sorted(k for k, c in self.truth.items() if c > 0)
+        p, i = self.data.draw(st.sampled_from(owned), label="process")
+        self.truth[(p, i)] -= 1
+        batch = ChangeBatch()
+        for _ in range(self.data.draw(st.integers(0, 3), label="created")):
+            q = _successor(self.data, self.ref, p)
+            if q is not None:
+                self.truth[(q, self.data.draw(st.integers(0, self.n - 1), label="owner"))] += 1
+                batch.add(q, +1)
+        batch.add(p, -1)
+        if not self.accumulate:
+            self.broadcast(i, batch)
+            return
+        for q, d in batch.items():  # merge into what i has not broadcast yet
+            self.pending[i].add(q, d)
+        self.merged[i] += 1
+        if self.data.draw(st.booleans(), label="flush now"):
+            self.flush(i)
+
+    def flush(self, i: int) -> None:
+        if self.merged[i] > 1:
+            event("a broadcast batch merges several callbacks' batches")
+        self.broadcast(i, self.pending[i])
+        self.pending[i] = ChangeBatch()
+        self.merged[i] = 0
+
+    def broadcast(self, i: int, batch: ChangeBatch) -> None:
+        changes = dict(batch.drain())
+        for j in range(self.n):
+            self.channels[(i, j)].append(dict(changes))
+
+    def deliver(self, i: int, j: int) -> None:
+        self.trackers[j].update(self.channels[(i, j)].popleft())
+
+    def step(self) -> None:
+        kinds = []
+        if any(c > 0 for c in self.truth.values()):
+            kinds.append("process")
+        busy = sorted(k for k, q in self.channels.items() if q)
+        if busy:
+            kinds.append("deliver")
+        flushable = [i for i in range(self.n) if self.pending[i]]
+        if flushable:
+            kinds.append("flush")
+        if not kinds:
+            return
+        kind = self.data.draw(st.sampled_from(kinds), label="step")
+        if kind == "process":
+            self.process()
+        elif kind == "deliver":
+            self.deliver(*self.data.draw(st.sampled_from(busy), label="channel"))
+        else:
+            self.flush(self.data.draw(st.sampled_from(flushable), label="flush"))
+
+    def check_safety(self) -> None:
+        """No local frontier is ahead of the global one (Naiad §3.3)."""
+        ref = self.ref
+        active = set(self.active())
+        for j, tracker in enumerate(self.trackers):
+            local_active = {p for p, c in tracker.counts.items() if c > 0}
+            assert tracker.frontier == ref.frontier(local_active), j
+            if any(c < 0 for c in tracker.counts.values()):
+                event("a local count is negative")
+            if active - local_active:
+                event("a truly active pointstamp is not yet active locally")
+            for p in active:
+                assert any(ref.could_result_in(f, p) for f in tracker.frontier), (
+                    f"participant {j}'s frontier {sorted(tracker.frontier)} is ahead of active {p}"
+                )
+            for f in tracker.frontier & active:  # a deliverable notification is globally minimal
+                assert not any(q != f and ref.could_result_in(q, f) for q in active), (j, f)
+
+    def drain(self) -> None:
+        for i in range(self.n):
+            if self.pending[i]:
+                self.flush(i)
+        while busy := sorted(k for k, q in self.channels.items() if q):
+            self.deliver(*self.data.draw(st.sampled_from(busy), label="drain"))
+            self.check_safety()
+        active = self.active()
+        for tracker in self.trackers:
+            assert tracker.counts == dict(active)
+            assert tracker.frontier == self.ref.frontier(active)
+
+
+def _run_protocol(data: st.DataObject, accumulate: bool) -> None:
+    graph = data.draw(graphs(max_ops=8), label="graph")
+    note(describe(graph))
+    ref = ReferenceModel(graph, min_cap=MAX_COORD + 1)
+    protocol = _Protocol(data, graph, ref, accumulate)
+    protocol.check_safety()
+    for _ in range(data.draw(st.integers(1, 30), label="steps")):
+        protocol.step()
+        protocol.check_safety()
+    in_flight = sum(len(q) for q in protocol.channels.values())
+    event("batches in flight before draining: " + ("none" if not in_flight else "1-5" if in_flight <= 5 else "6+"))
+    protocol.drain()
+
+
+@settings(deadline=None, max_examples=150, suppress_health_check=SLOW)
+@given(st.data())
+def test_broadcast_protocol_local_frontier_never_ahead_of_global(data: st.DataObject) -> None:
+    """Every batch broadcast on its own, channels delivered in any interleaving: every truly
+    active pointstamp stays covered by each participant's frontier, and once drained every
+    participant's counts equal the truth."""
+    _run_protocol(data, accumulate=False)
+
+
+@settings(deadline=None, max_examples=150, suppress_health_check=SLOW)
+@given(st.data())
+def test_broadcast_protocol_with_accumulated_batches_never_ahead_of_global(data: st.DataObject) -> None:
+    """The same, with each participant merging consecutive batches into one before
+    broadcasting it (per-process accumulation)."""
+    _run_protocol(data, accumulate=True)
+
+
+# Graphs the progress layer cannot handle: freezing refuses them ------------------------------
+
+
+def test_builder_refuses_a_cycle_that_leaves_its_loop_context() -> None:
+    root = Dataflow().root
+    loop = LoopContext(root, "loop")
+    fb = loop.feedback("fb")
+    x = loop.stage("x", Forward, [fb.stream])
+    v = root.stage("v", Forward, [loop.egress(x)])  # out of the loop ...
+    fb.connect(loop.ingress(v))  # ... and back in: the counter restarts at 0
+    # Accepted, could-result-in would stop being antisymmetric: ((0, 5), x) and ((0, 1), x)
+    # could each result in the other, and progress could never be decided.
+    with pytest.raises(CycleError, match="leaves the feedback's loop") as info:
+        root.dataflow.freeze()
+    assert {"loop.x", "loop.fb"} <= set(info.value.stages)
+
+
+def _non_advancing_cycles(ref: ReferenceModel, stages: int, top: int) -> list[int]:
+    """Stages from which some time ``t`` leads back to the same stage at a different time
+    ``t' <= t`` (a cycle that does not advance). ``t`` has every counter at ``top``, which
+    must exceed the constants such a cycle can leave behind (one per feedback passed)."""
+    found = []
+    for loc in range(stages):
+        t = (0, *[top] * ref.depths[loc])
+        reached = ref.minimal_reached((t, loc), top + 1)[loc]
+        if any(u != t and le(u, t) for u in reached):
+            found.append(loc)
+    return found
+
+
+@settings(deadline=None, max_examples=200, suppress_health_check=SLOW)
+@given(builders(max_loops=3, max_ops=8, any_feedback=True))
+def test_freeze_refuses_exactly_the_graphs_with_a_non_advancing_cycle(builder: GraphBuilder) -> None:
+    """Feedbacks here may read any stream of their loop, so some cycles leave the loop and come
+    back through an ingress, restarting the counter. Freezing must refuse exactly the graphs
+    where the reference finds a cycle that does not advance the time: for the others
+    could-result-in is a partial order."""
+    note(describe(builder))
+    ref = ReferenceModel(builder)
+    feedbacks = sum(s.kind == StageKind.FEEDBACK for s in builder.stages)
+    bad = _non_advancing_cycles(ref, len(builder.stages), top=feedbacks + 1)
+    event("a cycle leaves its loop" if bad else "every cycle advances")
+    if bad:
+        with pytest.raises(CycleError):
+            builder.freeze()
+    else:
+        builder.freeze()

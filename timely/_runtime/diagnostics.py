@@ -1,0 +1,148 @@
+"""Seeing inside a running process: what holds progress back (`explain`), counters
+(`statistics`), and a watch that logs the explanation when the scheduler sits idle too long.
+
+Everything here reads the other parts' state and changes none of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time as _time
+from collections.abc import Callable
+from typing import Any
+
+from ..graph import FrozenGraph, StageKind
+from ..progress import Pointstamp, ProgressTracker
+from ..timestamp import _from_flat
+from ..vertex import TOP
+from .cluster import ClusterLink
+from .recovery import Recovery
+from .scheduler import Scheduler
+from .statistics import ComputationStatistics, WorkerStatistics
+from .waiters import Waiters
+
+__all__ = ["Diagnostics"]
+
+log = logging.getLogger("timely")
+
+
+class Diagnostics:
+    """Explanations and statistics of one process, from its graph, tracker, scheduler, waits,
+    link and recovery."""
+
+    def __init__(
+        self,
+        graph: FrozenGraph,
+        tracker: ProgressTracker,
+        scheduler: Scheduler,
+        waiters: Waiters,
+        link: ClusterLink | None,
+        recovery: Recovery | None,
+        started_at: float,
+    ) -> None:
+        self.graph = graph
+        self.tracker = tracker
+        self.scheduler = scheduler
+        self.waiters = waiters
+        self.link = link
+        self.recovery = recovery
+        self.started_at = started_at
+        """When the process started (perf_counter): what ``elapsed_seconds`` counts from."""
+
+    def describe(self, p: Pointstamp) -> str:
+        """What a pointstamp is, in words: an open input, a stage's capability, messages in flight."""
+        time, loc = p
+        t = _from_flat(time) if time is not TOP else "TOP"
+        count = self.tracker.counts.get(p, 0)
+        g = self.graph
+        if loc < len(g.stages):
+            spec = g.stages[loc]
+            if spec.kind == StageKind.INPUT:
+                return f"input {spec.name!r} is still open at epoch {time[0]} (advance_to or close it)"
+            return f"stage {spec.name!r} holds {count} capability/notification(s) at {t}"
+        return f"{count} message batch(es) at {t} not yet consumed on {g.describe_location(loc)}"
+
+    def explain(self) -> str:
+        """Which pointstamps hold back each pending notification and probe wait."""
+        lines: list[str] = []
+        for ctx, guarantee, _cap in self.scheduler.notification_requests():
+            holders = self.tracker.holds((guarantee, ctx.location), exclude_self=True)
+            busy = " (vertex busy in an async callback)" if ctx.busy else ""
+            lines.append(
+                f"notification at {guarantee} for stage {ctx.stage_name!r} (worker {ctx.worker}){busy} waits on:"
+            )
+            if holders:
+                lines.extend(f"  - {self.describe(h)}" for h in sorted(holders, key=_order))
+            else:
+                lines.append("  - nothing: it is deliverable")
+        for location, time in self.waiters.probe_waits():
+            name = self.graph.stages[location].name
+            lines.append(f"probe {name!r} waiting for {time} waits on:")
+            holders = self.tracker.holds((time, location))
+            lines.extend(f"  - {self.describe(h)}" for h in sorted(holders, key=_order))
+        for ctx in self.scheduler.instances():
+            if ctx.busy:
+                lines.append(
+                    f"stage {ctx.stage_name!r} (worker {ctx.worker}) is running an async callback at {ctx.held}"
+                )
+        if not lines:
+            if self.tracker.is_empty():
+                return "nothing is active: the computation is complete"
+            lines.append("active pointstamps on the frontier:")
+            lines.extend(f"  - {self.describe(p)}" for p in sorted(self.tracker.frontier, key=_order))
+        return "\n".join(lines)
+
+    def statistics(self) -> ComputationStatistics:
+        scheduler = self.scheduler
+        workers = [
+            WorkerStatistics(
+                w.index,
+                w.messages_delivered,
+                w.records_delivered,
+                w.notifications_delivered,
+                len(w.queue),
+                len(w.notifications),
+                w.callback_seconds,
+            )
+            for w in scheduler.workers
+        ]
+        return ComputationStatistics(
+            process=scheduler.process_index,
+            workers=workers,
+            progress_batches=self.tracker.updates_applied,
+            active_pointstamps=len(self.tracker.precursors),
+            frontier_size=len(self.tracker.frontier),
+            elapsed_seconds=_time.perf_counter() - self.started_at,
+            max_queued_messages=scheduler.max_backlog,
+            network=self.link.statistics() if self.link is not None else {},
+            checkpoints=self.recovery.statistics() if self.recovery is not None else {},
+        )
+
+    async def watch_stalls(self, every: float, idle_since: Callable[[], float | None]) -> None:
+        """Log what holds progress back whenever the scheduler has sat idle for ``every`` seconds.
+
+        One long-lived task, so that going idle costs no timer. Idle time counts from when the
+        scheduler went idle (``idle_since()``, None while it is not idle), and never from before
+        the watcher last ran: a callback that kept the event loop for a long time, or a
+        synchronous program away from timely, is not the scheduler waiting (it was busy, or not
+        running at all)."""
+        tick = every / 4
+        looked = counting_from = _time.perf_counter()
+        while True:
+            await asyncio.sleep(tick)
+            now = _time.perf_counter()
+            if now - looked > tick + every / 2:  # the event loop was held up: nothing could run
+                counting_from = now
+            looked = now
+            idle = idle_since()
+            if idle is None:
+                continue
+            since = max(idle, counting_from)
+            if now - since >= every:
+                log.warning("no progress for %.0f s; what holds it back:\n%s", now - since, self.explain())
+                counting_from = now
+
+
+def _order(p: Pointstamp) -> tuple[Any, ...]:
+    return (p[1], tuple(p[0]))

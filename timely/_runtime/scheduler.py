@@ -1,0 +1,399 @@
+"""The scheduler: this process's workers, their routes, and the delivery of messages and
+notifications to vertices.
+
+All workers of a process run on one event loop, in one thread. `Scheduler.drain` delivers
+queued messages in tight loops (plain ``def`` callbacks are called directly: no task, no
+await); `deliver_notifications` runs the notifications the progress tracker allows, earliest
+first; what a callback sent is routed by `flush` when it returns, with its progress changes
+added to the process's ``pending`` batch, so one callback makes one atomic batch. An ``async
+def`` callback runs as a task; its vertex is busy (its messages wait, in order) and what it
+consumed stays pending until it returns.
+
+The scheduler owns the delivery, not the progress state: ``pending`` is the process's batch,
+shared with the inputs and applied to the tracker by `ProcessRuntime.step` between callbacks.
+It asks the `CheckpointFence` whether a time may be delivered, and hands it what it may not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time as _time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..errors import CodecError, LibraryError, TimelyError, VertexError
+from ..graph import FrozenGraph, StageSpec
+from ..progress import ChangeBatch, Pointstamp, ProgressTracker
+from ..timestamp import Timestamp
+from ..vertex import TOP, Vertex
+from .cluster import ClusterLink
+from .fence import CheckpointFence
+from .worker import Route, VertexRuntime, Worker
+
+__all__ = ["DRAIN_LIMIT", "Scheduler"]
+
+DRAIN_LIMIT = 512
+"""Messages one worker delivers before the scheduler looks at the others."""
+
+
+class Scheduler:
+    """Delivers messages and notifications to this process's vertex instances.
+
+    ``record_failure`` is told the error a failed callback fails the computation with (a
+    synchronous callback's is also raised out of `drain` or `deliver_notifications`); ``wake``
+    tells the runtime that work appeared.
+    """
+
+    def __init__(
+        self,
+        graph: FrozenGraph,
+        workers: int,
+        process_index: int,
+        processes: int,
+        pending: ChangeBatch,
+        tracker: ProgressTracker,
+        fence: CheckpointFence,
+        link: ClusterLink | None,
+        record_failure: Callable[[BaseException], None],
+        wake: Callable[[], None],
+    ) -> None:
+        self.graph = graph
+        self.process_index = process_index
+        self.processes = processes
+        self.workers_per_process = workers
+        self.peers = workers * processes
+        self.first_worker = process_index * workers
+        self.pending = pending
+        self.tracker = tracker
+        self.fence = fence
+        self._record_failure = record_failure
+        self._wake = wake
+        self.in_flight = 0
+        """``async def`` callbacks running."""
+        self.held_by_busy = 0
+        """Messages waiting behind vertices busy in an async callback."""
+        self.max_backlog = 0
+        self._notes_dirty = False
+        self._task_group: Any = None
+        self.workers = [Worker(self.first_worker + i) for i in range(workers)]
+        for w in self.workers:
+            for spec in graph.stages:
+                w.vertices.append(VertexRuntime(spec, _make_vertex(spec), w, self.peers))
+        self._wire(link)
+
+    def _wire(self, link: ClusterLink | None) -> None:
+        g = self.graph
+        for w in self.workers:
+            for vr in w.vertices:
+                for port, connectors in enumerate(g.outgoing[vr.stage]):
+                    for c in connectors:
+                        route = Route(g.connector_location(c.index), c.target_port, c.partition, self.peers)
+                        local = {wk.index: wk.vertices[c.target] for wk in self.workers}
+                        route.targets = [local.get(i) for i in range(self.peers)]
+                        route.local = w.vertices[c.target]
+                        route.connector = c.index
+                        route.link = link
+                        route.per_process = self.workers_per_process
+                        vr.routes[port].append(route)
+                for port, conn in enumerate(g.incoming[vr.stage]):
+                    assert conn is not None
+                    vr.input_locations[port] = g.connector_location(conn.index)
+
+    def start(self, task_group: Any) -> None:
+        """Run ``async def`` callbacks in ``task_group`` from now on (the runtime's, while it runs)."""
+        self._task_group = task_group
+
+    # Looking up instances -----------------------------------------------------------------------
+    def instances(self) -> Iterator[VertexRuntime]:
+        """Every vertex instance of this process, worker by worker."""
+        for w in self.workers:
+            yield from w.vertices
+
+    def instances_of(self, stage: int) -> list[VertexRuntime]:
+        """This process's instances of a stage, in worker order."""
+        return [w.vertices[stage] for w in self.workers]
+
+    def instance(self, stage: int, worker: int) -> VertexRuntime | None:
+        """The instance of a stage on a worker (a global index); None if the worker is elsewhere."""
+        local = worker - self.first_worker
+        if not 0 <= local < len(self.workers):
+            return None
+        return self.workers[local].vertices[stage]
+
+    def vertices(self, stage_name: str) -> list[Vertex]:
+        """This process's vertices of a stage, by its full name."""
+        spec = self.graph.by_name.get(stage_name)
+        if spec is None:
+            raise KeyError(f"no stage named {stage_name!r}; stages: {sorted(self.graph.by_name)}")
+        return [ctx.vertex for ctx in self.instances_of(spec.index)]
+
+    def notification_requests(self) -> Iterator[tuple[VertexRuntime, Timestamp, Any]]:
+        """Every pending notification: (instance, guarantee, capability or TOP), earliest first per worker."""
+        for w in self.workers:
+            for guarantee, stage, cap in w.notifications:
+                yield w.vertices[stage], guarantee, cap
+
+    # Queues ----------------------------------------------------------------------------------------
+    def has_queued(self) -> bool:
+        return any(w.queue for w in self.workers)
+
+    def backlog(self) -> int:
+        """Messages waiting in this process: queued, behind busy vertices, behind the fence."""
+        n = sum(w.queued for w in self.workers) + self.held_by_busy + self.fence.held_back
+        if n > self.max_backlog:
+            self.max_backlog = n
+        return n
+
+    def deliver_remote(self, connector: int, worker: int, time: Timestamp, records: list[Any]) -> None:
+        """Queue a batch that arrived from another process for one of this process's workers."""
+        conn = self.graph.connectors[connector]
+        ctx = self.workers[worker - self.first_worker].vertices[conn.target]
+        ctx.worker_state.enqueue(ctx, conn.target_port, time, records)
+
+    def quiet_until(self, epoch: int) -> bool:
+        """Nothing up to ``epoch`` is left to do here: no callback running, no notification due."""
+        if self.in_flight:
+            return False
+        return not any(n[0][0] <= epoch for w in self.workers for n in w.notifications)
+
+    # Messages ---------------------------------------------------------------------------------------
+    def drain(self, deadline: float) -> bool:
+        """Deliver queued messages on every worker until ``deadline``; whether any were queued."""
+        did = False
+        for w in self.workers:
+            if w.queue:
+                self._drain(w, deadline)
+                did = True
+        return did
+
+    def _drain(self, w: Worker, deadline: float) -> None:
+        """Deliver ``w``'s queued messages: at most `DRAIN_LIMIT`, and none once ``deadline`` has
+        passed, so that what the callbacks sent is flushed to other processes every time slice
+        (they wait for it) rather than after a long run of large batches."""
+        queue = w.queue
+        waiting = w.waiting
+        pending = self.pending
+        limit = DRAIN_LIMIT
+        clock = _time.perf_counter
+        started = clock()
+        fence = self.fence
+        fenced = fence.epoch is not None
+        while queue and limit and clock() <= deadline:
+            limit -= 1
+            item = queue.popleft()
+            ctx, port, time, records, count = item
+            w.queued -= count
+            key = (ctx, port, time)
+            if waiting.get(key) is item:
+                del waiting[key]
+            if fenced and not fence.admits(time):
+                fence.hold(w, item)
+                continue
+            if ctx.busy:
+                ctx.backlog.append(item)
+                self.held_by_busy += count
+                continue
+            ctx.held = time
+            ctx.messages_received += 1
+            ctx.records_received += len(records)
+            if ctx.async_recv:
+                self._start_async(
+                    ctx, ctx.recv(port, records, time), "on_recv", time, (time, ctx.input_locations[port]), count
+                )
+                continue
+            try:
+                ctx.recv(port, records, time)
+                self.flush(ctx)
+            except BaseException as exc:
+                raise self._callback_failed(ctx, "on_recv", time, exc)  # noqa: B904 - the cause is set inside
+            ctx.held = None
+            done = (time, ctx.input_locations[port])
+            pending[done] = pending.get(done, 0) - count
+            w.messages_delivered += 1
+            w.records_delivered += len(records)
+        w.callback_seconds += clock() - started
+
+    def flush(self, ctx: VertexRuntime) -> None:
+        """Route what ``ctx``'s callback sent and register the notifications it asked for."""
+        pending = self.pending
+        fence = self.fence
+        fenced = fence.epoch is not None
+        for port, buffer in enumerate(ctx.buffers):
+            if buffer:
+                routes = ctx.routes[port]
+                for time, records in buffer.items():
+                    if not records:
+                        continue
+                    if fenced and not fence.admits(time):
+                        fence.carry(ctx.stage, ctx.worker, port, time, records)
+                    ctx.records_sent += len(records)
+                    first = True
+                    for route in routes:
+                        ctx.messages_sent += route.send(records if first else list(records), time, pending)
+                        first = False
+                buffer.clear()
+        if ctx.requests:
+            self._register_notifications(ctx)
+
+    def send(self, ctx: VertexRuntime, port: int, time: Timestamp, records: list[Any]) -> None:
+        """Send ``records`` from ``ctx``'s output ``port`` at ``time`` as if its callback had."""
+        ctx.buffers[port].setdefault(time, []).extend(records)
+        self.flush(ctx)
+
+    # Notifications ----------------------------------------------------------------------------------
+    def request_notification(self, ctx: VertexRuntime, time: Timestamp, capability: Timestamp | None) -> None:
+        """Ask for ``ctx.on_notify(time)`` as if its callback had called `Vertex.notify_at`."""
+        ctx.requests.append((time, capability))
+        self._register_notifications(ctx)
+
+    def _register_notifications(self, ctx: VertexRuntime) -> None:
+        notes = ctx.worker_state.notifications
+        for guarantee, capability in ctx.requests:
+            cap = TOP if capability is None else capability
+            if (guarantee, cap) in ctx.pending_notifications:
+                continue
+            ctx.pending_notifications.add((guarantee, cap))
+            ctx.notifications_requested += 1
+            notes.add((guarantee, ctx.stage, cap))
+            if cap is not TOP:
+                key = (cap, ctx.location)
+                self.pending[key] = self.pending.get(key, 0) + 1
+        ctx.requests.clear()
+        self._notes_dirty = True
+
+    def recheck_notifications(self) -> None:
+        """The frontier moved: some pending notification may have become deliverable."""
+        self._notes_dirty = True
+
+    def _deliverable(self, guarantee: Timestamp, location: int) -> bool:
+        p = (guarantee, location)
+        minimal = self.tracker.precursors.get(p)
+        if minimal is not None:
+            return minimal == 0
+        return not self.tracker.blocked(p)
+
+    def deliver_notifications(self) -> bool:
+        """Run the notifications that are deliverable now (if anything may have changed since the
+        last look), earliest first per worker; whether any ran."""
+        if not self._notes_dirty:
+            return False
+        self._notes_dirty = False
+        delivered = False
+        fence = self.fence
+        for w in self.workers:
+            notes = w.notifications
+            if not notes:
+                continue
+            ready = [
+                n for n in notes if not w.vertices[n[1]].busy and fence.admits(n[0]) and self._deliverable(n[0], n[1])
+            ]
+            for note in ready:
+                notes.remove(note)
+                guarantee, stage, cap = note
+                ctx = w.vertices[stage]
+                ctx.pending_notifications.discard((guarantee, cap))
+                self._notify(w, ctx, guarantee, cap)
+                delivered = True
+        return delivered
+
+    def _notify(self, w: Worker, ctx: VertexRuntime, guarantee: Timestamp, cap: Any) -> None:
+        ctx.held = cap
+        ctx.notifications_delivered += 1
+        release = None if cap is TOP else (cap, ctx.location)
+        if ctx.async_notify:
+            self._start_async(ctx, ctx.notify(guarantee), "on_notify", guarantee, release)
+            return
+        started = _time.perf_counter()
+        try:
+            ctx.notify(guarantee)
+            self.flush(ctx)
+        except BaseException as exc:
+            raise self._callback_failed(ctx, "on_notify", guarantee, exc)  # noqa: B904 - the cause is set inside
+        ctx.held = None
+        if release is not None:
+            self.pending[release] = self.pending.get(release, 0) - 1
+        w.notifications_delivered += 1
+        w.callback_seconds += _time.perf_counter() - started
+
+    # Async callbacks --------------------------------------------------------------------------------
+    def _start_async(
+        self,
+        ctx: VertexRuntime,
+        coro: Any,
+        callback: str,
+        time: Timestamp,
+        release: Pointstamp | None,
+        count: int = 1,
+    ) -> None:
+        """Run an ``async def`` callback as a task; the vertex is busy (its inputs wait) and
+        what it consumed (``count`` messages, or a notification) stays pending until it returns."""
+        ctx.busy = True
+        self.in_flight += 1
+        self._task_group.start_soon(self._finish_async, ctx, coro, callback, time, release, count)
+
+    async def _finish_async(
+        self, ctx: VertexRuntime, coro: Any, callback: str, time: Timestamp, release: Pointstamp | None, count: int
+    ) -> None:
+        try:
+            await coro
+            self.flush(ctx)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self._callback_failed(ctx, callback, time, exc)
+            self._wake()
+            return
+        finally:
+            self.in_flight -= 1
+        ctx.held = None
+        ctx.busy = False
+        if release is not None:
+            self.pending[release] = self.pending.get(release, 0) - count
+        w = ctx.worker_state
+        if callback == "on_recv":
+            w.messages_delivered += 1
+        else:
+            w.notifications_delivered += 1
+        if ctx.backlog:
+            self.held_by_busy -= w.requeue(ctx.backlog)
+            ctx.backlog.clear()
+        self._notes_dirty = True
+        self._wake()
+
+    # Failure ----------------------------------------------------------------------------------------
+    def _callback_failed(self, ctx: VertexRuntime, callback: str, time: Any, exc: BaseException) -> BaseException:
+        """The error a callback's exception fails the computation with: a `VertexError` naming the
+        stage, worker, callback and time, with the user's exception as its cause."""
+        ctx.held = None
+        if isinstance(exc, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
+            return exc
+        shown = "TOP" if time is TOP else str(time)
+        err: BaseException
+        if isinstance(exc, CodecError) and getattr(exc, "stage", None) is None:
+            # raised while routing what the callback sent: say who sent it, and when
+            err = CodecError(f"stage {ctx.stage_name!r} (worker {ctx.worker}) at time {shown}: {exc}")
+            err.stage, err.worker, err.time = ctx.stage_name, ctx.worker, shown  # type: ignore[attr-defined]
+            err.__cause__ = exc
+        elif isinstance(exc, TimelyError) and not isinstance(exc, LibraryError):
+            err = exc  # timely's own, raised by send_by or notify_at: it names the stage already
+        else:
+            err = VertexError(
+                f"stage {ctx.stage_name!r} (worker {ctx.worker}) raised {type(exc).__name__} in {callback} "
+                f"at time {shown}: {exc}",
+                ctx.stage_name,
+                ctx.worker,
+                time,
+                callback,
+            )
+            err.__cause__ = exc
+        self._record_failure(err)
+        return err
+
+
+def _make_vertex(spec: StageSpec) -> Vertex:
+    if spec.factory is None:
+        return Vertex()
+    vertex = spec.factory()
+    if not isinstance(vertex, Vertex):
+        raise TimelyError(f"stage {spec.name!r}: the factory made {vertex!r}, which is not a timely.Vertex")
+    return vertex
