@@ -200,7 +200,23 @@ class Propagate(Stateful):
             staged.append(rows)
 
     def _request(self) -> None:
-        for t in self.staged:
+        """A notification for every staged time; with one worker, only for the first staged
+        time of each line not behind a requested one: `_iterate` goes on from there along the
+        line, and asks again for what it leaves (a notification per time it covered would be
+        delivered to an empty ``staged``, a runtime round each)."""
+        if self.peers > 1:
+            for t in self.staged:
+                if t not in self.requested:
+                    self.requested.add(t)
+                    self.notify_at(t)  # type: ignore[arg-type]
+            return
+        first: dict[tuple[int, ...], int] = {}
+        for t in chain(self.requested, self.staged):
+            x = first.get(t[:-1])
+            if x is None or t[-1] < x:
+                first[t[:-1]] = t[-1]
+        for prefix, x in first.items():
+            t = (*prefix, x)
             if t not in self.requested:
                 self.requested.add(t)
                 self.notify_at(t)  # type: ignore[arg-type]
