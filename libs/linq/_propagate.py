@@ -264,31 +264,50 @@ class Propagate(Stateful):
         if staged is not None:
             rows = concat_rows([r for r in staged if not isinstance(r, np.ndarray)], 1, self.ntimes)
             keys = [r for r in staged if isinstance(r, np.ndarray)]
+            labels = None
             if len(rows):
                 batch = Batch(rows)
                 self.proposals.insert(batch)
-                keys.append(self._touched(batch, t))
-            if keys:
+                touched, labels = self._touched(batch, t)
+                keys.append(touched)
+            if len(keys) == 1 and labels is not None:  # the labels are read: only those keys
+                self._evaluate(keys[0], t, labels)
+            elif keys:
                 ukeys = distinct(np.concatenate(keys)) if len(keys) > 1 else keys[0]
                 self._evaluate(ukeys, t)
 
-    def _touched(self, delta: Batch, t: tuple[int, ...]) -> np.ndarray:
-        """The keys of proposal changes at ``t`` whose labels may change (`_least.unchanged`).
-        Only when no row of either arrangement lies off ``t``'s line (no other epoch in flight,
-        no later outer iteration): the key's joins with such rows would need evaluating too."""
+    def _touched(self, delta: Batch, t: tuple[int, ...]) -> tuple[np.ndarray, Rows | None]:
+        """The keys of proposal changes at ``t`` whose labels may change (`_least.unchanged`),
+        and their label rows if it read them. Only when no row of either arrangement lies off
+        ``t``'s line (no other epoch in flight, no later outer iteration): the key's joins
+        with such rows would need evaluating too."""
         prefix = t[:-1]
         for spine in (self.proposals, self.labels):
             for b in spine.batches():
                 if any(u > c for u, c in zip(b.upper[:-1], prefix)):
-                    return delta.ukeys
-        keep = ~unchanged(delta, rows_of(self.labels, delta.ukeys), t)
-        return delta.ukeys if keep.all() else delta.ukeys[keep]
+                    return delta.ukeys, None
+        labels = rows_of(self.labels, delta.ukeys)
+        keep = ~unchanged(delta, labels, t)
+        if keep.all():
+            return delta.ukeys, labels
+        keys = delta.ukeys[keep]
+        if len(labels):
+            where = np.searchsorted(keys, labels.keys)
+            labels = (
+                labels.take(keys[np.minimum(where, len(keys) - 1)] == labels.keys)
+                if len(keys)
+                else labels.take(slice(0, 0))
+            )
+        return keys, labels
 
-    def _evaluate(self, keys: np.ndarray, t: tuple[int, ...]) -> None:
+    def _evaluate(self, keys: np.ndarray, t: tuple[int, ...], labels: Rows | None = None) -> None:
         """``keys`` at ``t`` and at the later times of ``t``'s line (`_least`); the joins of
-        ``t`` with the rest of their history are scheduled."""
+        ``t`` with the rest of their history are scheduled. ``labels``: the keys' label rows,
+        if the caller has read them."""
+        if not len(keys):
+            return
         on_p, off_p = split_line(rows_of(self.proposals, keys), t)
-        on_l, off_l = split_line(rows_of(self.labels, keys), t)
+        on_l, off_l = split_line(rows_of(self.labels, keys) if labels is None else labels, t)
         changes = Batch(line_changes(on_p, on_l, keys, t, self.op))
         if len(changes):
             self.labels.insert(changes)
