@@ -230,18 +230,18 @@ def _line_python(
     out_pos: list[int] = []
     out_d: list[int] = []
     for k in keys.tolist():
-        rows = history.get(k)
-        if rows is None:
+        line = history.get(k)
+        if line is None:
             continue
-        rows.sort()
+        line.sort()
         proposed: dict[int, int] = {}
         so_far: dict[int, int] = {}
         before: dict[int, int] = {}
-        i, n = 0, len(rows)
+        i, n = 0, len(line)
         x = td
         while True:
-            while i < n and rows[i][0] <= x:
-                _, side, label, d = rows[i]
+            while i < n and line[i][0] <= x:
+                _, side, label, d = line[i]
                 acc = proposed if side == 0 else so_far
                 acc[label] = acc.get(label, 0) + d
                 i += 1
@@ -264,7 +264,7 @@ def _line_python(
             before = now
             if i >= n:
                 break
-            x = rows[i][0]
+            x = line[i][0]
     return (
         np.array(out_k, dtype=np.int64),
         np.array(out_label, dtype=np.int64),

@@ -329,9 +329,8 @@ class Propagate(Stateful):
         first = int(pos[0])
         prefix = tuple(int(c[0]) for c in changes.times[:-1])
         if int(pos.min()) == int(pos.max()):
-            self.send_by(
-                self.outputs[1], [block_of_codes([changes.keys, changes.vals[0]], 2, changes.diffs)], (*prefix, first)
-            )  # type: ignore[arg-type]
+            block = block_of_codes([changes.keys, changes.vals[0]], 2, changes.diffs)
+            self.send_by(self.outputs[1], [block], (*prefix, first))  # type: ignore[arg-type]
             return
         idx = np.argsort(pos, kind="stable")
         pos = pos[idx]

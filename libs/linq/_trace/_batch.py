@@ -221,12 +221,12 @@ def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> 
             return None
         return np.concatenate(lefts), concat_rows(rights, nvals, ntimes)
     for batch in batches:
-        lo, hi = batch.key_ranges(keys)
-        counts = hi - lo
-        if not counts.any():
+        begin, end = batch.key_ranges(keys)
+        sizes = end - begin
+        if not sizes.any():
             continue
-        lefts.append(np.repeat(np.arange(len(keys)), counts))
-        rights.append(batch.take(ranges(lo, hi)))
+        lefts.append(np.repeat(np.arange(len(keys)), sizes))
+        rights.append(batch.take(ranges(begin, end)))
     if not rights:
         return None
     return np.concatenate(lefts), concat_rows(rights, nvals, ntimes)
