@@ -24,7 +24,7 @@ a Python path per node for the minimum, and other weights per proposal.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import chain
 from operator import itemgetter
 from time import perf_counter
@@ -180,14 +180,8 @@ class Propagate(Stateful):
         if self.at is None or not all_ints(label):  # labels that are not ints enter at once
             self._stage(Rows.at(node, [label], t, block.diffs), t)
             return
-        offsets = np.asarray(self.at(label), dtype=np.int64)
-        idx = np.argsort(offsets, kind="stable")
-        offsets = offsets[idx]
-        starts = group_starts([offsets]).tolist()
-        ends = [*starts[1:], len(idx)]
-        for s, e in zip(starts, ends):
-            rows = idx[s:e]
-            u = (*t[:-1], t[-1] + int(offsets[s]))
+        for offset, rows in _runs(np.asarray(self.at(label), dtype=np.int64)):
+            u = (*t[:-1], t[-1] + offset)
             self._stage(Rows.at(node[rows], [label[rows]], u, block.diffs[rows]), u)
 
     def _stage(self, rows: Rows | np.ndarray, t: tuple[int, ...]) -> None:
@@ -332,14 +326,9 @@ class Propagate(Stateful):
             block = block_of_codes([changes.keys, changes.vals[0]], 2, changes.diffs)
             self.send_by(self.outputs[1], [block], (*prefix, first))  # type: ignore[arg-type]
             return
-        idx = np.argsort(pos, kind="stable")
-        pos = pos[idx]
-        starts = group_starts([pos]).tolist()
-        ends = [*starts[1:], len(idx)]
-        for s, e in zip(starts, ends):
-            rows = idx[s:e]
+        for x, rows in _runs(pos):
             block = block_of_codes([changes.keys[rows], changes.vals[0][rows]], 2, changes.diffs[rows])
-            self.send_by(self.outputs[1], [block], (*prefix, int(pos[s])))  # type: ignore[arg-type]
+            self.send_by(self.outputs[1], [block], (*prefix, x))  # type: ignore[arg-type]
 
     def _join(self, delta: Rows, batches: list[Batch], edges_first: bool) -> None:
         """Label changes with edges (or edge changes with labels): a proposal ``(dst, label
@@ -437,6 +426,15 @@ class Propagate(Stateful):
                         u = tuple(int(c[i]) for c in rows.times)
                         item: Any = rows.take(slice(i, i + 1)) if tag == 3 else rows.keys[i : i + 1]
                         self.staged.setdefault(u, []).append(item)
+
+
+def _runs(column: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """Each distinct value of an int ``column``, in increasing order, with the indices of its rows."""
+    idx = np.argsort(column, kind="stable")
+    ordered = column[idx]
+    starts = group_starts([ordered]).tolist()
+    for s, e in zip(starts, [*starts[1:], len(idx)]):
+        yield int(ordered[s]), idx[s:e]
 
 
 def _recode(block: Block) -> list[np.ndarray]:
