@@ -24,8 +24,10 @@ a Python path per node for the minimum, and other weights per proposal.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import chain
 from operator import itemgetter
+from time import perf_counter
 from typing import Any
 
 import numpy as np
@@ -33,7 +35,6 @@ import numpy as np
 from timely import KeyedState, LoopContext, Timestamp
 
 from ._columns import (
-    EMPTY,
     Block,
     all_ints,
     block_of_codes,
@@ -48,8 +49,8 @@ from ._columns._codes import codes_of_values
 from ._errors import OperatorError
 from ._keys import KeyOf
 from ._lattice import Lattice
+from ._least import line_changes, rows_of, split_line, unchanged
 from ._linear import Route, by_destination, changes_in, split_by
-from ._reduce import FEW_ROWS, accumulate
 from ._stateful import Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
 from ._trace import Batch, Rows, Spine, concat_rows, matches
 from .collection import Collection, _lattices, lattice_of, operator_name
@@ -57,6 +58,10 @@ from .collection import Collection, _lattices, lattice_of, operator_name
 __all__ = ["Propagate", "by_size", "propagate"]
 
 EDGES, NODES, PROPOSALS = 0, 1, 2
+
+ITERATE_SECONDS = 0.1
+"""At most this long in one callback on the later iterations of a loop (`Propagate._iterate`):
+then the runtime gets its turn, and the rest waits for its notifications."""
 
 
 def propagate(
@@ -118,6 +123,8 @@ class Propagate(Stateful):
         """Per time: input rows to absorb, and arrays of keys to evaluate there (TR §4.3)."""
         self.staged_edges: dict[tuple[int, ...], list[Rows]] = {}
         """Per time: edge changes, arranged when the time is complete."""
+        self.requested: set[tuple[int, ...]] = set()
+        """Times of ``staged`` whose notification has been asked for and not yet delivered."""
 
     # Receiving ---------------------------------------------------------------------------------
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
@@ -132,6 +139,7 @@ class Propagate(Stateful):
             self._nodes(block, t)
         else:
             self._stage(Rows.at(codes_of(block.cols[0]), [codes_of(block.cols[1])], t, block.diffs), t)
+        self._request()
 
     def _edges(self, block: Block, t: tuple[int, ...]) -> None:
         width = 3 if self.weighted else 2
@@ -172,40 +180,49 @@ class Propagate(Stateful):
         if self.at is None or not all_ints(label):  # labels that are not ints enter at once
             self._stage(Rows.at(node, [label], t, block.diffs), t)
             return
-        offsets = np.asarray(self.at(label), dtype=np.int64)
-        idx = np.argsort(offsets, kind="stable")
-        offsets = offsets[idx]
-        starts = group_starts([offsets]).tolist()
-        ends = [*starts[1:], len(idx)]
-        for s, e in zip(starts, ends):
-            rows = idx[s:e]
-            u = (*t[:-1], t[-1] + int(offsets[s]))
+        for offset, rows in _runs(np.asarray(self.at(label), dtype=np.int64)):
+            u = (*t[:-1], t[-1] + offset)
             self._stage(Rows.at(node[rows], [label[rows]], u, block.diffs[rows]), u)
 
-    def _stage(self, rows: Rows, t: tuple[int, ...]) -> None:
+    def _stage(self, rows: Rows | np.ndarray, t: tuple[int, ...]) -> None:
+        """Rows to absorb (or keys to evaluate) at ``t``; the notification is asked for by
+        `_request` once the callback has done what it can itself."""
         staged = self.staged.get(t)
         if staged is None:
             self.staged[t] = [rows]
-            self.notify_at(t)  # type: ignore[arg-type]
         else:
             staged.append(rows)
+
+    def _request(self) -> None:
+        """A notification for every staged time; with one worker, only for the first staged
+        time of each line not behind a requested one: `_iterate` goes on from there along the
+        line, and asks again for what it leaves (a notification per time it covered would be
+        delivered to an empty ``staged``, a runtime round each)."""
+        if self.peers > 1:
+            for t in self.staged:
+                if t not in self.requested:
+                    self.requested.add(t)
+                    self.notify_at(t)  # type: ignore[arg-type]
+            return
+        first: dict[tuple[int, ...], int] = {}
+        for t in chain(self.requested, self.staged):
+            x = first.get(t[:-1])
+            if x is None or t[-1] < x:
+                first[t[:-1]] = t[-1]
+        for prefix, x in first.items():
+            t = (*prefix, x)
+            if t not in self.requested:
+                self.requested.add(t)
+                self.notify_at(t)  # type: ignore[arg-type]
 
     # The min-reduce, then the join ---------------------------------------------------------------
     def on_notify(self, time: Timestamp) -> None:
         t = tuple(time)
-        if self.staged_edges:
-            self._absorb_edges(t)
-        staged = self.staged.pop(t, None)
-        if staged is not None:
-            rows = concat_rows([r for r in staged if not isinstance(r, np.ndarray)], 1, self.ntimes)
-            keys = [r for r in staged if isinstance(r, np.ndarray)]
-            if len(rows):
-                batch = Batch(rows)
-                self.proposals.insert(batch)
-                keys.append(batch.ukeys)
-            if keys:
-                ukeys = distinct(np.concatenate(keys)) if len(keys) > 1 else keys[0]
-                self._evaluate(ukeys, t)
+        self.requested.discard(t)
+        self._process(t)
+        if self.peers == 1:
+            self._iterate(t)
+        self._request()
         epoch = self.epoch_completed(t)
         if epoch is not None:
             if self.staged or self.staged_edges:
@@ -214,33 +231,104 @@ class Propagate(Stateful):
                 for spine in (self.edges, self.proposals, self.labels):
                     spine.advance_to(epoch)
 
-    def _evaluate(self, keys: np.ndarray, t: tuple[int, ...]) -> None:
-        acc, later = accumulate(self.proposals, keys, t)
-        if len(acc) and (acc.diffs < 0).any():
-            i = int(np.flatnonzero(acc.diffs < 0)[0])
-            node, label = values_of(acc.keys[i : i + 1])[0], values_of(acc.vals[0][i : i + 1])[0]
-            raise OperatorError(
-                f"{self.op}: label {label!r} of node {node!r} has multiplicity {int(acc.diffs[i])} at time {t}: "
-                "an edge or node was removed more often than it was added"
+    def _iterate(self, t: tuple[int, ...]) -> None:
+        """With one worker, the later times of ``t``'s line, in order, while nothing else can
+        arrive before them: inputs enter at loop counter 0, so once ``t`` is complete any input
+        at or before ``(t[:-1], x)`` has arrived, and the proposals this vertex sends round the
+        loop come back to itself (it keeps them, `_send_at`). A time of ``staged`` at or before
+        the next one (another epoch in flight) stops it, as does `ITERATE_SECONDS`."""
+        deadline = perf_counter() + ITERATE_SECONDS
+        prefix = t[:-1]
+        while perf_counter() < deadline:
+            line = [u for u in self.staged if u[:-1] == prefix and u[-1] > t[-1]]
+            if not line:
+                return
+            u = min(line)
+            for s in chain(self.staged, self.staged_edges):
+                if s != u and all(a <= b for a, b in zip(s, u)):
+                    return
+            self._process(u)
+            t = u
+
+    def _process(self, t: tuple[int, ...]) -> None:
+        """What is staged at ``t``: edge changes, proposals, keys to evaluate."""
+        if self.staged_edges:
+            self._absorb_edges(t)
+        staged = self.staged.pop(t, None)
+        if staged is not None:
+            rows = concat_rows([r for r in staged if not isinstance(r, np.ndarray)], 1, self.ntimes)
+            keys = [r for r in staged if isinstance(r, np.ndarray)]
+            labels = None
+            if len(rows):
+                batch = Batch(rows)
+                self.proposals.insert(batch)
+                touched, labels = self._touched(batch, t)
+                keys.append(touched)
+            if len(keys) == 1 and labels is not None:  # the labels are read: only those keys
+                self._evaluate(keys[0], t, labels)
+            elif keys:
+                ukeys = distinct(np.concatenate(keys)) if len(keys) > 1 else keys[0]
+                self._evaluate(ukeys, t)
+
+    def _touched(self, delta: Batch, t: tuple[int, ...]) -> tuple[np.ndarray, Rows | None]:
+        """The keys of proposal changes at ``t`` whose labels may change (`_least.unchanged`),
+        and their label rows if it read them. Only when no row of either arrangement lies off
+        ``t``'s line (no other epoch in flight, no later outer iteration): the key's joins
+        with such rows would need evaluating too."""
+        prefix = t[:-1]
+        for spine in (self.proposals, self.labels):
+            for b in spine.batches():
+                if any(u > c for u, c in zip(b.upper[:-1], prefix)):
+                    return delta.ukeys, None
+        labels = rows_of(self.labels, delta.ukeys)
+        keep = ~unchanged(delta, labels, t)
+        if keep.all():
+            return delta.ukeys, labels
+        keys = delta.ukeys[keep]
+        if len(labels):
+            where = np.searchsorted(keys, labels.keys)
+            labels = (
+                labels.take(keys[np.minimum(where, len(keys) - 1)] == labels.keys)
+                if len(keys)
+                else labels.take(slice(0, 0))
             )
-        before, out_later = accumulate(self.labels, keys, t)
-        if len(acc) + len(before) <= FEW_ROWS and all_ints(acc.vals[0]):
-            delta = _changes_few(acc, before)
-        else:
-            new_keys, new_labels = _least(acc)
-            delta = concat_rows(
-                [Rows(new_keys, [new_labels], (), np.ones(len(new_keys), dtype=np.int64)), before.negated()], 1, 0
-            ).consolidated()
-        if len(delta):
-            changes = Rows.at(delta.keys, delta.vals, t, delta.diffs)
-            self.labels.insert(Batch(changes, tidy=True))
-            self.send_by(self.outputs[1], [block_of_codes([delta.keys, delta.vals[0]], 2, delta.diffs)], t)  # type: ignore[arg-type]
+        return keys, labels
+
+    def _evaluate(self, keys: np.ndarray, t: tuple[int, ...], labels: Rows | None = None) -> None:
+        """``keys`` at ``t`` and at the later times of ``t``'s line (`_least`); the joins of
+        ``t`` with the rest of their history are scheduled. ``labels``: the keys' label rows,
+        if the caller has read them."""
+        if not len(keys):
+            return
+        on_p, off_p = split_line(rows_of(self.proposals, keys), t)
+        on_l, off_l = split_line(rows_of(self.labels, keys) if labels is None else labels, t)
+        changes = Batch(line_changes(on_p, on_l, keys, t, self.op))
+        if len(changes):
+            self.labels.insert(changes)
+            self._emit(changes)
             edges = self.edges.batches()
             if edges:
                 self._join(changes, edges, edges_first=False)
-        later = concat_rows([later, out_later], 0, self.ntimes)
+        later = concat_rows(
+            [Rows(off_p.keys, (), off_p.times, off_p.diffs), Rows(off_l.keys, (), off_l.times, off_l.diffs)],
+            0,
+            self.ntimes,
+        )
         if len(later):
             self._schedule(later, t)
+
+    def _emit(self, changes: Rows) -> None:
+        """The label changes out of the loop, one message per time."""
+        pos = changes.times[-1]
+        first = int(pos[0])
+        prefix = tuple(int(c[0]) for c in changes.times[:-1])
+        if int(pos.min()) == int(pos.max()):
+            block = block_of_codes([changes.keys, changes.vals[0]], 2, changes.diffs)
+            self.send_by(self.outputs[1], [block], (*prefix, first))  # type: ignore[arg-type]
+            return
+        for x, rows in _runs(pos):
+            block = block_of_codes([changes.keys[rows], changes.vals[0][rows]], 2, changes.diffs[rows])
+            self.send_by(self.outputs[1], [block], (*prefix, x))  # type: ignore[arg-type]
 
     def _join(self, delta: Rows, batches: list[Batch], edges_first: bool) -> None:
         """Label changes with edges (or edge changes with labels): a proposal ``(dst, label
@@ -272,11 +360,14 @@ class Propagate(Stateful):
             self._send_at(dst[rows], label[rows], diffs[rows], tuple(int(c[s]) for c in times))
 
     def _send_at(self, dst: np.ndarray, label: np.ndarray, diffs: np.ndarray, u: tuple[int, ...]) -> None:
-        block = block_of_codes([dst, label], 2, diffs)  # values, not codes (ints are both)
+        """Proposals at ``u``, for the next iteration: kept (one worker: the feedback would
+        bring them back here, `_iterate`), or sent round the loop to their nodes' workers."""
         peers = self.peers
         if peers == 1:
-            self.send_by(self.outputs[0], [block], u)  # type: ignore[arg-type]
+            v = (*u[:-1], u[-1] + 1)
+            self._stage(Rows.at(dst, [label], v, diffs), v)
             return
+        block = block_of_codes([dst, label], 2, diffs)  # values, not codes (ints are both)
         self.send_by(self.outputs[0], split_by(block, route_of(dst) % peers, peers), u)  # type: ignore[arg-type]
 
     def _schedule(self, later: Rows, t: tuple[int, ...]) -> None:
@@ -288,13 +379,7 @@ class Propagate(Stateful):
         ends = [*starts[1:], len(idx)]
         for s, e in zip(starts, ends):
             u = tuple(int(c[s]) for c in times)
-            ks = distinct(keys[s:e], ordered=True)
-            staged = self.staged.get(u)
-            if staged is None:
-                self.staged[u] = [ks]  # type: ignore[list-item]
-                self.notify_at(u)  # type: ignore[arg-type]
-            else:
-                staged.append(ks)  # type: ignore[arg-type]
+            self._stage(distinct(keys[s:e], ordered=True), u)
 
     # Checkpoints -------------------------------------------------------------------------------
     def checkpoint(self) -> KeyedState | None:
@@ -343,47 +428,17 @@ class Propagate(Stateful):
                         self.staged.setdefault(u, []).append(item)
 
 
+def _runs(column: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """Each distinct value of an int ``column``, in increasing order, with the indices of its rows."""
+    idx = np.argsort(column, kind="stable")
+    ordered = column[idx]
+    starts = group_starts([ordered]).tolist()
+    for s, e in zip(starts, [*starts[1:], len(idx)]):
+        yield int(ordered[s]), idx[s:e]
+
+
 def _recode(block: Block) -> list[np.ndarray]:
     return [codes_of(c) for c in block.cols]
-
-
-def _changes_few(acc: Rows, before: Rows) -> Rows:
-    """The new least label of each node less its old one, in Python (a few rows)."""
-    total: dict[tuple[int, int], int] = {}
-    seen = None
-    for k, label in zip(acc.keys.tolist(), acc.vals[0].tolist()):
-        if k != seen:  # rows are sorted by (node, label): the first of a node is its least
-            total[(k, label)] = 1
-            seen = k
-    for k, label, d in zip(before.keys.tolist(), before.vals[0].tolist(), before.diffs.tolist()):
-        total[(k, label)] = total.get((k, label), 0) - d
-    rows = sorted(r for r, d in total.items() if d)
-    if not rows:
-        return Rows.empty(1, 0)
-    out = np.array(rows, dtype=np.int64).reshape(len(rows), 2)
-    return Rows(out[:, 0], [out[:, 1]], (), np.array([total[r] for r in rows], dtype=np.int64))
-
-
-def _least(acc: Rows) -> tuple[np.ndarray, np.ndarray]:
-    """Per node the least label with a positive count (rows sorted by node, then label)."""
-    if not len(acc):
-        return EMPTY, EMPTY
-    labels = acc.vals[0]
-    if all_ints(labels):
-        # sorted by (node, label): the first row of each node holds its least label
-        starts = group_starts([acc.keys])
-        return acc.keys[starts], labels[starts]
-    keys = acc.keys
-    starts = group_starts([keys]).tolist()
-    ends = [*starts[1:], len(keys)]
-    values = values_of(labels)
-    least = []
-    for s, e in zip(starts, ends):
-        try:
-            least.append(min(values[s:e]))
-        except TypeError as exc:
-            raise OperatorError(f"labels must be comparable: {exc}") from exc
-    return keys[starts], codes_of_values(least, len(least))
 
 
 def _add(labels: np.ndarray, weights: np.ndarray, op: str) -> np.ndarray:

@@ -20,6 +20,11 @@ __all__ = ["Batch", "Rows", "le_time", "lub_time", "matches"]
 
 FEW_KEYS = 8
 """Up to this many keys, `Batch.find` looks them up one by one."""
+DENSE_QUERY = 1024
+"""From this many keys at once, a batch whose keys are dense ints finds them through a table
+indexed by key (`Batch.positions`), not by binary search."""
+DENSITY = 8
+"""A batch's keys are dense when they span less than this many ints per distinct key."""
 
 
 class Rows:
@@ -106,7 +111,7 @@ class Batch(Rows):
     """Sorted, consolidated rows, with ``ukeys`` (distinct keys) and ``starts`` (offset of
     each key's first row, and the length at the end); ``upper`` is the join of every time."""
 
-    __slots__ = ("kmax", "kmin", "starts", "ukeys", "upper")
+    __slots__ = ("dense", "kmax", "kmin", "starts", "ukeys", "upper")
 
     def __init__(self, rows: Rows, tidy: bool = False) -> None:
         if not tidy:
@@ -114,6 +119,8 @@ class Batch(Rows):
         super().__init__(rows.keys, rows.vals, rows.times, rows.diffs)
         keys = self.keys
         n = len(keys)
+        self.dense: np.ndarray | None = None
+        """Built on the first large query: for key ``kmin + i``, its index in ``ukeys`` or -1."""
         if n:
             if n <= 16:
                 ks = keys.tolist()
@@ -141,37 +148,50 @@ class Batch(Rows):
         if not n or self.kmin > self.kmax:
             return None
         if n <= FEW_KEYS:
-            kmin, kmax = self.kmin, self.kmax
-            ukeys, starts = self.ukeys, self.starts
-            spans = []
-            for k in keys.tolist():
-                if k < kmin or k > kmax:
-                    continue
-                pos = int(ukeys.searchsorted(k))
-                if ukeys[pos] == k:
-                    spans.append((int(starts[pos]), int(starts[pos + 1])))
+            spans = [s for s in map(self.span, keys.tolist()) if s is not None]
             if not spans:
                 return None
             if len(spans) == 1:
                 return slice(*spans[0])
             return np.concatenate([np.arange(lo, hi) for lo, hi in spans])
-        where = np.searchsorted(self.ukeys, keys)
-        where[where == len(self.ukeys)] = 0
-        found = self.ukeys[where] == keys
-        if not found.any():
+        where = self.positions(keys)
+        where = where[where >= 0]
+        if not len(where):
             return None
-        where = where[found]
         return ranges(self.starts[where], self.starts[where + 1])
+
+    def positions(self, keys: np.ndarray) -> np.ndarray:
+        """For each of ``keys`` (any order, repeats allowed): its index in ``ukeys``, or -1.
+        By binary search; for many keys of a batch of dense int keys, through a table built
+        once (a gather instead of a search per key: the large searches of a batch of updates)."""
+        ukeys = self.ukeys
+        dense = self.dense
+        if dense is None and len(keys) >= DENSE_QUERY and self.kmax - self.kmin < DENSITY * len(ukeys):
+            dense = self.dense = np.full(self.kmax - self.kmin + 1, -1, dtype=np.int64)
+            dense[ukeys - self.kmin] = np.arange(len(ukeys))
+        if dense is not None:
+            pos = dense[np.clip(keys - self.kmin, 0, len(dense) - 1)]
+        else:
+            pos = np.searchsorted(ukeys, keys)
+            pos[pos == len(ukeys)] = 0
+        return np.where(ukeys[pos] == keys, pos, -1)
+
+    def span(self, key: int) -> tuple[int, int] | None:
+        """Where the rows of ``key`` begin and end (None: it has none)."""
+        if key < self.kmin or key > self.kmax:
+            return None
+        pos = int(self.ukeys.searchsorted(key))
+        if self.ukeys[pos] != key:
+            return None
+        return int(self.starts[pos]), int(self.starts[pos + 1])
 
     def key_ranges(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each of ``keys`` (any order, repeats allowed): where its rows begin and end."""
-        ukeys = self.ukeys
-        if not len(ukeys):
+        if not len(self.ukeys):
             z = np.zeros(len(keys), dtype=np.int64)
             return z, z
-        pos = np.searchsorted(ukeys, keys)
-        pos[pos == len(ukeys)] = 0
-        found = ukeys[pos] == keys
+        pos = self.positions(keys)
+        found = pos >= 0
         lo = np.where(found, self.starts[pos], 0)
         hi = np.where(found, self.starts[pos + 1], 0)
         return lo, hi
@@ -183,13 +203,30 @@ def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> 
     per batch: one searchsorted for all keys, `numpy.repeat` on the left, ranges on the right."""
     lefts: list[np.ndarray] = []
     rights: list[Rows] = []
+    if len(keys) <= FEW_KEYS:  # an update's case: look each key up, build no arrays per key
+        ks = keys.tolist()
+        for batch in batches:
+            found = [(i, s) for i, s in enumerate(map(batch.span, ks)) if s is not None]
+            if not found:
+                continue
+            if len(found) == 1:
+                i, (lo, hi) = found[0]
+                lefts.append(np.full(hi - lo, i, dtype=np.int64))
+                rights.append(batch.take(slice(lo, hi)))
+                continue
+            counts = [hi - lo for _, (lo, hi) in found]
+            lefts.append(np.repeat(np.array([i for i, _ in found], dtype=np.int64), counts))
+            rights.append(batch.take(np.concatenate([np.arange(lo, hi) for _, (lo, hi) in found])))
+        if not rights:
+            return None
+        return np.concatenate(lefts), concat_rows(rights, nvals, ntimes)
     for batch in batches:
-        lo, hi = batch.key_ranges(keys)
-        counts = hi - lo
-        if not counts.any():
+        begin, end = batch.key_ranges(keys)
+        sizes = end - begin
+        if not sizes.any():
             continue
-        lefts.append(np.repeat(np.arange(len(keys)), counts))
-        rights.append(batch.take(ranges(lo, hi)))
+        lefts.append(np.repeat(np.arange(len(keys)), sizes))
+        rights.append(batch.take(ranges(begin, end)))
     if not rights:
         return None
     return np.concatenate(lefts), concat_rows(rights, nvals, ntimes)

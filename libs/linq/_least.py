@@ -1,0 +1,390 @@
+"""The least label of each key at every time of a *line*: what `Propagate` evaluates.
+
+A notification at time ``t`` evaluates some keys (their proposals changed at ``t``, or a
+least upper bound of their history is ``t``). By TR §4.3 a key's label may then also change
+at ``join(t, s)`` for every time ``s`` of its history (proposals and labels) that is not
+``<= t``. `Reduce` schedules a notification at each of those. Here, the ones on ``t``'s
+*line* are evaluated at once instead: the times ``(t[:-1], x)`` that differ from ``t`` only in
+the innermost loop counter, with ``x > t[-1]``. They are the joins of ``t`` with the history
+rows whose outer coordinates are ``<= t[:-1]`` (in one loop with one epoch in flight: every
+later iteration of the key), and they are totally ordered, so one pass over the key's rows,
+sorted by position on the line, gives the accumulation at each of them. The joins with the
+other rows (another epoch in flight, another outer iteration) are scheduled as before, and
+their own evaluations cover their lines in turn.
+
+Evaluating ``x > t[-1]`` now, before every input at times ``<= x`` has arrived, is
+speculative but exact in the end: an input that still arrives for the key at a time ``u <=
+x`` is evaluated at ``u``, and ``x`` (a time of the key's history, or on the line of ``u``)
+is evaluated again from there, after it. What it saves is a notification, and a fresh read of
+the key's history, per later time: for a single-edge change of shortest paths, the eight or
+so evaluations of each touched key at the later iterations where its neighbours proposed.
+
+At each line time ``x`` the key's label must become the least label whose proposals,
+accumulated over the times ``<= x``, have a positive count. With ``M(x)`` that label (count
+1) less the labels accumulated at ``x`` so far, the changes to send are ``M(x_i) -
+M(x_{i-1})`` at ``x_i``, for the key's line times ``x_0 = t[-1] < x_1 < ...``.
+
+Two forms: column-wise for int labels (a row meets each line time at or after its own,
+`numpy.repeat` and ranges, then one consolidation), and a Python pass per key for a few rows
+(where numpy's cost per call dominates) or labels that are not ints (ordered by value).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ._columns import EMPTY, all_ints, consolidate, distinct, group_starts, ranges, values_of
+from ._errors import OperatorError
+from ._trace import Batch, Rows, Spine, concat_rows
+
+__all__ = ["FEW_ROWS", "line_changes", "rows_of", "split_line", "unchanged"]
+
+FEW_ROWS = 192
+"""Up to this many history rows, `line_changes` works in Python (no numpy call per step)."""
+MAX_PAIRS = 1 << 22
+"""Above this many (row, line time) pairs, the column form would build too large arrays: the
+Python pass is linear in the rows per key instead."""
+
+Time = tuple[int, ...]
+
+
+def rows_of(spine: Spine, keys: np.ndarray) -> Rows:
+    """Every row of ``keys`` (sorted, distinct) in ``spine``, at any time; not consolidated
+    across batches."""
+    parts = []
+    for b in spine.batches():
+        idx = b.find(keys)
+        if idx is not None:
+            parts.append(b.take(idx))
+    return concat_rows(parts, spine.nvals, spine.ntimes)
+
+
+def split_line(rows: Rows, t: Time) -> tuple[Rows, Rows]:
+    """``rows`` whose outer time coordinates are ``<= t[:-1]`` (on ``t``'s line: their join
+    with ``t`` differs from ``t`` at most in the last coordinate), and the others."""
+    if not len(rows):
+        return rows, rows
+    mask = None
+    for col, c in zip(rows.times[:-1], t[:-1]):
+        if int(col.max()) <= c:
+            continue
+        m = col <= c
+        mask = m if mask is None else mask & m
+    if mask is None:
+        return rows, Rows.empty(len(rows.vals), len(rows.times))
+    return rows.take(mask), rows.take(~mask)
+
+
+def line_changes(proposals: Rows, labels: Rows, keys: np.ndarray, t: Time, op: str) -> Rows:
+    """The label changes of ``keys`` along ``t``'s line: rows ``(key, label, time, diff)`` at
+    times ``(t[:-1], x)``, ``x >= t[-1]``, in no order and not consolidated (a `Batch` of them
+    is). ``proposals`` and ``labels`` are the keys' rows on the line (`split_line`). Refuses a
+    negative count of a proposal at ``t``."""
+    td = t[-1]
+    pos_p = np.maximum(proposals.times[-1], td) if len(proposals) else EMPTY
+    pos_l = np.maximum(labels.times[-1], td) if len(labels) else EMPTY
+    n = len(proposals) + len(labels)
+    ints = all_ints(proposals.vals[0]) and all_ints(labels.vals[0])
+    if ints and n > FEW_ROWS:
+        out = _line_columns(proposals, pos_p, labels, pos_l, keys, t, op)
+        if out is not None:
+            k, label, pos, d = out
+            return _at_line(k, label, pos, d, t)
+    k, label, pos, d = _line_python(proposals, pos_p, labels, pos_l, keys, t, ints, op)
+    return _at_line(k, label, pos, d, t)
+
+
+def _at_line(keys: np.ndarray, labels: np.ndarray, pos: np.ndarray, diffs: np.ndarray, t: Time) -> Rows:
+    times = [np.full(len(keys), c, dtype=np.int64) for c in t[:-1]]
+    return Rows(keys, [labels], [*times, pos], diffs)
+
+
+# Column-wise --------------------------------------------------------------------------------------
+
+DENSE = 1 << 24
+"""At most this many (key, position) cells: the line times are found by marking cells, no sort."""
+NONE = np.iinfo(np.int64).max
+"""No label (greater than every code)."""
+
+
+def _line_columns(
+    p: Rows, pos_p: np.ndarray, lab: Rows, pos_l: np.ndarray, keys: np.ndarray, t: Time, op: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """`line_changes` over columns, for int labels; None if the cells or pairs would be too many.
+
+    The rows of a batch come sorted by (key, label, time), so sorting the proposals by (key,
+    label, position) merges a few sorted runs (linear). Each (key, label) then has a count at
+    each of its rows' positions, which holds until its next row: an interval of the key's line
+    times; the least label at a line time is the least label of an interval with a positive
+    count that covers it (`numpy.minimum.at` over the intervals' line times). The changes are
+    the least label's changes from one line time to the next, less the labels already sent
+    at each line time (a label row at ``x`` is in the accumulation from ``x`` on)."""
+    td = t[-1]
+    # proposals by (key, label, position), summed: the batches' sorted runs, merged
+    (k, label, pos), diffs = consolidate([p.keys, p.vals[0], pos_p], p.diffs, runs=True)
+    count = _running(diffs, k, label)
+    negative = (pos == td) & (count < 0)
+    if negative.any():
+        i = int(np.flatnonzero(negative)[0])
+        raise _negative(op, int(k[i]), int(label[i]), int(count[i]), t)
+    offsets = np.concatenate([pos, pos_l]) - td
+    top = int(offsets.max()) if len(offsets) else 0
+    if top == 0:  # every row at t or before: the line is t alone
+        live = count > 0
+        k, label = k[live], label[live]
+        first = group_starts([k])
+        return (
+            np.concatenate([k[first], lab.keys]),
+            np.concatenate([label[first], lab.vals[0]]),
+            np.full(len(first) + len(lab), td, dtype=np.int64),
+            np.concatenate([np.ones(len(first), np.int64), -lab.diffs]),
+        )
+    if top >= DENSE:
+        return None
+    # positions as dense indices j (the line's first position, td, is j = 0)
+    seen = np.bincount(offsets)
+    seen[0] = 1
+    positions = np.flatnonzero(seen)
+    width = len(positions)
+    if len(keys) * width > DENSE:
+        return None
+    dense = np.zeros(top + 1, dtype=np.int64)
+    dense[positions] = np.arange(width)
+    j = dense[pos - td]
+    jl = dense[pos_l - td]
+    r = np.searchsorted(keys, k)
+    rank_l = np.searchsorted(keys, lab.keys)
+    # the line times: the (key, position) cells some row (or t itself) marks, in order
+    cells = np.zeros(len(keys) * width, dtype=bool)
+    cells[r * width + j] = True
+    cells[rank_l * width + jl] = True
+    cells[::width] = True
+    line_of = np.cumsum(cells) - 1
+    line = np.flatnonzero(cells)
+    line_rank = line // width
+    key_end = line_of[width - 1 :: width] + 1
+    # each row's count holds from its line time until the label's next row (or the line's end)
+    lo = line_of[r * width + j]
+    hi = key_end[r]
+    if len(r) > 1:
+        same = (r[1:] == r[:-1]) & (label[1:] == label[:-1])
+        hi[:-1][same] = lo[1:][same]
+    live = count > 0
+    lo, hi, label = lo[live], hi[live], label[live]
+    if int((hi - lo).sum()) > MAX_PAIRS:
+        return None
+    least = np.full(len(line), NONE, dtype=np.int64)
+    np.minimum.at(least, ranges(lo, hi), np.repeat(label, hi - lo))
+    # the least label's changes along each key's line
+    before = np.empty_like(least)
+    before[0] = NONE
+    before[1:] = least[:-1]
+    before[line_of[np.arange(len(keys)) * width]] = NONE  # a key's first line time follows nothing
+    changed = least != before
+    plus = np.flatnonzero(changed & (least != NONE))
+    minus = np.flatnonzero(changed & (before != NONE))
+    # less the labels sent so far, each from its own line time on
+    at = np.concatenate([plus, minus, line_of[rank_l * width + jl]])
+    return (
+        keys[line_rank[at]],
+        np.concatenate([least[plus], before[minus], lab.vals[0]]),
+        positions[line[at] % width] + td,
+        np.concatenate([np.ones(len(plus), np.int64), -np.ones(len(minus), np.int64), -lab.diffs]),
+    )
+
+
+def _running(diffs: np.ndarray, *groups: np.ndarray) -> np.ndarray:
+    """The running sum of ``diffs`` within each run of equal ``groups`` (rows sorted by them)."""
+    total = np.cumsum(diffs)
+    starts = group_starts(list(groups))
+    if len(starts) == 1:
+        return total
+    start_of = np.zeros(len(diffs), dtype=np.int64)
+    start_of[starts] = starts
+    start_of = np.maximum.accumulate(start_of)
+    return total - np.where(start_of > 0, total[start_of - 1], 0)
+
+
+# In Python ------------------------------------------------------------------------------------------
+
+
+def _line_python(
+    p: Rows, pos_p: np.ndarray, lab: Rows, pos_l: np.ndarray, keys: np.ndarray, t: Time, ints: bool, op: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`line_changes` one key at a time: its rows sorted by line position, replayed."""
+    td = t[-1]
+    history: dict[int, list[tuple[int, int, int, int]]] = {}
+    """Per key: (position, 0 for a proposal / 1 for a label, label, diff)."""
+    for side, rows, pos in ((0, p, pos_p), (1, lab, pos_l)):
+        for k, x, label, d in zip(rows.keys.tolist(), pos.tolist(), rows.vals[0].tolist(), rows.diffs.tolist()):
+            h = history.get(k)
+            if h is None:
+                history[k] = [(x, side, label, d)]
+            else:
+                h.append((x, side, label, d))
+    order = None if ints else _value_order(p.vals[0], op)
+    out_k: list[int] = []
+    out_label: list[int] = []
+    out_pos: list[int] = []
+    out_d: list[int] = []
+    for k in keys.tolist():
+        line = history.get(k)
+        if line is None:
+            continue
+        line.sort()
+        proposed: dict[int, int] = {}
+        so_far: dict[int, int] = {}
+        before: dict[int, int] = {}
+        i, n = 0, len(line)
+        x = td
+        while True:
+            while i < n and line[i][0] <= x:
+                _, side, label, d = line[i]
+                acc = proposed if side == 0 else so_far
+                acc[label] = acc.get(label, 0) + d
+                i += 1
+            if x == td:
+                for label, c in proposed.items():
+                    if c < 0:
+                        raise _negative(op, k, label, c, t)
+            present = [label for label, c in proposed.items() if c > 0]
+            now = {label: -c for label, c in so_far.items() if c}
+            if present:
+                least = min(present) if order is None else min(present, key=order.__getitem__)
+                now[least] = now.get(least, 0) + 1
+            for label in now.keys() | before.keys():
+                d = now.get(label, 0) - before.get(label, 0)
+                if d:
+                    out_k.append(k)
+                    out_label.append(label)
+                    out_pos.append(x)
+                    out_d.append(d)
+            before = now
+            if i >= n:
+                break
+            x = line[i][0]
+    return (
+        np.array(out_k, dtype=np.int64),
+        np.array(out_label, dtype=np.int64),
+        np.array(out_pos, dtype=np.int64),
+        np.array(out_d, dtype=np.int64),
+    )
+
+
+class _Order:
+    """A label code's rank by value (labels that are not all ints: interned codes do not
+    order as their values)."""
+
+    def __init__(self, codes: Sequence[int], op: str) -> None:
+        values = values_of(np.asarray(codes, dtype=np.int64))
+        try:
+            ranked = sorted(range(len(values)), key=values.__getitem__)
+        except TypeError as exc:
+            raise OperatorError(f"{op}: labels must be comparable: {exc}") from exc
+        self.rank = {int(codes[i]): r for r, i in enumerate(ranked)}
+
+    def __getitem__(self, code: int) -> int:
+        return self.rank[code]
+
+
+def _value_order(labels: np.ndarray, op: str) -> _Order:
+    return _Order(distinct(labels).tolist(), op)
+
+
+def _negative(op: str, key: int, label: int, count: int, t: Time) -> OperatorError:
+    node, value = values_of(np.array([key, label], dtype=np.int64))
+    return OperatorError(
+        f"{op}: label {value!r} of node {node!r} has multiplicity {count} at time {t}: "
+        "an edge or node was removed more often than it was added"
+    )
+
+
+# Changes that cannot move a label ------------------------------------------------------------------
+
+
+def unchanged(delta: Batch, labels: Rows, t: Time) -> np.ndarray:
+    """Which keys of ``delta`` (proposal changes at ``t``, a `Batch`) keep their labels at every
+    time of ``t``'s line, read from their ``labels`` rows alone (all on the line; rows of
+    other keys are ignored).
+
+    A key's labels are consistent when at each line time exactly one label has count 1, and
+    then it is the least proposal there (what evaluation maintains; a key evaluated later
+    anyway is not asked about). Adding a proposal no smaller than every label of the line, or
+    removing one greater than all of them, changes no least proposal: the key need not be
+    evaluated, nor its proposals read (half the keys of a batch of edge changes, most keys of
+    a shortest-paths update)."""
+    keys = delta.ukeys
+    out = np.zeros(len(keys), dtype=bool)
+    if not len(keys) or not len(labels) or not all_ints(labels.vals[0]) or not all_ints(delta.vals[0]):
+        return out
+    if len(labels) <= FEW_ROWS // 4:
+        return _unchanged_python(delta, labels, t)
+    td = t[-1]
+    rank = np.searchsorted(keys, labels.keys)
+    mine = keys[np.minimum(rank, len(keys) - 1)] == labels.keys
+    if not mine.all():
+        labels, rank = labels.take(mine), rank[mine]
+    pos = np.maximum(labels.times[-1], td)
+    # each label's count never negative; the greatest label present at some line time
+    (r, label, _), count = consolidate([rank, labels.vals[0], pos], labels.diffs, runs=True)
+    running = _running(count, r, label)
+    bad = np.zeros(len(keys), dtype=bool)
+    bad[r[running < 0]] = True
+    present = running > 0
+    greatest = np.full(len(keys), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(greatest, r[present], label[present])
+    labelled = np.zeros(len(keys), dtype=bool)
+    labelled[r[present]] = True
+    # one label in all at each line time, t's own included
+    (r, at), count = consolidate([rank, pos], labels.diffs)
+    bad[r[_running(count, r) != 1]] = True
+    first = group_starts([r])
+    bad[r[first[at[first] != td]]] = True
+    # the changes: the least added no smaller, the least removed greater, than every label
+    which = np.repeat(np.arange(len(keys)), np.diff(delta.starts))
+    added = delta.diffs > 0
+    least_added = np.full(len(keys), NONE, dtype=np.int64)
+    np.minimum.at(least_added, which[added], delta.vals[0][added])
+    least_removed = np.full(len(keys), NONE, dtype=np.int64)
+    np.minimum.at(least_removed, which[~added], delta.vals[0][~added])
+    return labelled & ~bad & (least_added >= greatest) & (least_removed > greatest)
+
+
+def _unchanged_python(delta: Batch, labels: Rows, t: Time) -> np.ndarray:
+    """`unchanged` key by key, for a few rows."""
+    td = t[-1]
+    rows: dict[int, list[tuple[int, int, int]]] = {}
+    for k, x, label, d in zip(
+        labels.keys.tolist(), labels.times[-1].tolist(), labels.vals[0].tolist(), labels.diffs.tolist()
+    ):
+        rows.setdefault(k, []).append((max(x, td), label, d))
+    starts = delta.starts.tolist()
+    vals, diffs = delta.vals[0].tolist(), delta.diffs.tolist()
+    out = []
+    for i, k in enumerate(delta.ukeys.tolist()):
+        history = rows.get(k)
+        if history is None:
+            out.append(False)
+            continue
+        history.sort()
+        acc: dict[int, int] = {}
+        greatest = None
+        ok = history[0][0] == td  # a label at t itself
+        for j, (x, label, d) in enumerate(history if ok else ()):
+            acc[label] = acc.get(label, 0) + d
+            if j + 1 < len(history) and history[j + 1][0] == x:
+                continue
+            present = [lab for lab, c in acc.items() if c]
+            if len(present) != 1 or acc[present[0]] != 1:
+                ok = False
+                break
+            greatest = present[0] if greatest is None else max(greatest, present[0])
+        if ok and greatest is not None:
+            for j in range(starts[i], starts[i + 1]):
+                if (diffs[j] > 0 and vals[j] < greatest) or (diffs[j] < 0 and vals[j] <= greatest):
+                    ok = False
+                    break
+        out.append(ok and greatest is not None)
+    return np.array(out, dtype=bool)

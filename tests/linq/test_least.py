@@ -1,0 +1,195 @@
+"""`propagate`'s evaluation along a line of times (`libs.linq._least`), against brute force.
+
+At a notification at ``t``, `Propagate` evaluates the touched keys at ``t`` and at every later
+time of ``t``'s line (``(t[:-1], x)``, ``x > t[-1]``) in one pass. Whatever the history, after
+its changes are added, the labels accumulated at each such time must be exactly the least
+label whose proposals accumulated there have a positive count; the reference sums the rows
+at times ``<= (t[:-1], x)`` in the product order, one time at a time. Both forms (columns,
+and Python for a few rows or labels that are not ints) are checked, on the same histories.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from libs.linq import OperatorError, _least
+from libs.linq._columns import codes_of, values_of
+from libs.linq._columns._codes import codes_of_values
+from libs.linq._trace import Batch, Rows
+
+Time = tuple[int, ...]
+Row = tuple[int, Any, Time, int]
+"""``(key, label, time, diff)``."""
+
+KEYS = [3, 7, 11, 20]
+
+
+def _rows(rows: list[Row], ntimes: int) -> Rows:
+    if not rows:
+        return Rows.empty(1, ntimes)
+    labels = [r[1] for r in rows]
+    codes = codes_of(np.array(labels, dtype=np.int64)) if all(type(x) is int for x in labels) else None
+    if codes is None:
+        codes = codes_of_values(labels, len(labels))
+    return Rows(
+        np.array([r[0] for r in rows], dtype=np.int64),
+        [codes],
+        [np.array([r[2][i] for r in rows], dtype=np.int64) for i in range(ntimes)],
+        np.array([r[3] for r in rows], dtype=np.int64),
+    )
+
+
+def _le(a: Time, b: Time) -> bool:
+    return all(x <= y for x, y in zip(a, b, strict=True))
+
+
+def _least_positive(rows: list[Row], key: int, at: Time) -> Any:
+    acc: Counter[Any] = Counter()
+    for k, label, time, d in rows:
+        if k == key and _le(time, at):
+            acc[label] += d
+    present = [label for label, c in acc.items() if c > 0]
+    return min(present) if present else None
+
+
+def _accumulated(rows: list[Row], key: int, at: Time) -> dict[Any, int]:
+    acc: Counter[Any] = Counter()
+    for k, label, time, d in rows:
+        if k == key and _le(time, at):
+            acc[label] += d
+    return {label: c for label, c in acc.items() if c}
+
+
+@st.composite
+def histories(draw: st.DrawFn, strings: bool = False) -> tuple[list[Row], list[Row], Time]:
+    """Proposals and labels of a few keys at times ``(epoch, outer, iteration)``, and ``t``.
+    Proposals accumulate to no negative count at ``t`` (a negative one is an error there)."""
+    label = st.sampled_from(["a", "b", "c", "d"]) if strings else st.integers(-3, 40)
+    time = st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(0, 9))
+    t = draw(time)
+    row = st.tuples(st.sampled_from(KEYS), label, time, st.sampled_from([1, 1, 2, -1]))
+    proposals = draw(st.lists(row, max_size=60))
+    for key in KEYS:  # make every count at t non-negative
+        for lab, c in _accumulated(proposals, key, t).items():
+            if c < 0:
+                proposals.append((key, lab, (0, 0, 0), -c))
+    labels = draw(st.lists(row, max_size=20))
+    return proposals, labels, t
+
+
+def _check(proposals: list[Row], labels: list[Row], t: Time, few: int) -> None:
+    on_p, _ = _least.split_line(_rows(proposals, 3), t)
+    on_l, _ = _least.split_line(_rows(labels, 3), t)
+    keys = np.array(KEYS, dtype=np.int64)
+    old = _least.FEW_ROWS
+    _least.FEW_ROWS = few
+    try:
+        changes = _least.line_changes(on_p, on_l, keys, t, "test")
+    finally:
+        _least.FEW_ROWS = old
+    values = values_of(changes.vals[0])
+    added = [
+        (k, v, tuple(c[i] for c in changes.times), d)
+        for i, (k, v, d) in enumerate(zip(changes.keys.tolist(), values, changes.diffs.tolist()))
+    ]
+    assert all(time[:-1] == t[:-1] and time[-1] >= t[-1] for _, _, time, _ in added)
+    after = labels + added
+    line = {t[-1]} | {max(r[2][-1], t[-1]) for r in proposals + labels if _le(r[2][:-1], t[:-1])}
+    for key in KEYS:
+        for x in sorted(line):
+            at = (*t[:-1], x)
+            want = _least_positive(proposals, key, at)
+            assert _accumulated(after, key, at) == ({} if want is None else {want: 1}), (key, at)
+
+
+@pytest.mark.parametrize("form", ["columns", "python"])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories())
+def test_labels_are_the_least_proposal_at_every_time_of_the_line(form: str, history: Any) -> None:
+    proposals, labels, t = history
+    _check(proposals, labels, t, few=0 if form == "columns" else 10**9)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories(strings=True))
+def test_labels_that_are_not_ints_are_ordered_by_value(history: Any) -> None:
+    proposals, labels, t = history
+    _check(proposals, labels, t, few=0)
+
+
+@pytest.mark.parametrize("few", [0, 10**9], ids=["columns", "python"])
+def test_a_negative_count_of_a_proposal_at_t_is_an_error(few: int) -> None:
+    proposals = [(3, 5, (0, 0, 1), 1), (3, 5, (0, 0, 2), -2), (3, 9, (0, 0, 0), 1)]
+    with pytest.raises(OperatorError, match="label 5 of node 3 has multiplicity -1"):
+        _check(proposals, [], (0, 0, 2), few)
+
+
+# Changes that cannot move a label ----------------------------------------------------------------
+
+
+@st.composite
+def consistent(draw: st.DrawFn) -> tuple[list[Row], list[Row], list[Row], Time]:
+    """A proposals history on one line, the labels evaluation would keep for it (the least
+    proposal at every line time), and changes to the proposals at ``t``."""
+    t = (1, 0, draw(st.integers(0, 6)))
+    row = st.tuples(st.sampled_from(KEYS), st.integers(0, 12), st.tuples(st.just(1), st.just(0), st.integers(0, 9)))
+    proposals = [(k, lab, time, 1) for k, lab, time in draw(st.lists(row, max_size=30))]
+    labels: list[Row] = []
+    for key in KEYS:
+        before: Any = None
+        for x in range(10):
+            now = _least_positive(proposals, key, (1, 0, x))
+            if now != before:
+                if before is not None:
+                    labels.append((key, before, (1, 0, x), -1))
+                if now is not None:
+                    labels.append((key, now, (1, 0, x), 1))
+                before = now
+    change = st.tuples(st.sampled_from(KEYS), st.integers(0, 12), st.sampled_from([1, -1]))
+    delta = []
+    for key, lab, d in draw(st.lists(change, max_size=6)):
+        if d < 0 and _accumulated(proposals + delta, key, t).get(lab, 0) <= 0:
+            continue  # remove only what is there
+        delta.append((key, lab, t, d))
+    return proposals, labels, delta, t
+
+
+@pytest.mark.parametrize("few", [0, 10**9], ids=["columns", "python"])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=consistent())
+def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(few: int, case: Any) -> None:
+    proposals, labels, delta, t = case
+    if not delta:
+        return
+    old = _least.FEW_ROWS
+    _least.FEW_ROWS = few
+    try:
+        changes = Batch(_rows(delta, 3))
+        said = _least.unchanged(changes, _rows(labels, 3), t)
+    finally:
+        _least.FEW_ROWS = old
+    keys = changes.ukeys.tolist()
+    for key, same in zip(keys, said.tolist(), strict=True):
+        if same:
+            for x in range(t[-1], 12):
+                at = (1, 0, x)
+                assert _least_positive(proposals + delta, key, at) == _least_positive(proposals, key, at), (key, x)
+
+
+def test_adding_a_proposal_no_better_than_the_label_leaves_the_key_alone() -> None:
+    labels = [(3, 4, (1, 0, 2), 1), (3, 4, (1, 0, 5), -1), (3, 2, (1, 0, 5), 1)]
+    t = (1, 0, 3)
+    for change, same in (((3, 4, t, 1), True), ((3, 3, t, 1), False), ((3, 9, t, -1), True), ((3, 4, t, -1), False)):
+        for few in (0, 10**9):
+            _least.FEW_ROWS, old = few, _least.FEW_ROWS
+            try:
+                said = _least.unchanged(Batch(_rows([change], 3)), _rows(labels, 3), t)
+            finally:
+                _least.FEW_ROWS = old
+            assert said.tolist() == [same], (change, few)

@@ -1,0 +1,65 @@
+"""Finding keys in an arranged batch (`libs.linq._trace`), against a scan of its rows.
+
+A batch finds the rows of many keys at once by binary search, or, for a large query on a
+batch of dense int keys, through a table indexed by key; a few keys are looked up one by one.
+Every way must give the rows a plain scan gives, for keys that are present, absent, below
+the batch's least key and above its greatest.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from libs.linq._trace import Batch, Rows, _batch, matches
+
+SIZES = st.sampled_from([1, 3, 9, 40, 300])
+
+
+def _batch_of(keys: list[int]) -> Batch:
+    n = len(keys)
+    k = np.array(keys, dtype=np.int64)
+    return Batch(Rows(k, [np.arange(n, dtype=np.int64)], [np.zeros(n, dtype=np.int64)], np.ones(n, dtype=np.int64)))
+
+
+@pytest.mark.parametrize("way", ["search", "dense"])
+@settings(max_examples=150, deadline=None)
+@given(
+    stored=st.lists(st.integers(-50, 200), min_size=1, max_size=300),
+    asked=st.lists(st.integers(-80, 260), max_size=300),
+)
+def test_find_and_matches_give_the_rows_a_scan_gives(way: str, stored: list[int], asked: list[int]) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        # large queries by binary search, or (DENSE_QUERY lowered to 1) through the key table
+        patch.setattr(_batch, "DENSE_QUERY", 1 if way == "dense" else 1 << 40)
+        _check(stored, asked)
+
+
+def _check(stored: list[int], asked: list[int]) -> None:
+    batch = _batch_of(stored)
+    keys = np.array(sorted(set(asked)), dtype=np.int64)
+    found = batch.find(keys)
+    want = [i for i, k in enumerate(batch.keys.tolist()) if k in set(asked)]
+    got = [] if found is None else np.arange(len(batch))[found].tolist()
+    assert got == want
+    # a join's delta: keys in any order, repeats allowed; every (delta row, batch row) pair once
+    delta = np.array(asked, dtype=np.int64)
+    pairs = matches(delta, [batch], 1, 1)
+    expected = sorted((i, j) for i, k in enumerate(asked) for j, s in enumerate(batch.keys.tolist()) if k == s)
+    if pairs is None:
+        assert expected == []
+    else:
+        left, right = pairs
+        assert sorted(zip(left.tolist(), right.vals[0].tolist())) == sorted(
+            (i, int(batch.vals[0][j])) for i, j in expected
+        )
+
+
+def test_a_large_query_builds_the_key_table_once_and_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_batch, "DENSE_QUERY", 4)
+    batch = _batch_of([2, 3, 3, 7, 9, 10])
+    assert batch.dense is None
+    assert batch.positions(np.array([0, 3, 4, 10, 11], dtype=np.int64)).tolist() == [-1, 1, -1, 4, -1]
+    assert batch.dense is not None and len(batch.dense) == 9
