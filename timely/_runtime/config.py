@@ -17,6 +17,7 @@ them)::
     TIMELY_PICKLE         "1" with --pickle: records without a codec travel pickled (trusted clusters)
     TIMELY_DEBUG          "1" with --debug: failures print with the runtime's frames too
     TIMELY_LAUNCHER       "local" (this launcher runs every process) or "hosts" (this machine's one)
+    TIMELY_CONSOLE        with --console: [host:]port where process 0 serves the live console
 
 `ClusterConfig.to_env` writes the cluster's part and `cluster_from_env` reads it back, with an
 error naming the variable when one is wrong; `pickle_from_env` and `checkpoints_from_env` read
@@ -26,6 +27,9 @@ in the runtime so that `timely.execute` can join a cluster by itself.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import ipaddress
 import os
 import secrets
 from collections.abc import Mapping, Sequence
@@ -35,6 +39,11 @@ from ..checkpoint import Checkpoints
 from ..errors import TimelyError
 
 __all__ = [
+    "ENV_CONSOLE",
+    "ConsoleSettings",
+    "console_from",
+    "console_from_env",
+    "console_token",
     "ENV_ADDRESSES",
     "ENV_CHECKPOINT_DIR",
     "ENV_CHECKPOINT_EVERY",
@@ -85,6 +94,9 @@ LAUNCHER_LOCAL = "local"
 LAUNCHER_HOSTS = "hosts"
 ENV_PICKLE = "TIMELY_PICKLE"
 """``1``: records the codec cannot encode otherwise travel pickled (``timely run --pickle``)."""
+
+ENV_CONSOLE = "TIMELY_CONSOLE"
+"""``[host:]port`` where process 0 serves the live console (``timely run --console``)."""
 
 SECRET_BYTES = 32
 SECRET_HINT = "create one with: python -c 'import secrets; print(secrets.token_hex(32))' > secret.hex"
@@ -303,3 +315,78 @@ def read_secret_file(path: str) -> bytes:
     except OSError as e:
         raise ClusterConfigError(f"cannot read the secret file: {e}") from None
     return parse_secret(text, f"the secret file {path}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The live console
+
+
+@dataclass(frozen=True)
+class ConsoleSettings:
+    """Where process 0 serves the console, and the token a page must carry (None on loopback)."""
+
+    host: str
+    port: int
+    token: str | None = field(default=None, repr=False)
+
+    def url(self, port: int | None = None) -> str:
+        """The page's address (with ``port``, the one actually bound, when asked for port 0)."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else "::1" if self.host == "::" else self.host
+        query = f"?token={self.token}" if self.token else ""
+        return f"http://{format_address(host, self.port if port is None else port)}/{query}"
+
+
+def console_token(secret: bytes) -> str:
+    """The token a console away from loopback asks for: derived from the cluster's secret, so
+    the launcher can print it and no one without the secret can work it out."""
+    return hmac.new(secret, b"timely console", hashlib.sha256).hexdigest()[:32]
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def console_from(value: int | str, secret: bytes | None) -> ConsoleSettings:
+    """``execute(console=...)`` or ``--console``: a port (on loopback) or ``host:port``. A host
+    other than loopback is served only behind a token: derived from ``secret`` (the cluster's),
+    or random in a process of its own."""
+    where = "console"
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ClusterConfigError(f"{where}: expected a port or 'host:port', not {value!r}")
+    text = str(value).strip()
+    host, colon, port_text = text.rpartition(":")
+    if not colon:
+        host = "127.0.0.1"
+    elif host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ClusterConfigError(f"{where}: an IPv6 host needs brackets, as in [::1]:8080; got {text!r}")
+    if not host:
+        raise ClusterConfigError(f"{where}: the host is missing in {text!r}")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ClusterConfigError(f"{where}: the port in {text!r} is not a number") from None
+    if not 0 <= port <= 65535:
+        raise ClusterConfigError(f"{where}: the port in {text!r} is not in 0..65535 (0: any free port)")
+    token = None
+    if not _loopback(host):
+        token = console_token(secret) if secret else secrets.token_hex(16)
+    return ConsoleSettings(host, port, token)
+
+
+def console_from_env(secret: bytes | None, environ: Mapping[str, str] | None = None) -> ConsoleSettings | None:
+    """The console ``timely run --console`` asked for, if any."""
+    env = os.environ if environ is None else environ
+    text = env.get(ENV_CONSOLE, "").strip()
+    if not text:
+        return None
+    try:
+        return console_from(text, secret)
+    except ClusterConfigError as e:
+        raise ClusterConfigError(f"{ENV_CONSOLE}: {e}") from None
