@@ -29,6 +29,7 @@ class _ViewCollector(Collector):
             ("notifications", "timely_stage_notifications_delivered", "notifications delivered to the stage", True),
             ("queued", "timely_stage_queued_messages", "messages queued for the stage", False),
             ("pending_notifications", "timely_stage_pending_notifications", "notifications waiting", False),
+            ("callback_seconds", "timely_stage_callback_seconds", "time in the stage's callbacks (profiled)", True),
             ("in_per_s", "timely_stage_records_received_per_second", "records in per second (last sample)", False),
             ("out_per_s", "timely_stage_records_sent_per_second", "records out per second (last sample)", False),
             ("state_rows", "timely_stage_state_rows", "rows of state the stage's vertices report", False),

@@ -20,7 +20,7 @@ QUIET_AFTER = 3.0
 """Seconds without a sample after which a process counts as gone quiet."""
 
 # the columns of a sample's per-stage rows
-RECORDS_IN, RECORDS_OUT, MESSAGES_IN, NOTIFICATIONS, QUEUED, PENDING, BUSY = range(7)
+RECORDS_IN, RECORDS_OUT, MESSAGES_IN, NOTIFICATIONS, QUEUED, PENDING, BUSY, CALLBACK_SECONDS = range(8)
 
 
 def show_time(flat: Any) -> str:
@@ -96,10 +96,13 @@ class View:
                 ("queued", QUEUED),
                 ("pending_notifications", PENDING),
                 ("busy", BUSY),
+                ("callback_seconds", CALLBACK_SECONDS),
             ):
                 row[key] = sum(self.latest[p]["stages"][s.index][column] for p in reporting)
             row["in_per_s"] = sum(self._rate(p, RECORDS_IN, s.index) for p in reporting)
             row["out_per_s"] = sum(self._rate(p, RECORDS_OUT, s.index) for p in reporting)
+            # the share of a process's time in this stage's callbacks, the most of any process
+            row["busy_share"] = max((self._rate(p, CALLBACK_SECONDS, s.index) for p in reporting), default=0.0)
             row["state_rows"] = row["state_bytes"] = None
             stages.append(row)
         for p in reporting:

@@ -18,19 +18,21 @@ from __future__ import annotations
 import asyncio
 import os
 import resource
+import sys
+import threading
 import time as _time
 from collections.abc import Callable
 from typing import Any
 
 from ..graph import FrozenGraph, StageKind
 from ..progress import ProgressTracker
-from ..vertex import TOP
+from ..vertex import TOP, Vertex
 from .bindings import Bindings
 from .cluster import ClusterLink
 from .diagnostics import Diagnostics
 from .scheduler import Scheduler
 
-__all__ = ["SAMPLE_SECONDS", "STALL_AFTER", "Sampler"]
+__all__ = ["PROFILE_HZ", "SAMPLE_SECONDS", "STALL_AFTER", "CallbackProfiler", "Sampler"]
 
 SAMPLE_SECONDS = 1.0
 """How often a process samples itself for the console."""
@@ -39,6 +41,8 @@ STALL_AFTER = 0.5
 second, the page says so within two seconds of the scheduler going idle."""
 COMPLETIONS_KEPT = 50
 """Epoch completion times kept per probe (the most recent)."""
+PROFILE_HZ = 100
+"""How often the callback profiler looks at what the runtime's thread is running."""
 
 try:
     _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -57,6 +61,52 @@ def resident_bytes() -> int:
 
 def _time_list(t: Any) -> list[int] | None:
     return None if t is TOP else list(t)
+
+
+class CallbackProfiler:
+    """Time in callbacks per stage, by looking (`PROFILE_HZ` times a second, from a thread of
+    its own) at which vertex's callback the runtime's thread is in: a sampling profiler, so that
+    nothing is timed on the path of a record. The innermost frame running a vertex class's
+    ``on_recv`` or ``on_notify`` names the instance (its ``self``), and so the stage; each look
+    charges the time since the previous one to that stage."""
+
+    def __init__(self, instances: list[tuple[Vertex, int]], stages: int, thread: int) -> None:
+        self.thread = thread
+        self.stage_of = {id(v): stage for v, stage in instances}
+        self.codes = {
+            getattr(type(v), name).__code__
+            for v, _ in instances
+            for name in ("on_recv", "on_notify")
+            if hasattr(getattr(type(v), name), "__code__")
+        }
+        self.seconds = [0.0] * stages
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._look, name="timely-profiler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _look(self) -> None:
+        interval = 1.0 / PROFILE_HZ
+        codes, stage_of, seconds = self.codes, self.stage_of, self.seconds
+        last = _time.perf_counter()
+        while not self._stop.wait(interval):
+            now = _time.perf_counter()
+            frame = sys._current_frames().get(self.thread)
+            depth = 0
+            while frame is not None and depth < 64:
+                if frame.f_code in codes:
+                    stage = stage_of.get(id(frame.f_locals.get("self")))
+                    if stage is not None:
+                        seconds[stage] += now - last
+                        break
+                frame = frame.f_back
+                depth += 1
+            last = now
 
 
 class Sampler:
@@ -84,6 +134,9 @@ class Sampler:
         self.completions: dict[str, list[list[float]]] = {}
         """Per probe name, [epoch, seconds since start] when the probe passed the epoch."""
         self._passed: dict[str, int] = {}
+        self.profiler = CallbackProfiler(
+            [(ctx.vertex, ctx.stage) for ctx in scheduler.instances()], len(graph.stages), threading.get_ident()
+        )
         self._loops = [
             (ctx.name, s.index)
             for ctx in graph.contexts[1:]
@@ -115,8 +168,9 @@ class Sampler:
         n = len(g.stages)
         # per stage, summed over this process's workers:
         # records in, records out, messages in, notifications delivered, queued messages,
-        # pending notifications, instances busy in an async callback
-        stages = [[0, 0, 0, 0, 0, 0, 0] for _ in range(n)]
+        # pending notifications, instances busy in an async callback, seconds in callbacks (profiled)
+        seconds = self.profiler.seconds
+        stages = [[0, 0, 0, 0, 0, 0, 0, seconds[i]] for i in range(n)]
         state: dict[int, list[int]] = {}
         for ctx in scheduler.instances():
             row = stages[ctx.stage]
@@ -192,7 +246,12 @@ class Sampler:
         }
 
     async def run(self, every: float = SAMPLE_SECONDS) -> None:
-        """Publish a sample at once, then every ``every`` seconds, until cancelled."""
-        while True:
-            self.publish(self.sample())
-            await asyncio.sleep(every)
+        """Publish a sample at once, then every ``every`` seconds, until cancelled; profile the
+        callbacks meanwhile."""
+        self.profiler.start()
+        try:
+            while True:
+                self.publish(self.sample())
+                await asyncio.sleep(every)
+        finally:
+            self.profiler.stop()

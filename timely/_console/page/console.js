@@ -36,10 +36,12 @@ function fill(id, rows) {
     return tr;
   }));
 }
-// white (idle) to green (busy), by records per second on a log scale
-function activity(rate) {
-  if (!rate || rate <= 0) return "#ffffff";
-  const t = Math.min(1, Math.log10(1 + rate) / 6);
+// white (idle) to green (busy): by the share of time in the stage's callbacks, or (for a
+// stage too quick to be caught by the profiler) by records per second on a log scale
+function activity(share, rate) {
+  let t = Math.min(1, share * 1.5);
+  if (t < 0.05 && rate > 0) t = Math.min(0.3, Math.log10(1 + rate) / 20);
+  if (t <= 0) return "#ffffff";
   const mix = (a, b) => Math.round(a + (b - a) * t);
   return `rgb(${mix(234, 46)},${mix(247, 160)},${mix(236, 67)})`;
 }
@@ -83,7 +85,7 @@ function update(view) {
   for (const s of view.stages) {
     const n = nodes[s.index];
     if (!n) continue;
-    const colour = activity(s.in_per_s + s.out_per_s);
+    const colour = activity(s.busy_share, s.in_per_s + s.out_per_s);
     for (const shape of n.shapes) shape.setAttribute("fill", colour);
     if (n.detail) n.detail.textContent = `${fmt(s.in_per_s)}/s → ${fmt(s.out_per_s)}/s  q ${s.queued}`;
     n.group.classList.toggle("stalled", involved.has(s.index) && !waiting.has(s.index));
@@ -95,7 +97,8 @@ function update(view) {
 
   fill("stages", view.stages.map(s => [[
     s.name, fmt(s.in_per_s), fmt(s.out_per_s), fmt(s.records_in), fmt(s.records_out), s.queued,
-    s.pending_notifications, s.notifications, fmt(s.state_rows), bytes(s.state_bytes),
+    s.pending_notifications, s.notifications, s.callback_seconds.toFixed(2) + " s",
+    Math.round(100 * s.busy_share) + "%", fmt(s.state_rows), bytes(s.state_bytes),
   ], involved.has(s.index) ? "stalled" : "", "stage-row-" + s.index]));
   const progress = [];
   for (const i of view.inputs) progress.push([["input", i.name, i.closed ? "closed" : "epoch " + i.epoch]]);

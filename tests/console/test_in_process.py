@@ -1,0 +1,75 @@
+"""The console of a computation in this process (``execute(console=0)``): what a sampling
+profiler and the state hook show, read from ``/api/state`` while the program runs."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from typing import Any
+
+import pytest
+
+import timely
+
+pytest.importorskip("aiohttp")
+
+
+def _state(comp: timely.Computation) -> dict[str, Any]:
+    assert comp.console_url is not None
+    with urllib.request.urlopen(comp.console_url + "api/state", timeout=10) as response:
+        return json.loads(response.read())  # type: ignore[no-any-return]
+
+
+def _run_a_while(comp: timely.Computation, probe: timely.Probe, seconds: float) -> None:
+    """Keep the computation's event loop running (the console samples it) for ``seconds``."""
+    with pytest.raises(timely.StalledError):
+        comp.wait_passed(probe, 10**9, timeout=seconds)
+
+
+SPIN = 0.0002
+
+
+def _spin(x: int) -> int:
+    until = time.perf_counter() + SPIN
+    while time.perf_counter() < until:
+        pass
+    return x
+
+
+class Keep(timely.Vertex):
+    """Keeps every record it is sent, and says how many (the state hook)."""
+
+    def __init__(self) -> None:
+        self.kept: list[int] = []
+
+    def on_recv(self, edge: int, records: list[int], time: timely.Timestamp) -> None:
+        self.kept.extend(records)
+
+    def state_size(self) -> tuple[int, int]:
+        return len(self.kept), 28 * len(self.kept)
+
+
+def test_the_profiler_charges_a_slow_stage_with_the_time_and_the_hook_shows_state() -> None:
+    def build(scope: timely.Scope) -> tuple[timely.Input, timely.Probe]:
+        numbers = scope.new_input("numbers")
+        slow = numbers.map("cheap", lambda x: x + 1).map("slow", _spin)
+        slow.stage("keep", Keep)
+        return numbers, slow.probe("done")
+
+    with timely.execute(build, workers=2, console=0, timeout=60) as (comp, (numbers, done)):
+        numbers.send(range(8000))  # ~1.6 s of spinning in 'slow'
+        numbers.advance_to(1)
+        comp.wait_passed(done, 0)
+        _run_a_while(comp, done, 1.3)  # a sample after the work
+        state = _state(comp)
+        stages = {s["name"]: s for s in state["stages"]}
+        spent = sum(w.callback_seconds for w in comp.statistics().workers)
+        # 'slow' spun at least 0.2 ms a record: the profiler saw most of that, in 'slow', and no
+        # more than the workers' own clocks counted in all callbacks
+        assert 0.7 * 8000 * SPIN <= stages["slow"]["callback_seconds"] <= spent
+        assert stages["slow"]["callback_seconds"] > 10 * stages["cheap"]["callback_seconds"]
+        kept = sum(len(v.kept) for v in comp.vertices("keep"))  # type: ignore[attr-defined]
+        assert kept == 8000
+        assert stages["keep"]["state_rows"] == kept and stages["keep"]["state_bytes"] == 28 * kept
+        assert stages["slow"]["state_rows"] is None  # it keeps nothing and says so
