@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from timely import LoopContext, Stream, Timestamp, Vertex
 
 from .._hash import by_first
@@ -184,6 +186,15 @@ class _Superstep(Vertex):
         if mutations_out:
             self.send_by(self.outputs[OUT_MUTATIONS], list(mutations_out.items()), time)
         self.send_by(self.outputs[OUT_PARTIALS], [(0, partial)], time)
+
+    def state_size(self) -> tuple[int, int]:
+        """The vertices this worker holds in its running supersteps, and the bytes of their
+        arrays (the array engine's; the vertex engine's objects are counted as rows only)."""
+        rows = nbytes = 0
+        for engine in self.engines.values():
+            rows += engine.loaded()[0]
+            nbytes += sum(a.nbytes for a in getattr(engine, "__dict__", {}).values() if isinstance(a, np.ndarray))
+        return rows, nbytes
 
     def checkpoint(self) -> None:
         """None: every run a checkpoint covers has ended (see the module's docstring)."""

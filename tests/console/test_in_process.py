@@ -73,3 +73,29 @@ def test_the_profiler_charges_a_slow_stage_with_the_time_and_the_hook_shows_stat
         assert kept == 8000
         assert stages["keep"]["state_rows"] == kept and stages["keep"]["state_bytes"] == 28 * kept
         assert stages["slow"]["state_rows"] is None  # it keeps nothing and says so
+
+
+def test_linq_reports_the_rows_of_its_arrangements() -> None:
+    from libs import linq
+
+    keys = 500
+
+    def build(scope: timely.Scope) -> tuple[Any, Any]:
+        numbers = linq.new_input(scope, "numbers")
+        counts = numbers.collection.count(lambda x: x % keys, name="per_key")
+        return numbers, linq.CollectionOutput(counts)
+
+    with timely.execute(build, console=0, timeout=60) as (comp, (numbers, out)):
+        numbers.insert_all(range(10 * keys))
+        numbers.advance_to(1)
+        comp.wait_passed(out.probe, 0)
+        _run_a_while(comp, out.probe, 1.3)
+        state = _state(comp)
+        assert len(out.contents()) == keys
+        sized = {s["name"]: (s["state_rows"], s["state_bytes"]) for s in state["stages"] if s["state_rows"]}
+        # the count arranges its input (each of the 10 * keys distinct records is one row) and its
+        # output (one count a key); nothing else in this dataflow keeps a trace
+        assert list(sized) == ["per_key"]
+        rows, nbytes = sized["per_key"]
+        assert rows == 10 * keys + keys
+        assert nbytes >= rows * 8 * 2  # at least a key and a diff of 8 bytes a row
