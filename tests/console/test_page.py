@@ -117,3 +117,5 @@ def test_the_page_explains_a_stall_naming_the_stage_and_time(browser: Any, tmp_p
         assert "waiting" in _classes(browser, "#stage-2")
         assert "stalled" in _classes(browser, "#stage-0")
         assert "stalled" not in _classes(browser, "#stage-1")
+        shown = browser.execute_script("return window.stallShown;")
+        print(f"the page showed the stall {shown['at'] - shown['idleSince']:.2f} s after the scheduler went idle")

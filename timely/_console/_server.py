@@ -8,7 +8,8 @@ a process whose samples stop coming shows as gone quiet.
 
 Routes: ``/`` the page (its script and style from ``/static/``, all in this package),
 ``/api/graph`` the graph's shape and SVG, ``/api/state`` the live view, ``/api/events`` the
-view as server-sent events on every sample of process 0, ``/metrics`` for Prometheus. With a
+view as server-sent events on every sample of process 0 (and at once when a process reports
+that it has stalled or moved again), ``/metrics`` for Prometheus. With a
 token (any address but loopback), every route but ``/static/`` asks for ``?token=``.
 """
 
@@ -125,8 +126,10 @@ class ConsoleServer:
             await runner.cleanup()
 
     def _accept(self, process: int, sample: dict[str, Any]) -> None:
+        before = self.view.latest.get(process)
         self.view.add(process, sample)
-        if process == 0 or 0 not in self.view.latest:
+        stall_news = before is not None and (before["stall"] is None) != (sample["stall"] is None)
+        if process == 0 or 0 not in self.view.latest or stall_news:
             self._bump()
 
     def _bump(self) -> None:

@@ -227,6 +227,7 @@ class View:
         )
         return {
             "idle_for": min(idle) if idle else None,
+            "idle_since": max((self.latest[p]["at"] - self.latest[p]["idle_for"] for p in stalled), default=None),
             "quiet_processes": quiet,
             "waiting": waiting,
             "stages": sorted(stages),

@@ -247,11 +247,23 @@ class Sampler:
 
     async def run(self, every: float = SAMPLE_SECONDS) -> None:
         """Publish a sample at once, then every ``every`` seconds, until cancelled; profile the
-        callbacks meanwhile."""
+        callbacks meanwhile. A scheduler that has sat idle for `STALL_AFTER` gets a sample at
+        once (it says what holds progress back) rather than at the next second."""
         self.profiler.start()
+        look = every / 4
         try:
             while True:
-                self.publish(self.sample())
-                await asyncio.sleep(every)
+                sample = self.sample()
+                self.publish(sample)
+                told_stall = sample["stall"] is not None
+                next_at = _time.perf_counter() + every
+                while True:
+                    now = _time.perf_counter()
+                    if now >= next_at:
+                        break
+                    await asyncio.sleep(min(look, next_at - now))
+                    idle = self.idle_since()
+                    if not told_stall and idle is not None and _time.perf_counter() - idle >= STALL_AFTER:
+                        break
         finally:
             self.profiler.stop()

@@ -91,6 +91,10 @@ function update(view) {
     n.group.classList.toggle("stalled", involved.has(s.index) && !waiting.has(s.index));
     n.group.classList.toggle("waiting", waiting.has(s.index));
   }
+  if (stalled && window.stallShown === undefined) {
+    // when the page first said so, against when the scheduler went idle (both wall clocks)
+    window.stallShown = { at: Date.now() / 1000, idleSince: view.stall.idle_since };
+  }
   const stallBox = document.getElementById("stall");
   stallBox.hidden = !stalled;
   document.getElementById("stall-text").textContent = stalled ? view.stall.text : "";
