@@ -93,7 +93,7 @@ function update(view) {
   }
   if (stalled && window.stallShown === undefined) {
     // when the page first said so, against when the scheduler went idle (both wall clocks)
-    window.stallShown = { at: Date.now() / 1000, idleSince: view.stall.idle_since };
+    window.stallShown = { at: Date.now() / 1000, idleSince: view.stall.idle_since, text: view.stall.text };
   }
   const stallBox = document.getElementById("stall");
   stallBox.hidden = !stalled;
