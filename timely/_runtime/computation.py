@@ -244,9 +244,10 @@ class Computation(_Handle):
                 raise exc
             return
         if target is None or target not in done:
+            explanation = self.runtime.explain()  # before the abandoned wait is cancelled
             if target is not None:
                 target.cancel()
-            raise StalledError(f"{what} within {remaining:.1f} s", self.runtime.explain())
+            raise StalledError(f"{what} within {remaining:.1f} s", explanation)
 
     def _close(self, error: BaseException | None) -> None:
         loop = self._loop
@@ -431,7 +432,10 @@ class AsyncComputation(_Handle):
                 raise exc
             return
         if future is None or future not in done:
-            raise StalledError(f"{what} within {remaining:.1f} s", self.explain())
+            explanation = self.explain()
+            if future is not None:
+                future.cancel()  # abandoned: it no longer holds anyone up in explain()
+            raise StalledError(f"{what} within {remaining:.1f} s", explanation)
 
     async def drain(self, timeout: float | None = None) -> None:
         """Wait until this process's queues and outgoing buffers are below their limits: the
