@@ -99,3 +99,53 @@ def test_linq_reports_the_rows_of_its_arrangements() -> None:
         rows, nbytes = sized["per_key"]
         assert rows == 10 * keys + keys
         assert nbytes >= rows * 8 * 2  # at least a key and a diff of 8 bytes a row
+
+
+class UpToThree(timely.Vertex):
+    """Sends its records round the loop until the third iteration, where it holds them
+    (a notification it cannot get while the input is open)."""
+
+    def on_recv(self, edge: int, records: list[int], time: timely.Timestamp) -> None:
+        if time.counters[-1] < 3:
+            self.send_by(self.outputs[0], records, time)
+        else:
+            self.notify_at(time)
+
+
+def test_loops_are_nested_boxes_and_their_frontier_is_the_iteration() -> None:
+    import re
+
+    def build(scope: timely.Scope) -> tuple[timely.Input, timely.Probe]:
+        numbers = scope.new_input("numbers")
+        outer = timely.LoopContext(scope, "outer")
+        inner = timely.LoopContext(outer, "inner")
+        back = inner.feedback("back")
+        step = inner.ingress(outer.ingress(numbers)).concat("in", back.stream).stage("step", UpToThree)
+        back.connect(step)
+        return numbers, numbers.probe("fed")
+
+    with timely.execute(build, console=0, timeout=60) as (comp, (numbers, fed)):
+        numbers.send([1, 2, 3])
+        _run_a_while(comp, fed, 1.3)
+        state = _state(comp)
+        loops = {loop["name"]: loop for loop in state["loops"]}
+        assert loops["outer.inner"]["active"] == ["(0, (0, 3))"]  # held at its third iteration
+        assert loops["outer.inner"]["frontier"] == ["(0, (0, 0))"]  # the open input can still start one
+        waiting = {w["stage_name"]: w["time"] for w in state["stall"]["waiting"]}
+        assert waiting["outer.inner.step"] == "(0, (0, 3))"  # (and the probe wait the test runs under)
+        with urllib.request.urlopen(comp.console_url + "api/graph", timeout=10) as response:  # type: ignore[operator]
+            svg = json.loads(response.read())["svg"]
+    if svg is None:
+        pytest.skip("Graphviz's dot is not installed: no picture to look at")
+    boxes = {}
+    for outline, label in re.findall(
+        r'<title>cluster_\d+</title>\s*<(?:polygon|path)[^>]*(?:points|d)="([^"]*)".*?<text[^>]*>([^<]*)</text>',
+        svg,
+        re.S,
+    ):
+        corners = [(float(x), float(y)) for x, y in re.findall(r"(-?[\d.]+),(-?[\d.]+)", outline)]
+        xs, ys = [x for x, _ in corners], [y for _, y in corners]
+        boxes[label] = (min(xs), min(ys), max(xs), max(ys))
+    outer_box, inner_box = boxes["loop outer"], boxes["loop outer.inner"]
+    assert outer_box[0] < inner_box[0] and outer_box[1] < inner_box[1]  # the inner loop's box lies inside
+    assert inner_box[2] < outer_box[2] and inner_box[3] < outer_box[3]

@@ -152,12 +152,19 @@ class View:
             "workers": workers,
             "inputs": self._inputs(reporting),
             "probes": [] if first is None else [{"name": n, "frontier": _times(f)} for n, f in first["probes"]],
-            "loops": [] if first is None else [{"name": n, "frontier": _times(f)} for n, f in first["loops"]],
+            "loops": [] if first is None else [self._loop(p, reporting) for p in range(len(first["loops"]))],
             "completions": {} if first is None else {n: [list(c) for c in v] for n, v in first["completions"].items()},
             "frontier": [] if first is None else self._frontier(first["frontier"]),
             "stall": self._stall(reporting, processes),
             "complete": bool(reporting) and all(self.latest[p]["complete"] for p in reporting),
         }
+
+    def _loop(self, index: int, reporting: list[int]) -> dict[str, Any]:
+        """A loop: what can still arrive at it (process 0's view of the frontier) and the times
+        active inside it on any process (where its iterations have got to)."""
+        name, frontier, _ = self.latest[reporting[0]]["loops"][index]
+        active = sorted({tuple(t) for p in reporting for t in self.latest[p]["loops"][index][2]})
+        return {"name": name, "frontier": _times(frontier), "active": _times(active)}
 
     def _inputs(self, reporting: list[int]) -> list[dict[str, Any]]:
         """Each input across the processes: the earliest open epoch (what holds the others back)."""

@@ -41,6 +41,8 @@ STALL_AFTER = 0.5
 second, the page says so within two seconds of the scheduler going idle."""
 COMPLETIONS_KEPT = 50
 """Epoch completion times kept per probe (the most recent)."""
+LOOP_TIMES = 8
+"""The latest active times shown per loop (where its iterations have got to)."""
 PROFILE_HZ = 100
 """How often the callback profiler looks at what the runtime's thread is running."""
 
@@ -137,12 +139,16 @@ class Sampler:
         self.profiler = CallbackProfiler(
             [(ctx.vertex, ctx.stage) for ctx in scheduler.instances()], len(graph.stages), threading.get_ident()
         )
-        self._loops = [
-            (ctx.name, s.index)
-            for ctx in graph.contexts[1:]
-            for s in graph.stages
-            if s.context == ctx.index and s.kind == StageKind.FEEDBACK
-        ]
+        n = len(graph.stages)
+        self._loops = []
+        """Per loop: its name, a feedback stage (where its frontier is read), its locations."""
+        for ctx in graph.contexts[1:]:
+            inside = {s.index for s in graph.stages if s.context == ctx.index}
+            feedback = next((i for i in sorted(inside) if graph.stages[i].kind == StageKind.FEEDBACK), None)
+            if feedback is None:
+                continue
+            edges = {n + c.index for c in graph.connectors if c.target in inside}
+            self._loops.append((ctx.name, feedback, inside | edges))
 
     def frontier_changed(self) -> None:
         """The runtime's frontier moved: note which epochs the probes have passed, and when."""
@@ -197,7 +203,14 @@ class Sampler:
         probes = [
             [handle.name, [list(t) for t in binding.frontier()]] for handle, binding in self.bindings.probes.items()
         ]
-        loops = [[name, [list(t) for t in tracker.frontier_at(stage)]] for name, stage in self._loops]
+        loops = [
+            [
+                name,
+                [list(t) for t in tracker.frontier_at(feedback)],
+                sorted({tuple(t) for (t, loc), c in tracker.counts.items() if c > 0 and loc in where})[-LOOP_TIMES:],
+            ]
+            for name, feedback, where in self._loops
+        ]
         idle = self.idle_since()
         now = _time.perf_counter()
         idle_for = None if idle is None else now - idle

@@ -107,7 +107,9 @@ function update(view) {
   const progress = [];
   for (const i of view.inputs) progress.push([["input", i.name, i.closed ? "closed" : "epoch " + i.epoch]]);
   for (const p of view.probes) progress.push([["probe", p.name, p.frontier.join(" ") || "done"]]);
-  for (const l of view.loops) progress.push([["loop", l.name, l.frontier.join(" ") || "idle"]]);
+  for (const l of view.loops) {
+    progress.push([["loop", l.name, l.active.length ? "at " + l.active.join(" ") : "idle"]]);
+  }
   fill("progress", progress);
   const done = [];
   for (const [name, list] of Object.entries(view.completions)) {
