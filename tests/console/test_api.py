@@ -49,7 +49,12 @@ def test_state_and_metrics_agree_with_each_process_statistics(tmp_path: Path, pr
         assert state["stages"][STAGES.index("count")]["state_rows"] == 0
         assert [i["name"] for i in state["inputs"]] == ["numbers"] and state["inputs"][0]["epoch"] == EPOCHS
         assert state["probes"] == [{"name": "done", "frontier": [f"({EPOCHS})"]}]
-        assert [c[0] for c in state["completions"]["done"]] == list(range(EPOCHS))
+        completions = state["completions"]["done"]
+        assert [c[0] for c in completions] == list(range(EPOCHS))
+        # a count a key, emitted once per epoch by each worker: what reached the probe in the
+        # epochs completed, over all processes (epochs completing together count at the last)
+        counted = sum(c[2] for c in completions if c[2] is not None)
+        assert counted == totals["done"][0]
         assert sorted(p["process"] for p in state["process_stats"]) == list(range(processes))
         if processes > 1:  # records crossed between the processes, and the console counted the bytes
             assert all(p["data_bytes_sent"] > 0 and p["data_bytes_received"] > 0 for p in state["process_stats"])

@@ -153,7 +153,7 @@ class View:
             "inputs": self._inputs(reporting),
             "probes": [] if first is None else [{"name": n, "frontier": _times(f)} for n, f in first["probes"]],
             "loops": [] if first is None else [self._loop(p, reporting) for p in range(len(first["loops"]))],
-            "completions": {} if first is None else {n: [list(c) for c in v] for n, v in first["completions"].items()},
+            "completions": self._completions(reporting),
             "frontier": [] if first is None else self._frontier(first["frontier"]),
             "stall": self._stall(reporting, processes),
             "complete": bool(reporting) and all(self.latest[p]["complete"] for p in reporting),
@@ -165,6 +165,21 @@ class View:
         name, frontier, _ = self.latest[reporting[0]]["loops"][index]
         active = sorted({tuple(t) for p in reporting for t in self.latest[p]["loops"][index][2]})
         return {"name": name, "frontier": _times(frontier), "active": _times(active)}
+
+    def _completions(self, reporting: list[int]) -> dict[str, list[list[Any]]]:
+        """Per probe, [epoch, seconds, records] as each epoch completed: when the last process
+        saw it (seconds since its start), and the records that reached the probe in all of them
+        (None where several epochs completed at once and the count went to the last)."""
+        merged: dict[str, dict[int, list[Any]]] = {}
+        for p in reporting:
+            for name, kept in self.latest[p]["completions"].items():
+                epochs = merged.setdefault(name, {})
+                for epoch, at, records in kept:
+                    row = epochs.setdefault(epoch, [epoch, at, None])
+                    row[1] = max(row[1], at)
+                    if records is not None:
+                        row[2] = (row[2] or 0) + records
+        return {name: [epochs[e] for e in sorted(epochs)] for name, epochs in merged.items()}
 
     def _inputs(self, reporting: list[int]) -> list[dict[str, Any]]:
         """Each input across the processes: the earliest open epoch (what holds the others back)."""

@@ -134,8 +134,9 @@ class Sampler:
         self.idle_since = idle_since
         self.publish = publish
         self.completions: dict[str, list[list[float]]] = {}
-        """Per probe name, [epoch, seconds since start] when the probe passed the epoch."""
+        """Per probe name, [epoch, seconds since start, records] when the probe passed the epoch."""
         self._passed: dict[str, int] = {}
+        self._arrived: dict[str, int] = {}
         self.profiler = CallbackProfiler(
             [(ctx.vertex, ctx.stage) for ctx in scheduler.instances()], len(graph.stages), threading.get_ident()
         )
@@ -162,8 +163,14 @@ class Sampler:
             else:  # nothing more can arrive: every epoch the inputs opened is complete
                 upto = max((b.epoch + 1 for b in self.bindings.inputs), default=last)
             if upto > last:
+                # the records that reached the probe here since it last passed an epoch: the
+                # changes of the epoch(s) now complete (several at once share one count)
+                arrived = sum(ctx.records_received for ctx in self.scheduler.instances_of(binding.location))
+                records = arrived - self._arrived.get(name, 0)
+                self._arrived[name] = arrived
                 kept = self.completions.setdefault(name, [])
-                kept.extend([epoch, now] for epoch in range(max(last, upto - COMPLETIONS_KEPT), upto))
+                first = max(last, upto - COMPLETIONS_KEPT)
+                kept.extend([epoch, now, records if epoch == upto - 1 else None] for epoch in range(first, upto))
                 del kept[:-COMPLETIONS_KEPT]
                 self._passed[name] = upto
 

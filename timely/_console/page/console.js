@@ -113,7 +113,7 @@ function update(view) {
   fill("progress", progress);
   const done = [];
   for (const [name, list] of Object.entries(view.completions)) {
-    for (const [epoch, at] of list.slice(-8).reverse()) done.push([[name, epoch, at.toFixed(2)]]);
+    for (const [epoch, at, records] of list.slice(-8).reverse()) done.push([[name, epoch, at.toFixed(2), fmt(records)]]);
   }
   fill("completions", done);
   fill("processes", view.process_stats.map(p => [[
