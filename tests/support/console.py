@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import ROOT, clean_env
-from tests.support.launcher import LAUNCHER
+from tests.support.launcher import LAUNCHER, running
 
 START_SECONDS = 30.0
 
@@ -100,20 +100,10 @@ def watched(
         mode,
         str(stop),
     ]
-    with subprocess.Popen(
-        argv,
-        cwd=ROOT,
-        env=clean_env(**env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as launcher:
+    with running(argv, ROOT, clean_env(**env)) as launcher:
         try:
             yield Watched(launcher, stop)
             stop.touch()
             launcher.wait(timeout=30)
         finally:
-            stop.touch()
-            if launcher.poll() is None:
-                launcher.kill()
+            stop.touch()  # the launcher is killed on the way out if it has not ended

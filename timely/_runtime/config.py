@@ -115,8 +115,9 @@ def format_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def parse_address(text: str, where: str = "address") -> tuple[str, int]:
-    """Parse ``host:port`` (``[v6]:port`` for IPv6); `where` names the source in errors."""
+def parse_address(text: str, where: str = "address", lowest_port: int = 1) -> tuple[str, int]:
+    """Parse ``host:port`` (``[v6]:port`` for IPv6); `where` names the source in errors;
+    ``lowest_port=0`` lets port 0 (any free port) through."""
     entry = text.strip()
     if entry.startswith("["):
         end = entry.find("]")
@@ -135,8 +136,8 @@ def parse_address(text: str, where: str = "address") -> tuple[str, int]:
         port = int(port_text)
     except ValueError:
         raise ClusterConfigError(f"{where}: the port in {text!r} is not a number") from None
-    if not 1 <= port <= 65535:
-        raise ClusterConfigError(f"{where}: the port in {text!r} is not in 1..65535")
+    if not lowest_port <= port <= 65535:
+        raise ClusterConfigError(f"{where}: the port in {text!r} is not in {lowest_port}..65535")
     return host, port
 
 
@@ -359,21 +360,9 @@ def console_from(value: int | str, secret: bytes | None) -> ConsoleSettings:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise ClusterConfigError(f"{where}: expected a port or 'host:port', not {value!r}")
     text = str(value).strip()
-    host, colon, port_text = text.rpartition(":")
-    if not colon:
-        host = "127.0.0.1"
-    elif host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
-        raise ClusterConfigError(f"{where}: an IPv6 host needs brackets, as in [::1]:8080; got {text!r}")
-    if not host:
-        raise ClusterConfigError(f"{where}: the host is missing in {text!r}")
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ClusterConfigError(f"{where}: the port in {text!r} is not a number") from None
-    if not 0 <= port <= 65535:
-        raise ClusterConfigError(f"{where}: the port in {text!r} is not in 0..65535 (0: any free port)")
+    if ":" not in text and not text.isdigit():
+        raise ClusterConfigError(f"{where}: expected a port or 'host:port', got {text!r}")
+    host, port = parse_address(text if ":" in text else f"127.0.0.1:{text}", where, lowest_port=0)
     token = None
     if not _loopback(host):
         token = console_token(secret) if secret else secrets.token_hex(16)
