@@ -133,7 +133,7 @@ class Sampler:
         self.link = link
         self.idle_since = idle_since
         self.publish = publish
-        self.completions: dict[str, list[list[float]]] = {}
+        self.completions: dict[str, list[list[Any]]] = {}
         """Per probe name, [epoch, seconds since start, records] when the probe passed the epoch."""
         self._passed: dict[str, int] = {}
         self._arrived: dict[str, int] = {}
