@@ -31,7 +31,7 @@ from bench._net import launch, load
 from bench.core_throughput import make_epochs, run_timely
 from bench.net_throughput import expected_counts
 
-RECORDS_FULL, RUNS_FULL = 6_000_000, 3
+RECORDS_FULL, RUNS_FULL = 6_000_000, 5
 RECORDS_QUICK, RUNS_QUICK = 1_000_000, 2
 NET_RECORDS_FULL, NET_RECORDS_QUICK = 2_000_000, 400_000
 NET_EPOCHS = 10

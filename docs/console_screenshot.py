@@ -18,7 +18,7 @@ from tests.support.console import watched  # noqa: E402
 
 def main() -> None:
     browser = _browser_or_skip()
-    browser.set_window_size(1200, 820)
+    browser.set_window_size(1360, 860)
     try:
         with tempfile.TemporaryDirectory() as tmp, watched("stall", Path(tmp), processes=2) as run:
             browser.get(run.url)

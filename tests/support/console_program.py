@@ -52,11 +52,12 @@ def build(scope: timely.Scope) -> tuple[timely.Input, timely.Probe]:
     return numbers, done
 
 
-def keep_running(comp: timely.Computation, probe: timely.Probe, stop: str) -> None:
-    """Run the event loop (the scheduler idle or not) until the test says stop."""
+def keep_running(comp: timely.Computation, probe: timely.Probe, epoch: int, stop: str) -> None:
+    """Run the event loop (the scheduler idle or not), waiting for the open ``epoch``, until
+    the test says stop."""
     while not os.path.exists(stop):
         try:
-            comp.wait_passed(probe, 10**9, timeout=0.3)
+            comp.wait_passed(probe, epoch, timeout=0.3)
         except timely.StalledError:
             pass
 
@@ -96,10 +97,11 @@ def main() -> None:
                     epoch += 1
                     numbers.advance_to(epoch)
                     try:
-                        comp.wait_passed(done, 10**9, timeout=0.1)
+                        comp.wait_passed(done, epoch, timeout=0.1)
                     except timely.StalledError:
                         pass
-        keep_running(comp, done, stop)
+            epochs = epoch
+        keep_running(comp, done, epochs, stop)  # the input is open at epoch `epochs`
 
 
 if __name__ == "__main__":
