@@ -54,8 +54,7 @@ def test_the_profiler_charges_a_slow_stage_with_the_time_and_the_hook_shows_stat
     def build(scope: timely.Scope) -> tuple[timely.Input, timely.Probe]:
         numbers = scope.new_input("numbers")
         slow = numbers.map("cheap", lambda x: x + 1).map("slow", _spin)
-        slow.stage("keep", Keep)
-        return numbers, slow.probe("done")
+        return numbers, slow.stage("keep", Keep).probe("done")  # done: 'keep' has taken in the epoch
 
     with timely.execute(build, workers=2, console=0, timeout=60) as (comp, (numbers, done)):
         numbers.send(range(8000))  # ~1.6 s of spinning in 'slow'
