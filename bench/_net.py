@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,29 @@ MARK = "NETBENCH "
 
 
 def launch(
-    processes: int, mode: str, *args: Any, timeout: float = 300.0, worker: Path = WORKER, mark: str = MARK
+    processes: int,
+    mode: str,
+    *args: Any,
+    timeout: float = 300.0,
+    worker: Path = WORKER,
+    mark: str = MARK,
+    options: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """Run ``worker`` (by default `bench/_net_worker.py`) in ``processes`` processes; their
-    results (each printed on a line after ``mark``), by process index."""
+    """Run ``worker`` (by default `bench/_net_worker.py`) in ``processes`` processes (with the
+    launcher's ``options``); their results (each printed on a line after ``mark``), by process index."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIMELY_")}  # the launcher sets them
-    cmd = [sys.executable, "-m", "timely.cli", "run", "-n", str(processes), str(worker), mode, *map(str, args)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "timely.cli",
+        "run",
+        "-n",
+        str(processes),
+        *options,
+        str(worker),
+        mode,
+        *map(str, args),
+    ]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired as exc:

@@ -599,6 +599,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--master", help="Spark master URL (default: local[PROCESSES], or spark-submit's --master under spark-submit)"
     )
+    run.add_argument(
+        "--console",
+        metavar="[HOST:]PORT",
+        help="serve timely's live console from the first timely process while the analyses run (docs/console.md)",
+    )
     generated = ap.add_argument_group("the generated graph (without --input)")
     generated.add_argument("--nodes", type=int, metavar="N", help=f"nodes (default: {d.nodes})")
     generated.add_argument("--edges", type=int, metavar="M", help=f"edges (default: {d.edges})")
@@ -643,6 +648,9 @@ def _parse(argv: Sequence[str] | None) -> JobOptions:
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = _parse(argv)
+    console = _parser().parse_known_args(argv)[0].console
+    if console is not None:  # the timely processes the Spark tasks start read it (timely run's variable)
+        os.environ["TIMELY_CONSOLE"] = console
     try:
         run_job(options)
     except (JobError, InputError) as e:

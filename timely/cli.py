@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ._runtime.config import (
     ENV_CHECKPOINT_DIR,
     ENV_CHECKPOINT_EVERY,
+    ENV_CONSOLE,
     ENV_DEBUG,
     ENV_LAUNCHER,
     ENV_PICKLE,
@@ -49,6 +50,7 @@ from ._runtime.config import (
     SECRET_HINT,
     ClusterConfig,
     ClusterConfigError,
+    console_from,
     format_address,
     parse_secret,
     read_hosts_file,
@@ -219,6 +221,12 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         help=f"print a failure with every frame, the runtime's too (sets {ENV_DEBUG}=1); by default a "
         "process shows only the program's own frames",
     )
+    both.add_argument(
+        "--console",
+        metavar="[HOST:]PORT",
+        help=f"serve a live page of the computation from process 0 (sets {ENV_CONSOLE}); on loopback unless "
+        "HOST says otherwise, and then behind a token printed here (derived from the secret); see docs/console.md",
+    )
     recovery = run.add_argument_group("fault tolerance")
     recovery.add_argument(
         "--restarts",
@@ -349,7 +357,22 @@ def _settings_env(args: argparse.Namespace, env: Mapping[str, str], parser: argp
         parser.error("--checkpoint-every needs --checkpoint-dir (where to checkpoint)")
     if args.checkpoint_every is not None:
         extra[ENV_CHECKPOINT_EVERY] = str(args.checkpoint_every)
+    if args.console is not None:
+        try:
+            console_from(args.console, None)
+        except ClusterConfigError as e:
+            parser.error(f"argument --console: {e}")
+        extra[ENV_CONSOLE] = args.console
     return extra
+
+
+def _print_console(console: str | None, indices: list[int], secret: bytes) -> None:
+    """Say where the console is, when process 0 runs here and its port is known."""
+    if console is None or 0 not in indices:
+        return
+    settings = console_from(console, secret)
+    if settings.port:
+        print(f"timely run: console at {settings.url()}", file=sys.stderr, flush=True)
 
 
 def _child_env(
@@ -424,6 +447,7 @@ def _run(argv: list[str], parser: argparse.ArgumentParser) -> int:
             return [Child(i, _child_env(env, c, extra)) for i, c in zip(indices, config, strict=True)]
 
         children = children_of(0, addresses, secret)
+        _print_console(args.console, indices, secret)
     except ClusterConfigError as e:
         print(f"timely run: error: {e}", file=sys.stderr)
         return 2
@@ -434,7 +458,10 @@ def _run(argv: list[str], parser: argparse.ArgumentParser) -> int:
 
     def renew(attempt: int) -> list[Child]:
         again = [("127.0.0.1", port) for port in _free_ports("127.0.0.1", len(addresses))] if fresh_ports else addresses
-        return children_of(attempt, again, secrets.token_bytes(SECRET_BYTES) if fresh_secret else secret)
+        renewed = secrets.token_bytes(SECRET_BYTES) if fresh_secret else secret
+        if fresh_secret:  # a token derived from the old secret no longer opens the console
+            _print_console(args.console, indices, renewed)
+        return children_of(attempt, again, renewed)
 
     if env.get("PYTHONHASHSEED") == "random":
         print(

@@ -235,6 +235,14 @@ class Vertex:
             "but does not implement restore(state)"
         )
 
+    # What the console shows -----------------------------------------------------------------
+    def state_size(self) -> tuple[int, int] | None:
+        """How much state this instance keeps, as (rows, bytes); None (the default) when it
+        keeps none worth showing. The live console (``execute(console=...)``) asks about once a
+        second, between callbacks, and shows it on the stage: keep it cheap (counts the vertex
+        already has, not a walk over its state); bytes may be an estimate."""
+        return None
+
     # What the vertex knows about where it runs ---------------------------------------------
     @property
     def worker_index(self) -> int:

@@ -32,7 +32,7 @@ from ._columns import EMPTY, Block, block_of_codes, codes_of, route_of
 from ._columns._codes import route_of_value
 from ._errors import OperatorError
 from ._lattice import FAR, Lattice
-from ._trace import Rows
+from ._trace import Rows, Spine
 
 __all__ = ["ROUTE_BUCKETS", "Stateful", "paused_gc", "pieces_of", "route"]
 
@@ -65,6 +65,18 @@ class Stateful(Vertex):
         if len(time) == 1 or time[1] == FAR:
             return time[0] + 1
         return None
+
+    def state_size(self) -> tuple[int, int]:
+        """The rows and bytes of every trace this operator keeps (its own, not one it reads)."""
+        rows = nbytes = 0
+        for value in vars(self).values():
+            traces = value.values() if isinstance(value, dict) else (value,)
+            for trace in traces:
+                if isinstance(trace, Spine):
+                    r, b = trace.footprint()
+                    rows += r
+                    nbytes += b
+        return rows, nbytes
 
     def compaction(self, epoch: int) -> bool:
         """Whether compaction to ``epoch`` is news."""

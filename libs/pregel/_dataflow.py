@@ -256,6 +256,15 @@ class _Superstep(Vertex):
             self.send_by(self.outputs[OUT_MUTATIONS], list(mutations_out.items()), time)
         self.send_by(self.outputs[OUT_PARTIALS], [(0, partial)], time)
 
+    def state_size(self) -> tuple[int, int]:
+        """The vertices this worker holds in its running supersteps, and the bytes of their
+        arrays (the array engine's; the vertex engine's objects are counted as rows only)."""
+        rows = nbytes = 0
+        for engine in self.engines.values():
+            rows += engine.loaded()[0]
+            nbytes += sum(a.nbytes for a in getattr(engine, "__dict__", {}).values() if isinstance(a, np.ndarray))
+        return rows, nbytes
+
     def checkpoint(self) -> None:
         """None: every run a checkpoint covers has ended (see the module's docstring)."""
         _idle(self.name, "superstep", {t.epoch for t in self.inboxes} | set(self.engines))

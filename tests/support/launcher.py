@@ -46,13 +46,13 @@ def timely(
 
 
 @contextlib.contextmanager
-def running(argv: list[str], cwd: Path) -> Iterator[subprocess.Popen[str]]:
+def running(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[str]]:
     """A launcher started in the background (empty stdin, output captured), killed on the way
     out whatever happened."""
     with subprocess.Popen(
         argv,
         cwd=cwd,
-        env=clean_env(),
+        env=clean_env() if env is None else env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

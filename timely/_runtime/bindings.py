@@ -77,6 +77,8 @@ class InputBinding:
         self._next = 0  # round-robin over local workers
         self.contexts = scheduler.instances_of(stage)
         self.throttle = throttle
+        self.backpressure_waits = 0
+        """Times `send` waited for the computation to drain (backpressure)."""
 
     @property
     def failure(self) -> BaseException | None:
@@ -116,6 +118,7 @@ class InputBinding:
         host.wake()
         driver = host.driver
         if driver is not None and (host.backlog() > INPUT_BACKLOG or host.congested()):
+            self.backpressure_waits += 1
             driver(host.ready, None)
 
     def advance_to(self, epoch: int) -> None:

@@ -7,6 +7,7 @@ an unencodable record fails in the sending stage's callback):
     [PROGRESS, [[time, location, delta], ...]]                 one atomic batch, positives first
     [ERROR, {process, stage, worker, time, kind, message}]     the sender failed: stop
     [BYE]                                                      the sender is complete
+    [SAMPLE, {...}]                                            to process 0: the sender's console sample
 
 Progress: every batch this process applies to its own tracker is also merged into
 ``progress_out``; at each flush the merged batch goes to every peer as one frame, so peers
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import msgpack
@@ -33,7 +34,7 @@ __all__ = ["ClusterLink", "LinkHost", "DATA", "PROGRESS", "ERROR", "BYE"]
 
 log = logging.getLogger("timely")
 
-DATA, PROGRESS, ERROR, BYE, CHECKPOINT = 1, 2, 3, 4, 5
+DATA, PROGRESS, ERROR, BYE, CHECKPOINT, SAMPLE = 1, 2, 3, 4, 5, 6
 RECEIVE_HIGH = 256
 """Queued messages above which this process stops reading from peers (they slow down)."""
 RECEIVE_LOW = 64
@@ -71,6 +72,8 @@ class ClusterLink:
         self.error_sent = False
         self.reading_paused = False
         self._all_byes = asyncio.Event()
+        self.on_sample: Callable[[int, Any], None] | None = None
+        """Process 0 with the console on: what to do with a peer's sample (else samples are dropped)."""
         if not self.peers:
             self._all_byes.set()
         # traffic, by kind
@@ -133,6 +136,10 @@ class ClusterLink:
         for p in self.peers:
             self.transport.send(p, payload)
 
+    def send_sample(self, sample: Any) -> None:
+        """Send this process's console sample to process 0 (the console gathers there)."""
+        self.transport.send(0, msgpack.packb([SAMPLE, sample]))
+
     def send_error(self, err: BaseException) -> None:
         """Tell every peer that the computation failed, so they stop within moments. A peer's
         failure is passed on as it came, so every process names the same origin even if it
@@ -186,6 +193,10 @@ class ClusterLink:
                 rt.fail(PeerError(f"process {info['process']} failed: {info['message']}", info))
             elif kind == CHECKPOINT:
                 rt.checkpoint_decided(int(frame[1]), bool(frame[2]))
+            elif kind == SAMPLE:
+                if self.on_sample is not None:
+                    self.on_sample(peer, frame[1])
+                return  # a sample changes nothing the scheduler waits for
             elif kind == BYE:
                 self.byes.add(peer)
                 if len(self.byes) == len(self.peers):

@@ -17,6 +17,8 @@ failing, timing out); side by side, a difference between them shows.
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import time as _time
 from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
@@ -30,7 +32,16 @@ from ..net.codec import Codec
 from ..net.transport import Transport
 from ..timestamp import Timestamp
 from ..vertex import Vertex
-from .config import ClusterConfig, checkpoints_from_env, cluster_from_env, pickle_from_env
+from .config import (
+    ENV_LAUNCHER,
+    ClusterConfig,
+    ConsoleSettings,
+    checkpoints_from_env,
+    cluster_from_env,
+    console_from,
+    console_from_env,
+    pickle_from_env,
+)
 from .process import SHUTDOWN_SECONDS, ProcessRuntime
 from .recovery import ReplayPlan, plan_replay
 from .report import install as install_failure_report
@@ -138,6 +149,12 @@ class _Handle:
         """Which pointstamps hold back each pending notification and probe wait."""
         return self.runtime.explain()
 
+    @property
+    def console_url(self) -> str | None:
+        """Where the live console of this computation is served (with its token, if it needs
+        one); None without a console, and in every process but 0."""
+        return self.runtime.console_url
+
     def statistics(self) -> ComputationStatistics:
         return self.runtime.statistics()
 
@@ -227,9 +244,10 @@ class Computation(_Handle):
                 raise exc
             return
         if target is None or target not in done:
+            explanation = self.runtime.explain()  # before the abandoned wait is cancelled
             if target is not None:
                 target.cancel()
-            raise StalledError(f"{what} within {remaining:.1f} s", self.runtime.explain())
+            raise StalledError(f"{what} within {remaining:.1f} s", explanation)
 
     def _close(self, error: BaseException | None) -> None:
         loop = self._loop
@@ -282,7 +300,11 @@ class _Execution(Generic[T]):
     ``False``: never, whatever the environment says). ``pickle=True`` lets records that the
     codec cannot otherwise encode (types without `timely.register_codec`) cross processes
     pickled; unpickling runs code chosen by the sender, so enable it only on a trusted cluster,
-    in every process (by default ``timely run --pickle`` decides).
+    in every process (by default ``timely run --pickle`` decides). ``console`` serves a live
+    page of the running computation from process 0 (docs/console.md): a port on loopback, or
+    ``"host:port"`` (any other address than loopback asks for a token in the URL, which
+    ``console_url`` and the launcher give); 0 for any free port; by default ``timely run
+    --console`` decides; ``False``: never.
     """
 
     def __init__(
@@ -296,7 +318,9 @@ class _Execution(Generic[T]):
         cluster: ClusterConfig | None = None,
         checkpoints: Checkpoints | Literal[False] | None = None,
         pickle: bool | None = None,
+        console: int | str | Literal[False] | None = None,
     ) -> None:
+        self._console = console
         self._build = build
         self._pickle = pickle_from_env() if pickle is None else pickle
         self._checkpoints = checkpoints
@@ -313,8 +337,17 @@ class _Execution(Generic[T]):
         deadline = None if self._timeout is None else _time.monotonic() + self._timeout
         return _Setup(self._build, self._workers, self._transport, self._cluster, self._checkpoints), deadline
 
+    def _console_settings(self, setup: _Setup[T]) -> ConsoleSettings | None:
+        secret = setup.cluster.secret if setup.cluster is not None else None
+        if self._console is None:
+            return console_from_env(secret)
+        if self._console is False:
+            return None
+        return console_from(self._console, secret)
+
     def _runtime(self, setup: _Setup[T], transport: Transport | None) -> ProcessRuntime:
-        return ProcessRuntime(
+        console = self._console_settings(setup)
+        runtime = ProcessRuntime(
             setup.graph,
             setup.dataflow,
             workers=setup.workers,
@@ -324,7 +357,12 @@ class _Execution(Generic[T]):
             checkpoints=setup.checkpoints,
             resume=setup.resume,
             replay=setup.replay,
+            console=console,
         )
+        # `timely run --console` prints the address itself, unless it left the port to process 0
+        if runtime.console_url is not None and (os.environ.get(ENV_LAUNCHER) is None or console.port == 0):  # type: ignore[union-attr]
+            print(f"timely: console at {runtime.console_url}", file=sys.stderr, flush=True)
+        return runtime
 
 
 class execute(_Execution[T]):
@@ -394,7 +432,10 @@ class AsyncComputation(_Handle):
                 raise exc
             return
         if future is None or future not in done:
-            raise StalledError(f"{what} within {remaining:.1f} s", self.explain())
+            explanation = self.explain()
+            if future is not None:
+                future.cancel()  # abandoned: it no longer holds anyone up in explain()
+            raise StalledError(f"{what} within {remaining:.1f} s", explanation)
 
     async def drain(self, timeout: float | None = None) -> None:
         """Wait until this process's queues and outgoing buffers are below their limits: the

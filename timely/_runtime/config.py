@@ -17,6 +17,7 @@ them)::
     TIMELY_PICKLE         "1" with --pickle: records without a codec travel pickled (trusted clusters)
     TIMELY_DEBUG          "1" with --debug: failures print with the runtime's frames too
     TIMELY_LAUNCHER       "local" (this launcher runs every process) or "hosts" (this machine's one)
+    TIMELY_CONSOLE        with --console: [host:]port where process 0 serves the live console
 
 `ClusterConfig.to_env` writes the cluster's part and `cluster_from_env` reads it back, with an
 error naming the variable when one is wrong; `pickle_from_env` and `checkpoints_from_env` read
@@ -26,6 +27,9 @@ in the runtime so that `timely.execute` can join a cluster by itself.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import ipaddress
 import os
 import secrets
 from collections.abc import Mapping, Sequence
@@ -35,6 +39,11 @@ from ..checkpoint import Checkpoints
 from ..errors import TimelyError
 
 __all__ = [
+    "ENV_CONSOLE",
+    "ConsoleSettings",
+    "console_from",
+    "console_from_env",
+    "console_token",
     "ENV_ADDRESSES",
     "ENV_CHECKPOINT_DIR",
     "ENV_CHECKPOINT_EVERY",
@@ -86,6 +95,9 @@ LAUNCHER_HOSTS = "hosts"
 ENV_PICKLE = "TIMELY_PICKLE"
 """``1``: records the codec cannot encode otherwise travel pickled (``timely run --pickle``)."""
 
+ENV_CONSOLE = "TIMELY_CONSOLE"
+"""``[host:]port`` where process 0 serves the live console (``timely run --console``)."""
+
 SECRET_BYTES = 32
 SECRET_HINT = "create one with: python -c 'import secrets; print(secrets.token_hex(32))' > secret.hex"
 
@@ -103,8 +115,9 @@ def format_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def parse_address(text: str, where: str = "address") -> tuple[str, int]:
-    """Parse ``host:port`` (``[v6]:port`` for IPv6); `where` names the source in errors."""
+def parse_address(text: str, where: str = "address", lowest_port: int = 1) -> tuple[str, int]:
+    """Parse ``host:port`` (``[v6]:port`` for IPv6); `where` names the source in errors;
+    ``lowest_port=0`` lets port 0 (any free port) through."""
     entry = text.strip()
     if entry.startswith("["):
         end = entry.find("]")
@@ -123,8 +136,8 @@ def parse_address(text: str, where: str = "address") -> tuple[str, int]:
         port = int(port_text)
     except ValueError:
         raise ClusterConfigError(f"{where}: the port in {text!r} is not a number") from None
-    if not 1 <= port <= 65535:
-        raise ClusterConfigError(f"{where}: the port in {text!r} is not in 1..65535")
+    if not lowest_port <= port <= 65535:
+        raise ClusterConfigError(f"{where}: the port in {text!r} is not in {lowest_port}..65535")
     return host, port
 
 
@@ -303,3 +316,66 @@ def read_secret_file(path: str) -> bytes:
     except OSError as e:
         raise ClusterConfigError(f"cannot read the secret file: {e}") from None
     return parse_secret(text, f"the secret file {path}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The live console
+
+
+@dataclass(frozen=True)
+class ConsoleSettings:
+    """Where process 0 serves the console, and the token a page must carry (None on loopback)."""
+
+    host: str
+    port: int
+    token: str | None = field(default=None, repr=False)
+
+    def url(self, port: int | None = None) -> str:
+        """The page's address (with ``port``, the one actually bound, when asked for port 0)."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else "::1" if self.host == "::" else self.host
+        query = f"?token={self.token}" if self.token else ""
+        return f"http://{format_address(host, self.port if port is None else port)}/{query}"
+
+
+def console_token(secret: bytes) -> str:
+    """The token a console away from loopback asks for: derived from the cluster's secret, so
+    the launcher can print it and no one without the secret can work it out."""
+    return hmac.new(secret, b"timely console", hashlib.sha256).hexdigest()[:32]
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def console_from(value: int | str, secret: bytes | None) -> ConsoleSettings:
+    """``execute(console=...)`` or ``--console``: a port (on loopback) or ``host:port``. A host
+    other than loopback is served only behind a token: derived from ``secret`` (the cluster's),
+    or random in a process of its own."""
+    where = "console"
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ClusterConfigError(f"{where}: expected a port or 'host:port', not {value!r}")
+    text = str(value).strip()
+    if ":" not in text and not text.isdigit():
+        raise ClusterConfigError(f"{where}: expected a port or 'host:port', got {text!r}")
+    host, port = parse_address(text if ":" in text else f"127.0.0.1:{text}", where, lowest_port=0)
+    token = None
+    if not _loopback(host):
+        token = console_token(secret) if secret else secrets.token_hex(16)
+    return ConsoleSettings(host, port, token)
+
+
+def console_from_env(secret: bytes | None, environ: Mapping[str, str] | None = None) -> ConsoleSettings | None:
+    """The console ``timely run --console`` asked for, if any."""
+    env = os.environ if environ is None else environ
+    text = env.get(ENV_CONSOLE, "").strip()
+    if not text:
+        return None
+    try:
+        return console_from(text, secret)
+    except ClusterConfigError as e:
+        raise ClusterConfigError(f"{ENV_CONSOLE}: {e}") from None

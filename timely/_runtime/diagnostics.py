@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time as _time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..graph import FrozenGraph, StageKind
@@ -22,9 +23,30 @@ from .scheduler import Scheduler
 from .statistics import ComputationStatistics, WorkerStatistics
 from .waiters import Waiters
 
-__all__ = ["Diagnostics"]
+__all__ = ["Diagnostics", "Holder", "Holdup"]
 
 log = logging.getLogger("timely")
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A pointstamp holding progress back: the stage it is at (or whose input it is on), its
+    time, and what it is in words."""
+
+    stage: int
+    time: str
+    words: str
+
+
+@dataclass(frozen=True)
+class Holdup:
+    """Something waiting (a notification, a probe wait, an async callback) at a stage and
+    time, and the pointstamps it waits on (None for a callback still running)."""
+
+    waiter: str
+    stage: int
+    time: str
+    holders: list[Holder] | None
 
 
 class Diagnostics:
@@ -63,29 +85,64 @@ class Diagnostics:
             return f"stage {spec.name!r} holds {count} capability/notification(s) at {t}"
         return f"{count} message batch(es) at {t} not yet consumed on {g.describe_location(loc)}"
 
-    def explain(self) -> str:
-        """Which pointstamps hold back each pending notification and probe wait."""
-        lines: list[str] = []
+    def holder(self, p: Pointstamp) -> Holder:
+        """A pointstamp that holds progress back, with the stage to point at: the stage itself,
+        or the stage a connector's unconsumed messages are for."""
+        time, loc = p
+        g = self.graph
+        stage = loc if loc < len(g.stages) else g.connectors[loc - len(g.stages)].target
+        return Holder(stage, "TOP" if time is TOP else str(_from_flat(time)), self.describe(p))
+
+    def holdups(self) -> list[Holdup]:
+        """What waits and on what: each pending notification and probe wait with the pointstamps
+        that hold it back, and each vertex busy in an async callback. `explain` says these in
+        words; the console points at their stages."""
+        found: list[Holdup] = []
         for ctx, guarantee, _cap in self.scheduler.notification_requests():
             holders = self.tracker.holds((guarantee, ctx.location), exclude_self=True)
             busy = " (vertex busy in an async callback)" if ctx.busy else ""
-            lines.append(
-                f"notification at {guarantee} for stage {ctx.stage_name!r} (worker {ctx.worker}){busy} waits on:"
+            found.append(
+                Holdup(
+                    f"notification at {guarantee} for stage {ctx.stage_name!r} (worker {ctx.worker}){busy}",
+                    ctx.location,
+                    str(guarantee),
+                    [self.holder(h) for h in sorted(holders, key=_order)],
+                )
             )
-            if holders:
-                lines.extend(f"  - {self.describe(h)}" for h in sorted(holders, key=_order))
-            else:
-                lines.append("  - nothing: it is deliverable")
         for location, time in self.waiters.probe_waits():
             name = self.graph.stages[location].name
-            lines.append(f"probe {name!r} waiting for {time} waits on:")
             holders = self.tracker.holds((time, location))
-            lines.extend(f"  - {self.describe(h)}" for h in sorted(holders, key=_order))
+            found.append(
+                Holdup(
+                    f"probe {name!r} waiting for {time}",
+                    location,
+                    str(time),
+                    [self.holder(h) for h in sorted(holders, key=_order)],
+                )
+            )
         for ctx in self.scheduler.instances():
             if ctx.busy:
-                lines.append(
-                    f"stage {ctx.stage_name!r} (worker {ctx.worker}) is running an async callback at {ctx.held}"
+                found.append(
+                    Holdup(
+                        f"stage {ctx.stage_name!r} (worker {ctx.worker}) is running an async callback at {ctx.held}",
+                        ctx.location,
+                        str(ctx.held),
+                        None,
+                    )
                 )
+        return found
+
+    def explain(self) -> str:
+        """Which pointstamps hold back each pending notification and probe wait."""
+        lines: list[str] = []
+        for holdup in self.holdups():
+            if holdup.holders is None:
+                lines.append(holdup.waiter)
+                continue
+            lines.append(f"{holdup.waiter} waits on:")
+            lines.extend(f"  - {h.words}" for h in holdup.holders)
+            if not holdup.holders and holdup.waiter.startswith("notification"):
+                lines.append("  - nothing: it is deliverable")
         if not lines:
             if self.tracker.is_empty():
                 return "nothing is active: the computation is complete"

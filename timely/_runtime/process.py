@@ -10,6 +10,7 @@ A `ProcessRuntime` is composed of collaborators that each own one concern, as tr
 - `Bindings` (bindings.py): the running side of the dataflow's inputs, probes and subscriptions;
 - `Waiters` (waiters.py): the futures the computation handles wait on;
 - `Diagnostics` (diagnostics.py): `explain`, `statistics` and the stall watch;
+- with the live console on, a `Sampler` (sampling.py), and on process 0 the console's server;
 - the `ClusterLink` (cluster.py), with other processes: frames in and out.
 
 The runtime itself owns the process's progress state — the `ProgressTracker` and ``pending``,
@@ -30,12 +31,13 @@ import gc
 import logging
 import time as _time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from ..checkpoint import CheckpointInfo, Checkpoints
 from ..dataflow import Dataflow
+from ..errors import TimelyError
 from ..graph import FrozenGraph, StageKind
 from ..net.codec import Codec
 from ..net.transport import Transport
@@ -44,12 +46,17 @@ from ..timestamp import Timestamp, _from_flat
 from ..vertex import Vertex
 from .bindings import INPUT_BACKLOG, Bindings, Driver
 from .cluster import ClusterLink
+from .config import ConsoleSettings
 from .diagnostics import Diagnostics
 from .fence import CheckpointFence
 from .recovery import Recovery, ReplayPlan, plan_replay
+from .sampling import Sampler
 from .scheduler import Scheduler
 from .statistics import ComputationStatistics
 from .waiters import Waiters
+
+if TYPE_CHECKING:
+    from .._console import ConsoleServer
 
 __all__ = ["ProcessRuntime", "SHUTDOWN_SECONDS"]
 
@@ -81,6 +88,7 @@ class ProcessRuntime:
         checkpoints: Checkpoints | None = None,
         resume: CheckpointInfo | None = None,
         replay: ReplayPlan | None = None,
+        console: ConsoleSettings | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("a process needs at least one worker")
@@ -143,6 +151,46 @@ class ProcessRuntime:
         self.diagnostics = Diagnostics(
             graph, self.tracker, self.scheduler, self.waiters, self.link, self.recovery, self.started_at
         )
+        self.console: ConsoleServer | None = None
+        self.console_url: str | None = None
+        self.sampler: Sampler | None = None
+        if console is not None:
+            self._start_console(console)
+
+    def _start_console(self, settings: ConsoleSettings) -> None:
+        """Sample this process for the console; process 0 serves it, the others send it their
+        samples (the one gather hook: everything else reads the parts' counters)."""
+        if self.process_index == 0:
+            try:
+                from .._console import ConsoleServer
+            except ImportError as exc:
+                raise TimelyError(
+                    f"the console needs aiohttp and prometheus_client ({exc}): pip install 'timely-dataflow[console]'"
+                ) from exc
+            server = self.console = ConsoleServer(
+                self.graph, self.processes, settings.host, settings.port, settings.token
+            )
+            self.console_url = settings.url(server.start())
+            if self.link is not None:
+                self.link.on_sample = server.publish
+
+            def publish(sample: dict[str, Any]) -> None:
+                server.publish(0, sample)
+
+        elif self.link is not None:
+            publish = self.link.send_sample
+        else:
+            return
+        self.sampler = Sampler(
+            self.graph,
+            self.tracker,
+            self.scheduler,
+            self.bindings,
+            self.diagnostics,
+            self.link,
+            self.idle_since,
+            publish,
+        )
 
     # One time slice --------------------------------------------------------------------------------
     def step(self) -> bool:
@@ -184,6 +232,8 @@ class ProcessRuntime:
         self.bindings.frontier_changed()
         self.fence.observe(self.tracker.frontier)
         self.waiters.frontier_changed()
+        if self.sampler is not None:
+            self.sampler.frontier_changed()
 
     # What the parts and the handles ask of the process ------------------------------------------------
     @property
@@ -268,12 +318,16 @@ class ProcessRuntime:
         finally:
             if self.recovery is not None:
                 self.recovery.close()
+            if self.console is not None:
+                self.console.stop()
 
     async def _run(self) -> None:
         async with anyio.create_task_group() as tg:
             self.scheduler.start(tg)
             if self.stall_log_after is not None:
                 tg.start_soon(self.diagnostics.watch_stalls, self.stall_log_after, self.idle_since)
+            if self.sampler is not None:
+                tg.start_soon(self.sampler.run)
             try:
                 await self._schedule()
             except BaseException as exc:

@@ -36,6 +36,7 @@ class Waiters:
         if not self._tracker.frontier_at(location).less_equal(time):
             future.set_result(None)
         else:
+            self._probes = [w for w in self._probes if not w.future.done()]  # drop abandoned waits
             self._probes.append(_ProbeWait(location, time, future))
         return future
 
@@ -49,9 +50,11 @@ class Waiters:
         return future
 
     def probe_waits(self) -> Iterator[tuple[int, Timestamp]]:
-        """The (location, time) of every probe wait not yet resolved."""
+        """The (location, time) of every probe wait not yet resolved (nor abandoned: a wait that
+        timed out is cancelled, and no longer waits)."""
         for wait in self._probes:
-            yield wait.location, wait.time
+            if not wait.future.done():
+                yield wait.location, wait.time
 
     def frontier_changed(self) -> None:
         """Resolve the probe waits whose time the frontier has now passed."""

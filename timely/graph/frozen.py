@@ -87,8 +87,11 @@ class FrozenGraph:
         return h.hexdigest()[:16]
 
     # Pictures ----------------------------------------------------------------------------
-    def to_dot(self) -> str:
-        """The graph in Graphviz dot; loop contexts are clusters, exchanges are dashed."""
+    def to_dot(self, detail: str = "") -> str:
+        """The graph in Graphviz dot; loop contexts are clusters, exchanges are dashed. With
+        ``detail``, every stage's box has it as a second line (the live console writes its
+        figures there, so the box is laid out wide enough)."""
+        second = f"\\n{detail}" if detail else ""
         lines = ["digraph timely {", "  rankdir=LR;", "  node [shape=box, fontname=Helvetica];"]
         children: dict[int | None, list[ContextSpec]] = {}
         for ctx in self.contexts:
@@ -97,7 +100,7 @@ class FrozenGraph:
         def emit(ctx: ContextSpec, indent: str) -> None:
             for s in self.stages:
                 if s.context == ctx.index:
-                    lines.append(f'{indent}s{s.index} [label="{s.name}", {_dot_style(s.kind)}];')
+                    lines.append(f'{indent}s{s.index} [label="{s.name}{second}", {_dot_style(s.kind)}];')
             for child in children.get(ctx.index, []):
                 lines.append(f"{indent}subgraph cluster_{child.index} {{")
                 lines.append(f'{indent}  label="loop {child.name}"; style=rounded;')

@@ -201,6 +201,14 @@ class Spine:
     def __len__(self) -> int:
         return sum(len(b) for b in self.batches())
 
+    def footprint(self) -> tuple[int, int]:
+        """Rows and bytes of the trace's columns (what the live console shows)."""
+        rows = nbytes = 0
+        for b in self.batches():
+            rows += len(b)
+            nbytes += sum(c.nbytes for c in b.columns()) + b.diffs.nbytes
+        return rows, nbytes
+
     def rows(self) -> Rows:
         """Every row (for checkpoints), unconsolidated across batches."""
         return concat_rows(self.batches(), self.nvals, self.ntimes)
