@@ -230,6 +230,7 @@ class Computation(_Handle):
             if target is not None:
                 target.cancel()
             raise StalledError(f"{what} within {remaining:.1f} s", self.runtime.explain())
+        self._check_failed()  # what was awaited happened, but in the step that failed
 
     def _close(self, error: BaseException | None) -> None:
         loop = self._loop
@@ -247,6 +248,8 @@ class Computation(_Handle):
                 # Stop, and let the runtime tell the other processes why before it goes.
                 self.runtime.fail(_body_failed(self.runtime, error))
                 loop.run_until_complete(asyncio.wait({self._task}, timeout=SHUTDOWN_SECONDS))
+            elif error is None and not self._task.cancelled() and self._task.exception() is not None:
+                raise self._task.exception()  # type: ignore[misc]  # failed while the program was away
         finally:
             if not self._task.done():
                 self._task.cancel()
@@ -395,6 +398,7 @@ class AsyncComputation(_Handle):
             return
         if future is None or future not in done:
             raise StalledError(f"{what} within {remaining:.1f} s", self.explain())
+        self._check_failed()  # what was awaited happened, but in the step that failed
 
     async def drain(self, timeout: float | None = None) -> None:
         """Wait until this process's queues and outgoing buffers are below their limits: the
@@ -419,6 +423,8 @@ class AsyncComputation(_Handle):
             elif error is not None and not self._task.done():
                 self.runtime.fail(_body_failed(self.runtime, error))
                 await asyncio.wait({self._task}, timeout=SHUTDOWN_SECONDS)
+            elif error is None and not self._task.cancelled() and self._task.exception() is not None:
+                raise self._task.exception()  # type: ignore[misc]  # failed while the program was away
         finally:
             if not self._task.done():
                 self._task.cancel()

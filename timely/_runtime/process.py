@@ -265,6 +265,8 @@ class ProcessRuntime:
         try:
             with _fewer_collections():
                 await self._run()
+            if self.recovery is not None:
+                self.recovery.completed()
         finally:
             if self.recovery is not None:
                 self.recovery.close()
