@@ -13,6 +13,16 @@ from typing import Any
 from tests.support import ROOT, clean_env
 
 
+def command(
+    workload: str, out: Path, kill: str, processes: int, restarts: int, checkpoints: Path | None, every: int
+) -> list[str]:
+    """``timely run`` of `tests.support.ft_program` (its arguments: see there)."""
+    run = [sys.executable, "-m", "timely.cli", "run", "-n", str(processes), "--restarts", str(restarts)]
+    if checkpoints is not None:
+        run += ["--checkpoint-dir", str(checkpoints), "--checkpoint-every", str(every)]
+    return [*run, "-m", "tests.support.ft_program", workload, str(out), kill]
+
+
 def launch(
     workload: str,
     out: Path,
@@ -28,9 +38,6 @@ def launch(
 ) -> subprocess.CompletedProcess[str]:
     """`tests.support.ft_program` under ``timely run --restarts``; ``shape``: its FT_*
     variables (epochs, epochs in flight, a slow consumer)."""
-    command = [sys.executable, "-m", "timely.cli", "run", "-n", str(processes), "--restarts", str(restarts)]
-    if checkpoints is not None:
-        command += ["--checkpoint-dir", str(checkpoints), "--checkpoint-every", str(every)]
     env = clean_env(**(shape or {}))
     if every_seconds is not None:
         env["FT_EVERY_SECONDS"] = str(every_seconds)
@@ -38,7 +45,7 @@ def launch(
         # on how fast the machine runs the 4 epochs left after the restart
         env["FT_EPOCH_PAUSE"] = str(2 * every_seconds)
     return subprocess.run(
-        [*command, "-m", "tests.support.ft_program", workload, str(out), kill],
+        command(workload, out, kill, processes, restarts, checkpoints, every),
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -20,7 +20,8 @@ is ``recovery`` (``PROCESS:POINT:EPOCH``, several separated by commas):
 
 The environment shapes the run: ``FT_EPOCHS`` (default 12) epochs, at most ``FT_AHEAD``
 epochs in flight (default 2; 0: feed every epoch and close the input at once, however far the
-consumer is behind), and ``FT_SLOW`` seconds the consumer spends on each batch (default 0).
+consumer is behind), and ``FT_SLOW`` seconds the consumer spends on each batch (default 0); ``FT_LAUNCH`` numbers a
+launch that resumes another by hand (its attempts count from 100 times it in the output).
 Each process writes its pid to ``OUT/pid-p<index>-a<attempt>``, for a harness that sends
 signals from outside.
 
@@ -51,6 +52,8 @@ from tests.support.modes import Run
 EPOCHS = int(os.environ.get("FT_EPOCHS", "12"))
 AHEAD = int(os.environ.get("FT_AHEAD", "2"))
 SLOW = float(os.environ.get("FT_SLOW", "0"))
+LAUNCH = 100 * int(os.environ.get("FT_LAUNCH", "0"))
+"""Added to the attempt in the output: a run resumed by hand is a later attempt than the first."""
 NODES = 1500
 
 
@@ -58,7 +61,7 @@ def edge_epochs(seed: int = 7, epochs: int = EPOCHS) -> list[list[tuple[tuple[in
     """Per epoch, ``((u, v), diff)`` changes of an undirected graph's edge set."""
     rng = random.Random(seed)
     present: set[tuple[int, int]] = set()
-    epochs = []
+    per_epoch = []
     for epoch in range(epochs):
         changes: list[tuple[tuple[int, int], int]] = []
         if epoch:
@@ -74,8 +77,8 @@ def edge_epochs(seed: int = 7, epochs: int = EPOCHS) -> list[list[tuple[tuple[in
                 present.add(edge)
                 changes.append((edge, 1))
                 added += 1
-        epochs.append(changes)
-    return epochs
+        per_epoch.append(changes)
+    return per_epoch
 
 
 def sum_epochs(epochs: int = EPOCHS) -> list[list[tuple[int, int]]]:
@@ -254,7 +257,7 @@ def main(argv: list[str]) -> None:
 
     def deliver(epoch: int, records: list[Any]) -> None:
         nonlocal count
-        line = {"attempt": KILL.attempt, "epoch": epoch, "records": sorted(json.loads(json.dumps(records)))}
+        line = {"attempt": LAUNCH + KILL.attempt, "epoch": epoch, "records": sorted(json.loads(json.dumps(records)))}
         sink.write(json.dumps(line) + "\n")
         sink.flush()
         count += 1
