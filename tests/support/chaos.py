@@ -246,7 +246,8 @@ def fill_for_a_while(disk: Path, sink: Path, after: int, hold: float = 1.5) -> t
                 while True:
                     f.write(b"\0" * 4096)
         time.sleep(hold)
-        filler.unlink()
+        with contextlib.suppress(OSError):  # the run may be over and the disk unmounted
+            filler.unlink()
 
     thread = threading.Thread(target=act, daemon=True)
     thread.start()
