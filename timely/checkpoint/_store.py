@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from ..errors import TimelyError
 from ..net.codec import Codec
@@ -495,7 +495,11 @@ def completion_path(root: Path, process: int) -> Path:
 
 
 def write_completion(root: Path, process: int, record: dict[str, Any]) -> None:
-    write_atomic(completion_path(root, process), CODEC.encode(record), fsync=False)
+    path = completion_path(root, process)
+    try:
+        write_atomic(path, CODEC.encode(record), fsync=False)
+    except OSError as e:
+        raise CheckpointError(f"cannot record that process {process} completed, at {path}: {e}") from e
 
 
 def clear_completion(root: Path, process: int) -> None:
@@ -514,8 +518,6 @@ def _read_completion(root: Path, process: int) -> dict[str, Any] | None:
 
 
 def _input_names(root: Path) -> set[str]:
-    from urllib.parse import unquote
-
     base = root / "inputs"
     if not base.is_dir():
         return set()
