@@ -8,7 +8,7 @@ wire them into stages and loops (`LoopContext`), and run the dataflow with `exec
 from ._runtime.computation import AsyncComputation, Computation, execute, execute_async
 from ._runtime.config import ClusterConfig
 from ._runtime.statistics import ComputationStatistics, WorkerStatistics
-from .checkpoint import CheckpointError, Checkpoints
+from .checkpoint import CheckpointError, Checkpoints, verify_delivery
 from .dataflow import Input, Probe, Scope, Stream, Subscription
 from .errors import (
     CodecError,
@@ -36,6 +36,7 @@ __all__ = [
     "Antichain",
     "Checkpoints",
     "CheckpointError",
+    "verify_delivery",
     "Codec",
     "CodecError",
     "FrameError",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import select
 import signal
@@ -29,7 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
-from ._runtime.config import ClusterConfigError
+from ._runtime.config import ENV_CHECKPOINT_DIR, ENV_PROCESSES, ClusterConfigError
+from .checkpoint import CheckpointError, verify_delivery
 
 __all__ = ["Child", "Sink", "Supervisor", "DEFAULT_GRACE", "DEFAULT_KILL_AFTER"]
 
@@ -165,6 +167,9 @@ class Child:
     """The first signal the launcher sent (then it is not counted as a failure)."""
     escalated: str | None = None
     """How the launcher came to SIGKILL it after `stopped_with`, for the summary."""
+    exited_at: float | None = None
+    """When it ended (monotonic), seen as early as the platform allows: `Process.wait` returns
+    only once the pipes are drained too, so two failures could be noticed out of order."""
 
     @property
     def running(self) -> bool:
@@ -215,6 +220,8 @@ class Supervisor:
         self.out = out if out is not None else Sink(sys.stdout, self._on_stdout_closed)
         self.err = err if err is not None else Sink(sys.stderr)
         self.failures: list[Child] = []
+        self.undelivered: str | None = None
+        """Every process exited 0, but the checkpoint directory says an epoch's output is missing."""
         self.stop: Stop | None = None
         self.stop_requests = 0
         self.grace_expired = False
@@ -244,11 +251,32 @@ class Supervisor:
         assert child.proc is not None
         returncode = await child.proc.wait()
         child.returncode = returncode
+        if child.exited_at is None:
+            child.exited_at = time.monotonic()
         if returncode != 0 and child.stopped_with is None:
             if not self.failures:
                 self._failure_noticed = time.monotonic()
             self.failures.append(child)
+            # the first to end first: a peer's failure is a consequence of it
+            self.failures.sort(key=_failure_order)
         self._poke()
+
+    def _watch_exit(self, child: Child) -> None:
+        """Note the moment ``child`` ends, from a pidfd (Linux): before its pipes are drained."""
+        assert child.proc is not None
+        try:
+            fd = os.pidfd_open(child.proc.pid)
+        except (AttributeError, OSError):
+            return
+        loop = asyncio.get_running_loop()
+
+        def ended() -> None:
+            if child.exited_at is None:
+                child.exited_at = time.monotonic()
+            loop.remove_reader(fd)
+            os.close(fd)
+
+        loop.add_reader(fd, ended)
 
     # Signals to children -----------------------------------------------------------------------
     def _send(self, child: Child, number: int) -> None:
@@ -313,12 +341,29 @@ class Supervisor:
                 _, late = await asyncio.wait(self._pumps, timeout=DRAIN_TIMEOUT)
                 for task in late:
                     task.cancel()
+            self._verify_delivery()
         finally:
             for task in self._tasks + self._pumps:
                 task.cancel()
             for number in handled:
                 loop.remove_signal_handler(number)
         return self._report()
+
+    def _verify_delivery(self) -> None:
+        """After a run in which every process exited 0 over a checkpoint directory: check that
+        no epoch its inputs logged went undelivered (`timely.checkpoint.verify_delivery`)."""
+        if self.failures or self.stop is not None or self.spawn_error is not None or not self.children:
+            return
+        if any(c.returncode != 0 for c in self.children):
+            return
+        env = self.children[0].env
+        directory = env.get(ENV_CHECKPOINT_DIR)
+        if not directory:
+            return
+        try:
+            verify_delivery(directory, int(env.get(ENV_PROCESSES, "1")), [c.index for c in self.children])
+        except (CheckpointError, OSError) as e:
+            self.undelivered = str(e)
 
     def _restart_due(self) -> bool:
         """Whether this attempt's failure calls for a restart: one left, and no stop asked for."""
@@ -383,6 +428,7 @@ class Supervisor:
             prefix = f"[p{child.index}] ".encode()
             self._pumps.append(asyncio.create_task(pump(child.proc.stdout, prefix, self.out)))
             self._pumps.append(asyncio.create_task(pump(child.proc.stderr, prefix, self.err)))
+            self._watch_exit(child)
             self._tasks.append(asyncio.create_task(self._watch(child)))
 
     def _running(self) -> list[Child]:
@@ -458,6 +504,9 @@ class Supervisor:
         if self.stop is not None and not self.failures:
             parts.append(self.stop.reason)
             code = code or self.stop.code
+        if self.undelivered is not None:
+            parts.append(f"every process exited 0, but an output is missing: {self.undelivered}")
+            code = code or 1
         for k, child in enumerate(self.failures):
             assert child.returncode is not None
             first = " (first)" if k == 0 and len(self.failures) > 1 else ""
@@ -488,3 +537,9 @@ class Supervisor:
         code = code or 1
         self.err.write(f"timely: {'; '.join(parts)}; exit status {code}\n".encode())
         return code
+
+
+def _failure_order(child: Child) -> tuple[float, bool]:
+    """Earliest end first; of two that ended at the same moment, one killed by a signal (a
+    peer's error is the consequence of a loss, not its cause)."""
+    return (child.exited_at if child.exited_at is not None else math.inf, (child.returncode or 0) >= 0)

@@ -309,3 +309,126 @@ def test_a_part_of_an_older_format_is_named_as_such(tmp_path: Path) -> None:
     old.write_bytes(b"TIMELY-CHECKPOINT-1\n" + b"\0" * 64)
     with pytest.raises(timely.CheckpointError, match="older version"):
         read_part(old)
+
+
+def _frame_offsets(segment: Path) -> list[int]:
+    """Where each frame of a log segment starts (read with the log's own header layout)."""
+    import struct
+
+    from timely.checkpoint._store import LOG_MAGIC
+
+    data = segment.read_bytes()
+    at, found = len(LOG_MAGIC), []
+    while at < len(data):
+        found.append(at)
+        (length,) = struct.unpack_from(">I", data, at)
+        at += 12 + length
+    return found
+
+
+def test_a_corrupt_frame_inside_an_input_log_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    """A flipped byte in the middle of a log must not end the log there (the epochs after it
+    would be lost): resuming stops with an error that names the segment."""
+    rec = Recorder(tmp_path)
+    rec.crash(10, every=100)  # no checkpoint: the log alone holds epochs 0..10
+    (segment,) = sorted(log_dir(tmp_path, 0, "values").glob("seg-*"))
+    offsets = _frame_offsets(segment)
+    data = bytearray(segment.read_bytes())
+    data[offsets[4] + 20] ^= 0x40  # inside the payload of epoch 3's frame
+    segment.write_bytes(bytes(data))
+    with pytest.raises(timely.CheckpointError, match=rf"{segment.name}: input log corrupt at byte {offsets[4]}"):
+        rec.finish(every=100)
+    data[offsets[4] + 20] ^= 0x40
+    data[offsets[6] + 2] ^= 0x01  # now a frame's length field: it must not swallow the rest
+    segment.write_bytes(bytes(data))
+    with pytest.raises(timely.CheckpointError, match="frame header checksum mismatch"):
+        rec.finish(every=100)
+
+
+def test_a_corrupt_log_segment_that_only_older_epochs_need_is_ignored(tmp_path: Path) -> None:
+    expected = undisturbed()
+    rec = Recorder(tmp_path)
+    rec.crash(10)  # checkpoints at 2, 5, 8: the log is rotated at each
+    finished = sorted(log_dir(tmp_path, 0, "values").glob("seg-*.upto-*"))
+    oldest = finished[0]
+    assert int(oldest.name.split(".upto-")[1]) <= 8  # only epochs the newest checkpoint holds
+    data = bytearray(oldest.read_bytes())
+    data[-3] ^= 0xFF
+    oldest.write_bytes(bytes(data))
+    first, stats = rec.finish()
+    assert stats["resumed"]["epoch"] == 8 and first == 11
+    assert merged(rec.delivered) == expected
+
+
+def test_an_input_closed_after_its_epochs_ran_ahead_is_replayed(tmp_path: Path) -> None:
+    """The part of a checkpoint written after the input was closed says the input was open at
+    the checkpoint's epoch: the epochs after it are replayed, then the input is closed."""
+    expected = undisturbed()
+    policy = timely.Checkpoints(tmp_path, every_epochs=3, fsync=False)
+    delivered: list[Any] = []
+    with pytest.raises(Crash):
+        with timely.execute(sums_build(), workers=2, timeout=30, checkpoints=policy) as (comp, (inp, probe, got)):
+            for epoch in range(EPOCHS):  # every epoch fed and the input closed before any checkpoint
+                inp.send(data(epoch))
+                inp.advance_to(epoch + 1)
+            inp.close()
+            comp.wait_passed(probe, 6)
+            delivered.extend(got)
+            raise Crash
+    info = latest_checkpoint(tmp_path)
+    assert info is not None and info.epoch >= 5
+    assert info.parts[0].header["inputs_closed_at"] == [("values", None)]  # open at its epoch
+    with timely.execute(sums_build(), workers=2, timeout=30, checkpoints=policy) as (comp, (inp, probe, got)):
+        assert inp.closed and inp.epoch == EPOCHS  # replayed to the end, then closed, as logged
+    delivered.extend(got)
+    assert merged(delivered) == expected
+    assert sorted(e for e, _ in delivered) == list(range(EPOCHS))
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Any:
+    """A 512 KiB tmpfs (a real file system that fills up); skipped where it cannot be mounted."""
+    import subprocess
+
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(directory: Path) -> None:
+    """Write to ``directory`` until its file system has no room left."""
+    with open(directory / "filler", "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 1024)
+        except OSError:
+            pass
+
+
+def test_a_full_disk_at_the_delivery_mark_is_reported_as_such(small_disk: Path) -> None:
+    policy = timely.Checkpoints(small_disk / "ck", every_epochs=None, fsync=False)
+    with pytest.raises(Exception) as raised:
+        with timely.execute(sums_build(), workers=1, timeout=30, checkpoints=policy) as (comp, (inp, probe, _)):
+            inp.send(data(0))
+            inp.advance_to(1)  # the log frame of epoch 0 is written here
+            fill(small_disk)
+            comp.wait_passed(probe, 0)  # the output of epoch 0 is delivered, its mark written
+    chain = [raised.value, *(e for e in (raised.value.__cause__, raised.value.__context__) if e)]
+    text = " | ".join(str(e) for e in chain)
+    assert "cannot record that subscription 'sums.out' delivered epoch 0" in text, text
+    assert "No space left on device" in text and "subscriber raised" not in text
+
+
+def test_a_full_disk_at_the_input_log_is_reported_as_such(small_disk: Path) -> None:
+    policy = timely.Checkpoints(small_disk / "ck", every_epochs=None, fsync=False)
+    with pytest.raises(timely.CheckpointError, match=r"cannot append epoch 0 to the input log .*No space left"):
+        with timely.execute(sums_build(), workers=1, timeout=30, checkpoints=policy) as (comp, (inp, probe, _)):
+            inp.send([(1, 2)] * 5000)
+            fill(small_disk)
+            inp.advance_to(1)

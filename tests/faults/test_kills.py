@@ -7,72 +7,17 @@ nothing twice."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import networkx as nx
 import pytest
 
-from tests.support import ROOT, clean_env, ft_program
+from tests.support import ft_program
+from tests.support.ft_harness import delivered, launch
 from tests.support.modes import Mode
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def launch(
-    workload: str,
-    out: Path,
-    kill: str = "",
-    *,
-    processes: int = 2,
-    restarts: int = 3,
-    checkpoints: Path | None = None,
-    every: int = 3,
-    timeout: float = 240,
-    every_seconds: float | None = None,
-) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "timely.cli", "run", "-n", str(processes), "--restarts", str(restarts)]
-    if checkpoints is not None:
-        command += ["--checkpoint-dir", str(checkpoints), "--checkpoint-every", str(every)]
-    env = clean_env()
-    if every_seconds is not None:
-        env["FT_EVERY_SECONDS"] = str(every_seconds)
-        # epochs paced at 2x the policy's period: whether a checkpoint falls due must not depend
-        # on how fast the machine runs the 4 epochs left after the restart
-        env["FT_EPOCH_PAUSE"] = str(2 * every_seconds)
-    return subprocess.run(
-        [*command, "-m", "tests.support.ft_program", workload, str(out), kill],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def delivered(out: Path) -> tuple[dict[int, list[Any]], int, set[int]]:
-    """Per epoch, what all processes delivered (a (process, epoch) delivered again after a
-    restart counts once, and is counted); the attempts seen."""
-    per: dict[int, list[Any]] = defaultdict(list)
-    seen: dict[tuple[int, int], list[Any]] = {}
-    again = 0
-    attempts: set[int] = set()
-    for path in sorted(out.glob("p*.jsonl")):
-        process = int(path.stem[1:])
-        for line in path.read_text().splitlines():
-            row = json.loads(line)
-            attempts.add(row["attempt"])
-            key = (process, row["epoch"])
-            if key in seen:
-                assert seen[key] == row["records"], f"epoch {row['epoch']} delivered twice, differently"
-                again += 1
-                continue
-            seen[key] = row["records"]
-            per[row["epoch"]].extend(map(json.dumps, row["records"]))
-    return {e: sorted(v) for e, v in per.items()}, again, attempts
 
 
 @pytest.mark.parametrize("workload", ["sum", pytest.param("cc", marks=pytest.mark.slow)])

@@ -15,6 +15,15 @@ is ``recovery`` (``PROCESS:POINT:EPOCH``, several separated by commas):
     ``checkpoint``  inside the checkpoint taken after EPOCH (while its part is being saved)
     ``recovery``    on the second attempt, while the vertices are being restored
     ``random``      after a random delay of up to EPOCH milliseconds (seeded by the run)
+    ``delivered``   once this process has delivered EPOCH epochs' outputs
+    ``closed``      just after the program closed its input (EPOCH is ignored)
+
+The environment shapes the run: ``FT_EPOCHS`` (default 12) epochs, at most ``FT_AHEAD``
+epochs in flight (default 2; 0: feed every epoch and close the input at once, however far the
+consumer is behind), and ``FT_SLOW`` seconds the consumer spends on each batch (default 0); ``FT_LAUNCH`` numbers a
+launch that resumes another by hand (its attempts count from 100 times it in the output).
+Each process writes its pid to ``OUT/pid-p<index>-a<attempt>``, for a harness that sends
+signals from outside.
 
 Workloads: ``cc`` (libs.linq connected components over epochs of edge changes) and ``sum``
 (a core vertex keeping running sums by key).
@@ -32,6 +41,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from time import sleep
 from typing import Any
 
 import networkx as nx
@@ -39,16 +49,20 @@ import networkx as nx
 import timely
 from tests.support.modes import Run
 
-EPOCHS = 12
+EPOCHS = int(os.environ.get("FT_EPOCHS", "12"))
+AHEAD = int(os.environ.get("FT_AHEAD", "2"))
+SLOW = float(os.environ.get("FT_SLOW", "0"))
+LAUNCH = 100 * int(os.environ.get("FT_LAUNCH", "0"))
+"""Added to the attempt in the output: a run resumed by hand is a later attempt than the first."""
 NODES = 1500
 
 
-def edge_epochs(seed: int = 7) -> list[list[tuple[tuple[int, int], int]]]:
+def edge_epochs(seed: int = 7, epochs: int = EPOCHS) -> list[list[tuple[tuple[int, int], int]]]:
     """Per epoch, ``((u, v), diff)`` changes of an undirected graph's edge set."""
     rng = random.Random(seed)
     present: set[tuple[int, int]] = set()
-    epochs = []
-    for epoch in range(EPOCHS):
+    per_epoch = []
+    for epoch in range(epochs):
         changes: list[tuple[tuple[int, int], int]] = []
         if epoch:
             for edge in rng.sample(sorted(present), 15):
@@ -63,13 +77,13 @@ def edge_epochs(seed: int = 7) -> list[list[tuple[tuple[int, int], int]]]:
                 present.add(edge)
                 changes.append((edge, 1))
                 added += 1
-        epochs.append(changes)
-    return epochs
+        per_epoch.append(changes)
+    return per_epoch
 
 
-def sum_epochs() -> list[list[tuple[int, int]]]:
+def sum_epochs(epochs: int = EPOCHS) -> list[list[tuple[int, int]]]:
     rng = random.Random(11)
-    return [[(rng.randrange(50), rng.randrange(100)) for _ in range(400)] for _ in range(EPOCHS)]
+    return [[(rng.randrange(50), rng.randrange(100)) for _ in range(400)] for _ in range(epochs)]
 
 
 def _die() -> None:
@@ -102,6 +116,8 @@ class Witness(timely.Vertex):
     """Passes records on; dies inside a checkpoint or a restore when the kill switch says so."""
 
     def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
+        if SLOW:
+            sleep(SLOW)  # a consumer slower than the input
         self.send_by(self.outputs[0], records, time)
 
     def checkpoint(self) -> Any:
@@ -167,21 +183,21 @@ def epochs_of(workload: str) -> list[list[Any]]:
     return edge_epochs() if workload == "cc" else sum_epochs()  # type: ignore[return-value]
 
 
-def reference(workload: str) -> dict[int, list[str]]:
+def reference(workload: str, epochs: int = EPOCHS) -> dict[int, list[str]]:
     """Per epoch, what the workload delivers, computed in plain Python: the running sums of the
     keys an epoch touched, or the changes of every node's component label (the least node of its
     component, from NetworkX). Records as sorted JSON texts, the form the tests merge into."""
     out: dict[int, list[str]] = {}
     if workload == "sum":
         sums: dict[int, int] = defaultdict(int)
-        for epoch, batch in enumerate(sum_epochs()):
+        for epoch, batch in enumerate(sum_epochs(epochs)):
             for k, v in batch:
                 sums[k] += v
             out[epoch] = sorted(json.dumps([k, sums[k]]) for k in {k for k, _ in batch})
         return out
     present: set[tuple[int, int]] = set()
     before: set[tuple[int, int]] = set()
-    for epoch, changes in enumerate(edge_epochs()):
+    for epoch, changes in enumerate(edge_epochs(epochs=epochs)):
         for edge, diff in changes:
             (present.add if diff > 0 else present.discard)(edge)
         labels = {(n, min(c)) for c in nx.connected_components(nx.Graph(list(present))) for n in c}
@@ -236,10 +252,17 @@ def main(argv: list[str]) -> None:
     KILL = KillSwitch(spec, index)
     sink = open(out / f"p{index}.jsonl", "a")  # noqa: SIM115 - open for the run
 
+    (out / f"pid-p{index}-a{KILL.attempt}").write_text(str(os.getpid()))
+    count = 0
+
     def deliver(epoch: int, records: list[Any]) -> None:
-        line = {"attempt": KILL.attempt, "epoch": epoch, "records": sorted(json.loads(json.dumps(records)))}
+        nonlocal count
+        line = {"attempt": LAUNCH + KILL.attempt, "epoch": epoch, "records": sorted(json.loads(json.dumps(records)))}
         sink.write(json.dumps(line) + "\n")
         sink.flush()
+        count += 1
+        if KILL.armed("delivered", count):
+            _die()
 
     epochs = epochs_of(workload)
 
@@ -273,8 +296,12 @@ def main(argv: list[str]) -> None:
                 # a wall-clock checkpoint policy must see time pass between epochs, however fast they run
                 comp.wait_passed(handles[1], epoch)
                 time.sleep(PAUSE)
-            if epoch >= 1:  # at most two epochs in flight: the kill points fall mid-run
-                comp.wait_passed(handles[1], epoch - 1)
+            if AHEAD and epoch >= AHEAD - 1:  # at most AHEAD epochs in flight: the kill points fall mid-run
+                comp.wait_passed(handles[1], epoch - AHEAD + 1)
+        inp.close()
+        if KILL.armed("closed", 0):
+            comp.runtime.step()
+            _die()
     taken = comp.statistics().checkpoints.get("checkpoints", 0)
     print(f"RESULT {json.dumps({'first_epoch': first, 'attempt': KILL.attempt, 'checkpoints': taken})}", flush=True)
     sink.close()

@@ -225,9 +225,6 @@ class SubscriptionBinding(ProbeBinding):
                 continue  # delivered before a restart
             try:
                 self.fn(t, records)
-                if mark is not None:
-                    self._delivered = t[0]
-                    mark(t[0])
             except BaseException as exc:
                 err = VertexError(
                     f"subscriber {self.name!r} raised {type(exc).__name__} at time {t}: {exc}",
@@ -239,6 +236,18 @@ class SubscriptionBinding(ProbeBinding):
                 err.__cause__ = exc
                 self._host.record_failure(err)
                 raise err from exc
+            if mark is not None:
+                self._delivered = t[0]
+                try:
+                    mark(t[0])  # the runtime's own record (a full disk is not the subscriber's error)
+                except BaseException as exc:
+                    self._host.record_failure(exc)
+                    raise
+
+    @property
+    def delivered(self) -> int:
+        """The last epoch handed over (-1: none), counting those before a restart."""
+        return self._delivered
 
 
 class Bindings:

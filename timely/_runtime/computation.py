@@ -248,6 +248,7 @@ class Computation(_Handle):
             if target is not None:
                 target.cancel()
             raise StalledError(f"{what} within {remaining:.1f} s", explanation)
+        self._check_failed()  # what was awaited happened, but in the step that failed
 
     def _close(self, error: BaseException | None) -> None:
         loop = self._loop
@@ -265,6 +266,8 @@ class Computation(_Handle):
                 # Stop, and let the runtime tell the other processes why before it goes.
                 self.runtime.fail(_body_failed(self.runtime, error))
                 loop.run_until_complete(asyncio.wait({self._task}, timeout=SHUTDOWN_SECONDS))
+            elif error is None and not self._task.cancelled() and self._task.exception() is not None:
+                raise self._task.exception()  # type: ignore[misc]  # failed while the program was away
         finally:
             if not self._task.done():
                 self._task.cancel()
@@ -436,6 +439,7 @@ class AsyncComputation(_Handle):
             if future is not None:
                 future.cancel()  # abandoned: it no longer holds anyone up in explain()
             raise StalledError(f"{what} within {remaining:.1f} s", explanation)
+        self._check_failed()  # what was awaited happened, but in the step that failed
 
     async def drain(self, timeout: float | None = None) -> None:
         """Wait until this process's queues and outgoing buffers are below their limits: the
@@ -460,6 +464,8 @@ class AsyncComputation(_Handle):
             elif error is not None and not self._task.done():
                 self.runtime.fail(_body_failed(self.runtime, error))
                 await asyncio.wait({self._task}, timeout=SHUTDOWN_SECONDS)
+            elif error is None and not self._task.cancelled() and self._task.exception() is not None:
+                raise self._task.exception()  # type: ignore[misc]  # failed while the program was away
         finally:
             if not self._task.done():
                 self._task.cancel()

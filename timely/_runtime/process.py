@@ -315,6 +315,8 @@ class ProcessRuntime:
         try:
             with _fewer_collections():
                 await self._run()
+            if self.recovery is not None:
+                self.recovery.completed()
         finally:
             if self.recovery is not None:
                 self.recovery.close()

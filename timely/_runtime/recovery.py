@@ -31,11 +31,13 @@ from ..checkpoint._store import (
     CheckpointInfo,
     InputLog,
     append_frame,
+    clear_completion,
     collector_paused,
     log_processes,
     prune,
     read_delivered,
     read_log,
+    write_completion,
     write_delivered,
     write_part,
 )
@@ -63,7 +65,7 @@ def plan_replay(policy: Checkpoints, inputs: list[str], process: int, processes:
     plan: ReplayPlan = {}
     root = policy.path
     for name in inputs:
-        states = {j: read_log(root, j, name) for j in log_processes(root, name)}
+        states = {j: read_log(root, j, name, start) for j in log_processes(root, name)}
         positions = [s.position for s in states.values() if s is not None and not s.retired]
         resume_at: float = float(start)
         if positions:
@@ -171,7 +173,9 @@ class Recovery:
             "processes": self.processes,
             "workers": scheduler.workers_per_process,
             "fingerprint": graph.fingerprint(),
-            "inputs": [(b.name, b.closed) for b in inputs],
+            # As of the checkpoint's epoch, not of this moment: an input that ran ahead of a slow
+            # consumer may be closed by now, with epochs after this checkpoint still to replay.
+            "inputs_closed_at": [(b.name, b.epoch if b.closed and b.epoch <= epoch else None) for b in inputs],
         }
         body = {
             "vertices": vertices,
@@ -218,8 +222,13 @@ class Recovery:
             self._restore_notifications(part["notifications"], same)
             self._restore_carried(part["carried"], same)
         for binding in self.bindings.inputs:
-            flags = [closed for p in info.parts for name, closed in p.header["inputs"] if name == binding.name]
-            if flags and all(flags):
+            # Closed only if every process's input had closed by the checkpoint's epoch: then no
+            # epoch after it exists to replay. (Older parts said whether the input was closed when
+            # the part was written, which is not about the epoch; they are not believed.)
+            closed_at = [
+                at for p in info.parts for name, at in p.header.get("inputs_closed_at", ()) if name == binding.name
+            ]
+            if len(closed_at) == len(info.parts) and all(at is not None and at <= info.epoch for at in closed_at):
                 binding.close()
         self.resumed = {
             "epoch": info.epoch,
@@ -309,11 +318,12 @@ class Recovery:
         then at the first epoch no log sealed everywhere, where the program takes over."""
         me, processes = self.process_index, self.processes
         start = self.start_epoch
+        clear_completion(self.root, me)
         replayed_records = 0
         replayed_epochs = 0
         for binding in self.bindings.inputs:
             mine, by_epoch, until = self.plan[binding.name]
-            if binding.closed:
+            if binding.closed:  # closed by the checkpoint's epoch: nothing after it to replay
                 continue
             if self.policy.log_inputs and until is not None:
                 log_ = InputLog(self.root, me, binding.name, self.policy.fsync)
@@ -356,9 +366,28 @@ class Recovery:
         root, me, name = self.root, self.process_index, sub.name
 
         def mark(epoch: int) -> None:
-            write_delivered(root, me, name, epoch)
+            try:
+                write_delivered(root, me, name, epoch)
+            except OSError as e:  # the runtime's own write, not the subscriber's: say so
+                raise CheckpointError(
+                    f"process {me}: cannot record that subscription {name!r} delivered epoch {epoch} "
+                    f"(under {root}): {e}"
+                ) from e
 
         return mark
+
+    def completed(self) -> None:
+        """The computation ran to its end here: record where each input ended and what each
+        subscription delivered, for `timely.checkpoint.verify_delivery`."""
+        write_completion(
+            self.root,
+            self.process_index,
+            {
+                "processes": self.processes,
+                "inputs": {b.name: b.epoch if b.closed else None for b in self.bindings.inputs},
+                "delivered": {s.name: s.delivered for s in self.bindings.subscriptions},
+            },
+        )
 
     def close(self) -> None:
         """Close the input logs (the computation has ended, one way or another)."""

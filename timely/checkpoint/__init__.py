@@ -14,9 +14,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._store import CheckpointError, CheckpointInfo, latest_checkpoint
+from ._store import CheckpointError, CheckpointInfo, latest_checkpoint, verify_delivery
 
-__all__ = ["Checkpoints", "CheckpointError", "CheckpointInfo", "latest_checkpoint"]
+__all__ = ["Checkpoints", "CheckpointError", "CheckpointInfo", "latest_checkpoint", "verify_delivery"]
 
 
 @dataclass(frozen=True)

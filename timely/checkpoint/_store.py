@@ -6,13 +6,16 @@ Layout under the directory::
 
     checkpoints/epoch-000000000009/part-0-of-2   one per process: vertex states, notification
                                                  requests, messages carried past the epoch
-    inputs/p0/<input>/from-000000000010          input log segments: sealed epochs, appended
+    inputs/p0/<input>/seg-000003                 input log segments: sealed epochs, appended
     delivered/p0/<subscription>                  the last epoch a subscription delivered
+    complete/p0                                  written when process 0's computation completed
 
 A part is ``MAGIC | length | payload | sha256(payload)``, written to a temporary name,
 flushed (and fsynced unless asked not to) and renamed, so it exists whole or not at all; a
-checkpoint counts only when every process's part is there and verifies. An input log is a
-sequence of frames ``length | crc32 | payload``; a torn or corrupt tail ends the log.
+checkpoint counts only when every process's part is there and verifies. An input log segment
+is ``LOG_MAGIC`` and frames ``length | crc32(payload) | crc32(header) | payload``: the header
+checks itself, so a frame cut short by a crash (only ever the last one of the segment that was
+being written) is told apart from a corrupt one, which is an error naming the file.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import logging
 import os
 import struct
 import zlib
@@ -27,15 +31,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from ..errors import TimelyError
 from ..net.codec import Codec
 
-MAGIC = b"TIMELY-CHECKPOINT-2\n"
+MAGIC = b"TIMELY-CHECKPOINT-3\n"
 _OLDER = b"TIMELY-CHECKPOINT-"
+LOG_MAGIC = b"TIMELY-LOG-3\n"
 _LENGTH = struct.Struct(">Q")
-_FRAME = struct.Struct(">II")
+_FRAME = struct.Struct(">III")
+"""A log frame's header: payload length, CRC-32 of the payload, CRC-32 of the first eight bytes."""
 _DIGEST = 32
 
 CODEC = Codec(allow_pickle=True)
@@ -104,7 +110,11 @@ def write_part(
     decodes only the bodies it needs."""
     payload = CODEC.encode((CODEC.encode(header), CODEC.encode(body)))
     data = b"".join((MAGIC, _LENGTH.pack(len(payload)), payload, hashlib.sha256(payload).digest()))
-    write_atomic(part_path(root, epoch, process, processes), data, fsync)
+    path = part_path(root, epoch, process, processes)
+    try:
+        write_atomic(path, data, fsync)
+    except OSError as e:
+        raise CheckpointError(f"cannot write the checkpoint part {path} ({len(data)} bytes): {e}") from e
     return len(data)
 
 
@@ -190,8 +200,6 @@ def complete_epochs(root: Path) -> list[int]:
 def latest_checkpoint(root: str | os.PathLike[str], fingerprint: str | None = None) -> CheckpointInfo | None:
     """The newest checkpoint under ``root`` whose parts are all present and verify; older ones
     are tried when a newer one is partial or corrupt (each skip is logged). None if there is none."""
-    import logging
-
     log = logging.getLogger("timely")
     base = Path(root)
     for epoch in reversed(_epochs(base)):
@@ -281,14 +289,20 @@ class InputLog:
     def rotate(self, epoch: int) -> None:
         """Start a new segment, at ``epoch``, so that segments older checkpoints alone need can
         be deleted whole. The finished segment is renamed to say its last epoch."""
-        if self._file is not None:
-            self._file.close()
-            old = Path(self._file.name)
-            old.rename(old.with_name(f"{old.name}.upto-{self.last_epoch:012d}"))
-        self.dir.mkdir(parents=True, exist_ok=True)
-        segments = _segments(self.dir)
-        number = int(segments[-1].name[4:10]) + 1 if segments else 1
-        self._file = open(self.dir / f"seg-{number:06d}", "ab", buffering=0)  # noqa: SIM115 - kept open
+        try:
+            if self._file is not None:
+                self._file.close()
+                old = Path(self._file.name)
+                self._file = None
+                old.rename(old.with_name(f"{old.name}.upto-{self.last_epoch:012d}"))
+            self.dir.mkdir(parents=True, exist_ok=True)
+            segments = _segments(self.dir)
+            number = int(segments[-1].name[4:10]) + 1 if segments else 1
+            self._file = open(self.dir / f"seg-{number:06d}", "ab", buffering=0)  # noqa: SIM115 - kept open
+            self._file.write(LOG_MAGIC)
+        except OSError as e:
+            self.close()
+            raise CheckpointError(f"cannot start a new segment of the input log {self.dir}: {e}") from e
         self.last_epoch = -1
         self.write((AT, epoch))
 
@@ -297,15 +311,27 @@ class InputLog:
             raise CheckpointError(f"input log {self.dir} is not open")
         if frame[0] == SEAL:
             self.last_epoch = max(self.last_epoch, frame[1])
-        payload = CODEC.encode(frame)
-        self._file.write(_FRAME.pack(len(payload), zlib.crc32(payload)) + payload)
-        if self.fsync:
-            os.fsync(self._file.fileno())
+        try:
+            data = memoryview(log_frame(CODEC.encode(frame)))
+            while data:  # an unbuffered write may take only part (a disk filling up): the rest, or ENOSPC
+                data = data[self._file.write(data) :]
+            if self.fsync:
+                os.fsync(self._file.fileno())
+        except OSError as e:
+            name = self._file.name
+            self.close()  # a frame may be half written: nothing more goes into this segment
+            raise CheckpointError(f"cannot append epoch {frame[1]} to the input log {name}: {e}") from e
 
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def log_frame(payload: bytes) -> bytes:
+    """``payload`` as one log frame, its header checked by a CRC of its own."""
+    head = struct.pack(">II", len(payload), zlib.crc32(payload))
+    return head + struct.pack(">I", zlib.crc32(head)) + payload
 
 
 def append_frame(root: Path, process: int, input_name: str, frame: tuple[Any, ...]) -> None:
@@ -326,30 +352,87 @@ class LogState:
     retired: bool
 
 
-def read_log(root: Path, process: int, input_name: str) -> LogState | None:
-    """One process's log of one input; None if there is none. A torn tail ends it."""
+def _upto(segment: Path) -> int | None:
+    """The last epoch a finished segment holds (its name says it); None for an active one."""
+    return int(segment.name.split(".upto-")[1]) if ".upto-" in segment.name else None
+
+
+def segment_frames(segment: Path) -> list[Any]:
+    """The frames of one log segment, checked. A frame cut short at the end of a segment that
+    was being written (not yet renamed ``.upto-``) is where a crash stopped it: the frames
+    before it are the segment. Anything else that does not verify raises `CheckpointError`
+    naming the file: a log that lost frames must not be replayed as if it were whole."""
+    data = segment.read_bytes()
+    active = _upto(segment) is None
+
+    def corrupt(at: int, why: str) -> CheckpointError:
+        return CheckpointError(
+            f"{segment}: input log corrupt at byte {at} ({why}); the epochs it logs cannot be replayed: "
+            "restore the file, or start over in a fresh checkpoint directory"
+        )
+
+    if not data.startswith(LOG_MAGIC):
+        if active and LOG_MAGIC.startswith(data):
+            return []  # cut short before its first frame
+        if data.startswith(b"TIMELY-LOG-"):
+            raise CheckpointError(f"{segment}: written by an older version of timely ({data[:16]!r})")
+        raise corrupt(0, "not a timely input log segment")
+    frames = []
+    at = len(LOG_MAGIC)
+    while at < len(data):
+        header = data[at : at + _FRAME.size]
+        if len(header) < _FRAME.size:
+            if active:
+                break  # torn: the crash came while the header was written
+            raise corrupt(at, "a frame header cut short in a finished segment")
+        length, crc, head_crc = _FRAME.unpack(header)
+        if zlib.crc32(header[:8]) != head_crc:
+            raise corrupt(at, "frame header checksum mismatch")
+        payload = data[at + _FRAME.size : at + _FRAME.size + length]
+        if len(payload) < length:
+            if active:
+                break  # torn: the crash came while the payload was written
+            raise corrupt(at, f"a frame of {length} bytes cut short in a finished segment")
+        if zlib.crc32(payload) != crc:
+            if active and at + _FRAME.size + length == len(data):
+                break  # the last frame, its bytes not all on disk when the machine stopped
+            raise corrupt(at, "frame checksum mismatch")
+        try:
+            frames.append(CODEC.decode(payload))
+        except Exception as e:
+            raise corrupt(at, f"a frame that does not decode: {e}") from e
+        at += _FRAME.size + length
+    return frames
+
+
+def read_log(root: Path, process: int, input_name: str, needed_from: int = 0) -> LogState | None:
+    """One process's log of one input; None if there is none. A torn tail ends a segment; a
+    corrupt segment raises `CheckpointError`, unless it holds only epochs before ``needed_from``
+    (the first epoch to replay), which nothing reads any more."""
     d = log_dir(root, process, input_name)
     if not d.is_dir():
         return None
     state = LogState({}, 0, False)
     for seg in _segments(d):
-        data = seg.read_bytes()
-        at = 0
-        while at + _FRAME.size <= len(data):
-            length, crc = _FRAME.unpack_from(data, at)
-            payload = data[at + _FRAME.size : at + _FRAME.size + length]
-            if len(payload) < length or zlib.crc32(payload) != crc:
-                break  # torn by a crash mid-write: nothing after it was written whole
-            at += _FRAME.size + length
-            frame = CODEC.decode(payload)
+        try:
+            frames = segment_frames(seg)
+        except CheckpointError as e:
+            upto = _upto(seg)
+            if upto is not None and upto < needed_from:
+                logging.getLogger("timely").warning(
+                    "%s; it holds only epochs before %d, so it is ignored", e, needed_from
+                )
+                continue
+            raise
+        for frame in frames:
             if frame[0] == SEAL:
                 _, epoch, records, next_epoch = frame
                 state.records.setdefault(epoch, []).extend(records)
                 state.position = next_epoch
             elif frame[0] == RESUME:
                 _, epoch, retired = frame
-                for e in [e for e in state.records if e >= epoch]:
-                    del state.records[e]
+                for voided in [e for e in state.records if e >= epoch]:
+                    del state.records[voided]
                 state.position, state.retired = epoch, bool(retired)
             elif frame[0] == AT and state.position is not None:
                 state.position = frame[1]
@@ -397,3 +480,86 @@ def read_delivered(root: Path, process: int, subscription: str) -> int:
         return int(delivered_path(root, process, subscription).read_text())
     except (OSError, ValueError):
         return -1
+
+
+# Completion records ------------------------------------------------------------------------------
+#
+# A process whose computation completed (every input closed, every epoch through every
+# subscription) writes ``complete/p<i>``: where each of its inputs ended and the last epoch
+# each subscription delivered. `verify_delivery` holds these against the input logs, so that a
+# run cannot end well with logged epochs that were never fed again after a restart.
+
+
+def completion_path(root: Path, process: int) -> Path:
+    return root / "complete" / f"p{process}"
+
+
+def write_completion(root: Path, process: int, record: dict[str, Any]) -> None:
+    path = completion_path(root, process)
+    try:
+        write_atomic(path, CODEC.encode(record), fsync=False)
+    except OSError as e:
+        raise CheckpointError(f"cannot record that process {process} completed, at {path}: {e}") from e
+
+
+def clear_completion(root: Path, process: int) -> None:
+    """This process is running again: what it completed before no longer stands."""
+    completion_path(root, process).unlink(missing_ok=True)
+
+
+def _read_completion(root: Path, process: int) -> dict[str, Any] | None:
+    try:
+        record = CODEC.decode(completion_path(root, process).read_bytes())
+    except FileNotFoundError:
+        return None
+    except Exception as e:
+        raise CheckpointError(f"{completion_path(root, process)}: unreadable completion record ({e})") from e
+    return record if isinstance(record, dict) else None
+
+
+def _input_names(root: Path) -> set[str]:
+    base = root / "inputs"
+    if not base.is_dir():
+        return set()
+    return {unquote(d.name) for p in base.iterdir() if p.is_dir() for d in p.iterdir() if d.is_dir()}
+
+
+def verify_delivery(directory: str | os.PathLike[str], processes: int, indices: list[int] | None = None) -> None:
+    """Check that a run over the checkpoint ``directory`` with ``processes`` processes delivered
+    everything its inputs logged; raise `CheckpointError` saying what is missing otherwise.
+
+    Every process (or those of ``indices``, for a launcher that runs only some) must have
+    written its completion record (its computation ran to the end: every input closed, every
+    epoch through every subscription), and each input must have ended at or after the last
+    epoch its log holds (also the logs of processes a smaller run took over): an epoch logged
+    but never fed again after a restart would otherwise be an output missing from a run that
+    exited 0. A directory that no checkpointing computation wrote to passes."""
+    root = Path(directory)
+    names = _input_names(root)
+    wrote = names or _epochs(root) or (root / "delivered").is_dir() or (root / "complete").is_dir()
+    if not wrote:
+        return
+    ended: dict[int, dict[str, Any]] = {}
+    for i in range(processes) if indices is None else indices:
+        record = _read_completion(root, i)
+        if record is None:
+            raise CheckpointError(
+                f"process {i} exited without completing its computation (no completion record at "
+                f"{completion_path(root, i)}): epoch outputs may be missing"
+            )
+        ended[i] = dict(record.get("inputs", {}))
+    for name in sorted(names):
+        for j in log_processes(root, name):
+            if j % processes not in ended:
+                continue
+            state = read_log(root, j, name)
+            if state is None or not state.records:
+                continue
+            last = max(state.records)
+            at = ended[j % processes].get(name)
+            if at is None or at < last:
+                where = "was not fed" if at is None else f"ended at epoch {at}"
+                raise CheckpointError(
+                    f"input {name!r} of process {j % processes} {where}, but {log_dir(root, j, name)} logs epochs "
+                    f"up to {last}: the outputs of the epochs after it are missing"
+                )
