@@ -329,6 +329,9 @@ class ProcessRuntime:
             if self.stall_log_after is not None:
                 tg.start_soon(self.diagnostics.watch_stalls, self.stall_log_after, self.idle_since)
             if self.sampler is not None:
+                # profile from the first step on: a long first callback would run before the
+                # sampler's task did, and go uncounted
+                self.sampler.profiler.start()
                 tg.start_soon(self.sampler.run)
             try:
                 await self._schedule()

@@ -269,9 +269,9 @@ class Sampler:
 
     async def run(self, every: float = SAMPLE_SECONDS) -> None:
         """Publish a sample at once, then every ``every`` seconds, until cancelled; profile the
-        callbacks meanwhile. A scheduler that has sat idle for `STALL_AFTER` gets a sample at
-        once (it says what holds progress back) rather than at the next second."""
-        self.profiler.start()
+        callbacks meanwhile (the runtime starts the profiler before its first step; this stops
+        it). A scheduler that has sat idle for `STALL_AFTER` gets a sample at once (it says what
+        holds progress back) rather than at the next second."""
         look = every / 4
         try:
             while True:
