@@ -21,6 +21,9 @@ merged batches stay atomic), tell whoever watches the frontier, deliver notifica
 checkpoint when the fence epoch is complete. `run` drives the slices on the event loop,
 returning to it every few milliseconds so that I/O and inputs keep flowing, and sleeps when
 there is nothing to do.
+
+Why over 400 lines in one module: the time slice and the life of a process (start, run,
+fail, shut down) read together; each concern it composes lives in its own module.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ checkpoint counts only when every process's part is there and verifies. An input
 is ``LOG_MAGIC`` and frames ``length | crc32(payload) | crc32(header) | payload``: the header
 checks itself, so a frame cut short by a crash (only ever the last one of the segment that was
 being written) is told apart from a corrupt one, which is an error naming the file.
+
+Why over 500 lines in one module: the on-disk formats (parts, log segments, marks) and the
+crash rules that keep each of them whole are one contract, checked in one place.
 """
 
 from __future__ import annotations
