@@ -49,6 +49,7 @@ import timely
 from timely._runtime.cluster import DATA, ERROR
 from timely._runtime.config import cluster_from_env
 from timely.dataflow import Dataflow
+from timely.net.codec import EXT_FROZENSET
 from timely.net.framing import MAX_FRAME, frame
 from timely.net.tcp import TcpTransport
 
@@ -247,7 +248,18 @@ def bad_bytes(kind: str) -> tuple[bytes, bool]:
         return frame(msgpack.packb([DATA, [[0, 0, [0], b"\xc1not msgpack"]]])), False
     if kind == "truncated":
         return struct.pack(">I", 100) + b"x" * 10, True
+    if kind == "too-deep":  # 200 nested frozensets (934 bytes): once enough to crash the decoder
+        return frame(msgpack.packb([DATA, [[0, 0, [0], nested_frozensets(200)]]])), False
     raise SystemExit(f"unknown kind {kind!r}")
+
+
+def nested_frozensets(depth: int) -> bytes:
+    """A batch of one record, ``frozenset({frozenset({... {1}})})`` ``depth`` deep, as bytes made
+    by hand (an encoder refuses to make it past the codec's nesting limit)."""
+    elements = msgpack.packb([1])
+    for _ in range(depth - 1):
+        elements = msgpack.packb([msgpack.ExtType(EXT_FROZENSET, elements)])
+    return msgpack.packb([msgpack.ExtType(EXT_FROZENSET, elements)])
 
 
 FAKE_ERROR = {
