@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from ..checkpoint import Checkpoints
 from ..errors import TimelyError
+from ..net.tcp import check_secret
 
 __all__ = [
     "ENV_ADDRESSES",
@@ -143,9 +144,13 @@ def parse_secret(text: str, where: str) -> bytes:
     if not value:
         raise ClusterConfigError(f"{where} is empty; the shared secret must be hex ({SECRET_HINT})")
     try:
-        return bytes.fromhex(value)
+        secret = bytes.fromhex(value)
     except ValueError:
         raise ClusterConfigError(f"{where} is not hex; the shared secret must be hex ({SECRET_HINT})") from None
+    weak = check_secret(secret, where)
+    if weak is not None:
+        raise ClusterConfigError(f"{weak}; {SECRET_HINT}")
+    return secret
 
 
 @dataclass(frozen=True)
@@ -173,8 +178,10 @@ class ClusterConfig:
             raise ClusterConfigError(f"workers must be an int >= 1, not {self.workers!r}")
         if not isinstance(self.secret, bytes):
             raise ClusterConfigError("secret must be bytes")
-        if self.processes > 1 and not self.secret:
-            raise ClusterConfigError("a cluster of more than one process needs a non-empty secret")
+        if self.processes > 1:
+            weak = check_secret(self.secret)
+            if weak is not None:
+                raise ClusterConfigError(f"a cluster of more than one process needs a strong secret: {weak}")
 
     @property
     def address(self) -> tuple[str, int]:

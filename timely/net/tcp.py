@@ -11,7 +11,9 @@ may carry anything:
 ``mac_j = HMAC-SHA256(secret, "join" | nonce_l | nonce_j | fingerprint | j | i)`` and
 ``mac_l`` likewise with "listen" and the nonces swapped: each side proves it knows the
 shared secret, bound to fresh nonces (no replay), to both indices and to the graph's
-fingerprint (a process running a different program is refused, with that reason). A
+fingerprint. The listener checks the joiner's MAC before it compares fingerprints, so only a
+holder of the secret learns that it runs a different program (refused, with that reason); a
+stranger cannot confirm a guessed fingerprint. A
 connection that fails any check, sends garbage, or stays silent for `HANDSHAKE_SECONDS` is
 refused and logged; until the handshake succeeds nothing it sends reaches the runtime.
 
@@ -36,15 +38,27 @@ from ..errors import FrameError, HandshakeError
 from .framing import MAX_FRAME, FrameReader, frame_header
 from .transport import Transport
 
-__all__ = ["TcpTransport", "HANDSHAKE_SECONDS"]
+__all__ = ["TcpTransport", "HANDSHAKE_SECONDS", "MIN_SECRET_BYTES", "check_secret"]
 
 log = logging.getLogger("timely.net")
 
 MAGIC = "timely/1"
 HANDSHAKE_SECONDS = 5.0
 HANDSHAKE_MAX_FRAME = 4096
+MIN_SECRET_BYTES = 16
+"""The shortest shared secret accepted: 128 bits, so that it cannot be guessed."""
 HIGH_WATER = 4 << 20
 """Outgoing bytes queued for one peer above which the transport reports congestion."""
+
+
+def check_secret(secret: bytes, where: str = "the shared secret") -> str | None:
+    """Why ``secret`` is too weak to authenticate a cluster, or None if it will do."""
+    if len(secret) < MIN_SECRET_BYTES:
+        return (
+            f"{where} is {len(secret)} bytes; it must be at least {MIN_SECRET_BYTES} random bytes "
+            f"(32 recommended), or anyone who can reach the ports can guess it"
+        )
+    return None
 
 
 class _Refused(Exception):
@@ -132,8 +146,9 @@ class TcpTransport(Transport):
         max_frame: int = MAX_FRAME,
     ) -> TcpTransport:
         """Listen, connect to the lower-indexed processes, accept the higher ones, authenticate all."""
-        if not secret:
-            raise HandshakeError("a cluster needs a shared secret (TIMELY_SECRET)")
+        weak = check_secret(secret)
+        if weak is not None:
+            raise HandshakeError(f"a cluster needs a strong shared secret (TIMELY_SECRET): {weak}")
         self = cls(process_index, addresses, max_frame)
         expected = set(range(process_index + 1, self.processes))
         accepted: asyncio.Queue[_Peer] = asyncio.Queue()
@@ -232,16 +247,18 @@ class TcpTransport(Transport):
         if not isinstance(index, int) or index not in expected:
             raise _Refused(f"unexpected process index {index!r}")
         theirs = hello.get("fingerprint")
-        if theirs != fingerprint:
-            await _send(writer, {"ok": False, "reason": "different program"})
-            raise _Refused(f"process {index} runs a different program (graph {theirs!r}, ours {fingerprint!r})")
         their_nonce = hello.get("nonce")
-        if not isinstance(their_nonce, bytes):
+        if not isinstance(their_nonce, bytes) or not isinstance(theirs, str):
             raise _Refused("malformed greeting")
-        want = _mac(secret, b"join", nonce, their_nonce, fingerprint, index, self.process_index)
+        # Authenticate first (their MAC binds the fingerprint they claim), so that only a
+        # holder of the secret learns whether a fingerprint is this cluster's.
+        want = _mac(secret, b"join", nonce, their_nonce, theirs, index, self.process_index)
         if not hmac.compare_digest(want, hello.get("mac") or b""):
             await _send(writer, {"ok": False, "reason": "authentication failed"})
             raise _Refused(f"process {index} failed authentication (wrong secret)")
+        if theirs != fingerprint:
+            await _send(writer, {"ok": False, "reason": "different program"})
+            raise _Refused(f"process {index} runs a different program (graph {theirs!r}, ours {fingerprint!r})")
         mine = _mac(secret, b"listen", their_nonce, nonce, fingerprint, self.process_index, index)
         await _send(writer, {"ok": True, "mac": mine})
         return index
