@@ -94,6 +94,7 @@ class Scheduler:
                         route.connector = c.index
                         route.link = link
                         route.per_process = self.workers_per_process
+                        route.stage = g.stages[c.target].name
                         vr.routes[port].append(route)
                 for port, conn in enumerate(g.incoming[vr.stage]):
                     assert conn is not None

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedList
 
+from ..errors import VertexError
 from ..graph import StageSpec
+from ..net.codec import short_repr
 from ..progress import Pointstamp
 from ..timestamp import Timestamp
 from ..vertex import Vertex, VertexContext, attach
@@ -82,6 +84,7 @@ class Route:
         "peers",
         "per_process",
         "port",
+        "stage",
         "targets",
     )
 
@@ -95,6 +98,7 @@ class Route:
         self.connector = 0
         self.link: ClusterLink | None = None
         self.per_process = 1  # workers per process
+        self.stage = ""  # the target stage's name, for errors
 
     def send(self, records: list[Any], time: Timestamp, pending: dict[Pointstamp, int]) -> int:
         """Enqueue ``records`` for the target(s); count them in ``pending``; return messages made."""
@@ -109,8 +113,11 @@ class Route:
         parts: list[list[Any]] = [[] for _ in range(n)]
         appends = [p.append for p in parts]
         fn = self.partition
-        for r in records:
-            appends[fn(r) % n](r)
+        try:
+            for r in records:
+                appends[fn(r) % n](r)
+        except Exception as exc:
+            raise self._exchange_failed(exc, r, time) from exc
         made = 0
         port = self.port
         targets = self.targets
@@ -124,6 +131,25 @@ class Route:
                 made += 1
         pending[key] = pending.get(key, 0) + made
         return made
+
+    def _exchange_failed(self, exc: Exception, record: Any, time: Timestamp) -> VertexError:
+        """The user's exchange function raised on ``record``, or returned something that is not an int."""
+        what = f"raised {type(exc).__name__}"
+        try:
+            value = self.partition(record)  # type: ignore[misc]
+        except Exception:
+            pass
+        else:
+            if not isinstance(value, int):
+                what = f"returned {type(value).__name__} {short_repr(value)}, not an int,"
+        return VertexError(
+            f"stage {self.stage!r}: the exchange function of its input {self.port} {what} on the record "
+            f"{short_repr(record)} at time {time}: {exc}",
+            self.stage,
+            -1,
+            time,
+            "exchange",
+        )
 
 
 class Worker:

@@ -476,7 +476,7 @@ class Codec:
                     value = entry.encode(obj)
                 except Exception as e:
                     raise CodecError(
-                        f"the codec registered for {_describe(cls)} failed to encode {_short_repr(obj)}: "
+                        f"the codec registered for {_describe(cls)} failed to encode {short_repr(obj)}: "
                         f"{type(e).__name__}: {e}"
                     ) from e
                 return ExtType(entry.code, pack_inner(value, f"inside the encoding of a {cls.__qualname__}"))
@@ -594,7 +594,7 @@ class Codec:
                 except Exception as e:
                     raise CodecError(f"malformed timestamp ({len(data)} bytes): {_unpack_reason(e)}") from e
                 if type(flat) is not tuple or not flat or any(type(c) is not int or c < 0 for c in flat):
-                    raise CodecError(f"malformed timestamp: expected non-negative ints, got {_short_repr(flat)}")
+                    raise CodecError(f"malformed timestamp: expected non-negative ints, got {short_repr(flat)}")
                 return _from_flat(flat)
             if code in (EXT_SET, EXT_FROZENSET):
                 kind = "set" if code == EXT_SET else "frozenset"
@@ -635,7 +635,7 @@ class Codec:
             except Exception as e:
                 raise CodecError(
                     f"the codec registered for {_describe(entry.cls)} (extension code {code}) failed to decode "
-                    f"{_short_repr(value)}: {type(e).__name__}: {e}"
+                    f"{short_repr(value)}: {type(e).__name__}: {e}"
                 ) from e
 
         return ext_hook, unpack_value
@@ -685,7 +685,8 @@ def _unpack_reason(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def _short_repr(obj: object, limit: int = 80) -> str:
+def short_repr(obj: object, limit: int = 80) -> str:
+    """``repr(obj)`` cut to ``limit`` characters, never raising: how error messages show a value."""
     try:
         text = repr(obj)
     except Exception:
