@@ -121,3 +121,27 @@ async def test_a_greeting_whose_fingerprint_is_not_a_string_is_refused(listener:
         assert await asyncio.wait_for(reader.read(), 10) == b""  # closed without an answer
     finally:
         writer.close()
+
+
+# Strangers still mid-handshake when the cluster has joined ------------------------------------
+
+
+async def test_a_stranger_mid_handshake_when_the_join_completes_is_refused_and_leaves_no_task(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Before, its handshake task was left pending inside a closed server, and a short computation
+    # ending within the handshake's 5 s printed "Task was destroyed but it is pending!".
+    addresses = free_addresses(2)
+    zero = asyncio.ensure_future(tcp.TcpTransport.join(0, addresses, SECRET, FINGERPRINT, connect_timeout=20))
+    reader, writer = await connect(addresses[0])  # a stranger that says nothing after the greeting
+    await tcp._receive(reader)
+    one = await tcp.TcpTransport.join(1, addresses, SECRET, FINGERPRINT, connect_timeout=20)
+    transport = await asyncio.wait_for(zero, 10)
+    try:
+        assert await asyncio.wait_for(reader.read(), 2) == b""  # refused at once, not after 5 s
+        handshakes = [t for t in asyncio.all_tasks() if "on_connect" in repr(t.get_coro())]
+        assert handshakes == []
+        assert "refused a connection from" in caplog.text and "the cluster had joined" in caplog.text
+    finally:
+        writer.close()
+        await asyncio.gather(transport.close(), one.close())

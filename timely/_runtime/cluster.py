@@ -25,7 +25,7 @@ import msgpack
 
 from ..errors import FrameError, PeerError, TimelyError
 from ..net.codec import Codec
-from ..net.transport import Transport
+from ..net.transport import SilentPeerError, Transport
 from ..progress import ChangeBatch, Pointstamp, ProgressTracker
 from ..timestamp import Timestamp, _from_flat
 
@@ -209,8 +209,10 @@ class ClusterLink:
             "kind": type(reason).__name__,
             "message": f"lost the connection to process {peer}: {reason}",
         }
+        if isinstance(reason, SilentPeerError):
+            info["message"] = f"process {peer} fell silent: {reason}"
         me = self.transport.process_index
-        self.host.fail(PeerError(f"process {me}: lost the connection to process {peer}: {reason}", info))
+        self.host.fail(PeerError(f"process {me}: {info['message']}", info))
 
     def maybe_resume_reading(self) -> None:
         if self.reading_paused and self.host.backlog() <= RECEIVE_LOW:

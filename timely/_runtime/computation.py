@@ -30,7 +30,7 @@ from ..net.codec import Codec
 from ..net.transport import Transport
 from ..timestamp import Timestamp
 from ..vertex import Vertex
-from .config import ClusterConfig, checkpoints_from_env, cluster_from_env, pickle_from_env
+from .config import ClusterConfig, checkpoints_from_env, cluster_from_env, peer_timeout_from_env, pickle_from_env
 from .process import SHUTDOWN_SECONDS, ProcessRuntime
 from .recovery import ReplayPlan, plan_replay
 from .report import install as install_failure_report
@@ -115,7 +115,9 @@ class _Setup(Generic[T]):
             from ..net.tcp import TcpTransport
 
             c = self.cluster
-            self.transport = await TcpTransport.join(c.process_index, c.addresses, c.secret, self.fingerprint())
+            self.transport = await TcpTransport.join(
+                c.process_index, c.addresses, c.secret, self.fingerprint(), peer_timeout=peer_timeout_from_env()
+            )
         return self.transport
 
 

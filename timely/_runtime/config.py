@@ -15,6 +15,7 @@ them)::
     TIMELY_CHECKPOINT_DIR   with --checkpoint-dir: where to checkpoint and resume from (absolute)
     TIMELY_CHECKPOINT_EVERY with --checkpoint-every: checkpoint every K epochs
     TIMELY_PICKLE         "1" with --pickle: records without a codec travel pickled (trusted clusters)
+    TIMELY_PEER_TIMEOUT   with --peer-timeout: seconds of silence after which a peer counts as hung (30)
     TIMELY_DEBUG          "1" with --debug: failures print with the runtime's frames too
     TIMELY_LAUNCHER       "local" (this launcher runs every process) or "hosts" (this machine's one)
 
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 
 from ..checkpoint import Checkpoints
 from ..errors import TimelyError
-from ..net.tcp import check_secret
+from ..net.tcp import PEER_TIMEOUT, check_secret
 
 __all__ = [
     "ENV_ADDRESSES",
@@ -41,6 +42,7 @@ __all__ = [
     "ENV_CHECKPOINT_EVERY",
     "ENV_DEBUG",
     "ENV_LAUNCHER",
+    "ENV_PEER_TIMEOUT",
     "ENV_PICKLE",
     "ENV_PROCESSES",
     "ENV_PROCESS_INDEX",
@@ -59,6 +61,7 @@ __all__ = [
     "format_address",
     "parse_address",
     "parse_secret",
+    "peer_timeout_from_env",
     "pickle_from_env",
     "read_hosts_file",
     "read_secret_file",
@@ -86,6 +89,9 @@ LAUNCHER_LOCAL = "local"
 LAUNCHER_HOSTS = "hosts"
 ENV_PICKLE = "TIMELY_PICKLE"
 """``1``: records the codec cannot encode otherwise travel pickled (``timely run --pickle``)."""
+
+ENV_PEER_TIMEOUT = "TIMELY_PEER_TIMEOUT"
+"""Seconds without a heartbeat from a peer after which it counts as hung (``timely run --peer-timeout``)."""
 
 SECRET_BYTES = 32
 SECRET_HINT = "create one with: python -c 'import secrets; print(secrets.token_hex(32))' > secret.hex"
@@ -268,6 +274,21 @@ def pickle_from_env(environ: Mapping[str, str] | None = None) -> bool:
     if text in ("1", "true", "yes"):
         return True
     raise ClusterConfigError(f"{ENV_PICKLE}={env[ENV_PICKLE]!r}: expected 1 (pickle enabled) or 0")
+
+
+def peer_timeout_from_env(environ: Mapping[str, str] | None = None) -> float:
+    """The peer timeout ``TIMELY_PEER_TIMEOUT`` sets (``timely run --peer-timeout``), else the default."""
+    env = os.environ if environ is None else environ
+    text = env.get(ENV_PEER_TIMEOUT, "").strip()
+    if not text:
+        return PEER_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise ClusterConfigError(f"{ENV_PEER_TIMEOUT}={text!r}: expected a positive number of seconds")
+    return value
 
 
 def checkpoints_from_env(environ: Mapping[str, str] | None = None) -> Checkpoints | None:
