@@ -37,6 +37,14 @@ DATA, PROGRESS, ERROR, BYE, CHECKPOINT = 1, 2, 3, 4, 5
 RECEIVE_HIGH = 256
 """Queued messages above which this process stops reading from peers (they slow down)."""
 RECEIVE_LOW = 64
+RECEIVE_HIGH_RECORDS = 256 * 1024
+"""Queued records above which this process stops reading from peers: a message may hold up to
+65,536 records (merged, or sent by a busy stage), so counting messages alone let a slow
+consumer's queues grow with its input."""
+RECEIVE_LOW_RECORDS = 64 * 1024
+DATA_FRAME_BYTES = 1 << 20
+"""A DATA frame ends once its encoded records reach this size (a message is never split), so
+that a receiver can stop reading between frames: one frame is taken whole."""
 
 
 class LinkHost(Protocol):
@@ -45,6 +53,8 @@ class LinkHost(Protocol):
     def deliver_remote(self, connector: int, worker: int, time: Timestamp, records: list[Any]) -> None: ...
 
     def backlog(self) -> int: ...
+
+    def queued_records(self) -> int: ...
 
     def fail(self, err: BaseException) -> None: ...
 
@@ -110,11 +120,21 @@ class ClusterLink:
                 self.progress_frames_sent += len(self.peers)
         for p, box in self.outboxes.items():
             if box:
-                payload = msgpack.packb([DATA, box])
                 self.outboxes[p] = []
-                self.transport.send(p, payload)
-                self.data_bytes_sent += len(payload)
-                self.data_frames_sent += 1
+                start = size = 0
+                for i, message in enumerate(box):
+                    size += len(message[3])
+                    if size >= DATA_FRAME_BYTES:
+                        self._send_data(p, box[start : i + 1])
+                        start, size = i + 1, 0
+                if start < len(box):
+                    self._send_data(p, box[start:] if start else box)
+
+    def _send_data(self, peer: int, messages: list[list[Any]]) -> None:
+        payload = msgpack.packb([DATA, messages])
+        self.transport.send(peer, payload)
+        self.data_bytes_sent += len(payload)
+        self.data_frames_sent += 1
 
     def pending_output(self) -> bool:
         return bool(self.progress_out) or any(self.outboxes.values())
@@ -178,7 +198,9 @@ class ClusterLink:
                 self.data_bytes_received += len(payload)
                 for connector, worker, time, blob in frame[1]:
                     rt.deliver_remote(connector, worker, _from_flat(tuple(time)), self.codec.decode_records(blob))
-                if not self.reading_paused and rt.backlog() > RECEIVE_HIGH:
+                if not self.reading_paused and (
+                    rt.backlog() > RECEIVE_HIGH or rt.queued_records() > RECEIVE_HIGH_RECORDS
+                ):
                     self.reading_paused = True
                     self.transport.pause_reading()
             elif kind == ERROR:
@@ -215,7 +237,8 @@ class ClusterLink:
         self.host.fail(PeerError(f"process {me}: {info['message']}", info))
 
     def maybe_resume_reading(self) -> None:
-        if self.reading_paused and self.host.backlog() <= RECEIVE_LOW:
+        host = self.host
+        if self.reading_paused and host.backlog() <= RECEIVE_LOW and host.queued_records() <= RECEIVE_LOW_RECORDS:
             self.reading_paused = False
             self.transport.resume_reading()
 

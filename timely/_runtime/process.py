@@ -219,6 +219,9 @@ class ProcessRuntime:
         """Messages waiting in this process: queued, behind busy vertices, behind the fence."""
         return self.scheduler.backlog()
 
+    def queued_records(self) -> int:
+        return self.scheduler.queued_records()
+
     def ready(self) -> bool:
         """Below the limits at which producers should wait: few queued messages, no congestion."""
         return self.backlog() <= INPUT_BACKLOG // 4 and not self.congested()

@@ -170,6 +170,9 @@ class Worker:
         """The queue's entries that can still absorb messages, by (vertex, port, time)."""
         self.queued = 0
         """Messages in the queue, counting merged ones (what backpressure limits)."""
+        self.queued_records = 0
+        """Records in the queue: what backpressure from other processes limits, since a merged
+        message, or one a busy stage sent, may hold tens of thousands."""
         # (guarantee, stage, capability or TOP); sorted so the earliest are delivered first
         self.notifications: SortedList = SortedList()
         self.messages_delivered = 0
@@ -180,6 +183,7 @@ class Worker:
     def enqueue(self, ctx: VertexRuntime, port: int, time: Timestamp, records: list[Any]) -> None:
         """Queue ``records`` (a list the runtime owns) for ``ctx``'s input ``port`` at ``time``."""
         self.queued += 1
+        self.queued_records += len(records)
         key = (ctx, port, time)
         entry = self.waiting.get(key)
         if entry is not None and len(entry[3]) < MERGE_LIMIT:
@@ -196,4 +200,5 @@ class Worker:
         self.queue.extendleft(reversed(entries))
         messages = sum(e[4] for e in entries)
         self.queued += messages
+        self.queued_records += sum(len(e[3]) for e in entries)
         return messages
