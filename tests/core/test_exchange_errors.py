@@ -69,3 +69,18 @@ def test_an_exchange_function_returning_no_int_says_so() -> None:
     with pytest.raises(timely.VertexError, match=pattern):
         with timely.execute(build, workers=2, timeout=30) as (comp, inp):
             inp.send(["a", "b"])
+
+
+# The failure that escapes a `with` block -----------------------------------------------------------
+# test_a_peer_killed_mid_run_fails_every_other_process (tests/net) was flaky: a process whose
+# failure landed between two sends saw ComputationFailed, one whose failure landed during a wait
+# saw the PeerError itself. The block now always ends in the failure itself.
+
+
+def test_a_failure_landing_between_two_sends_escapes_the_block_as_itself() -> None:
+    with pytest.raises(timely.VertexError) as info:
+        with timely.execute(build_from_a_stage, workers=2, timeout=30) as (comp, inp):
+            inp.send(range(10))
+            comp.explain()  # runs the computation: it fails here, between two sends
+            inp.send([1])  # raises ComputationFailed inside the block
+    assert info.value.stage == "spread" and info.value.callback == "exchange"

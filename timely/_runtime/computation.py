@@ -262,6 +262,16 @@ class Computation(_Handle):
             loop.close()
 
 
+def _raise_the_failure(runtime: ProcessRuntime, exc: BaseException | None) -> None:
+    """Raise the computation's failure itself when the block ended in a `ComputationFailed`
+    (an input used after the failure): which of the two a program saw depended on whether the
+    failure landed during a wait or between two sends, so processes of one failed computation
+    reported different errors."""
+    failure = runtime.failure
+    if isinstance(exc, ComputationFailed) and failure is not None and exc.__cause__ is failure:
+        raise failure
+
+
 def _body_failed(runtime: ProcessRuntime, error: BaseException) -> TimelyError:
     if isinstance(error, TimelyError) and not isinstance(error, LibraryError):
         return error
@@ -364,6 +374,7 @@ class execute(_Execution[T]):
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         assert self._comp is not None
         self._comp._close(exc if exc_type is not None else None)
+        _raise_the_failure(self._comp.runtime, exc)
 
 
 class AsyncComputation(_Handle):
@@ -456,3 +467,4 @@ class execute_async(_Execution[T]):
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         assert self._comp is not None
         await self._comp._close(exc if exc_type is not None else None)
+        _raise_the_failure(self._comp.runtime, exc)
