@@ -502,6 +502,22 @@ def test_a_malformed_frame_after_the_handshake_fails_the_process_naming_the_peer
         assert errors[0]["process"] == 1 and re.search(BAD_FRAMES[kind], errors[0]["message"]), errors
 
 
+def test_a_peers_negative_progress_delta_never_makes_a_process_exit_0_without_its_goodbye(cluster: Any) -> None:
+    # The fake process 1 sends -1 for its own input capability: process 0's view becomes
+    # empty while process 1 is still in the computation. Process 0 used to say goodbye, wait
+    # 10 s for process 1's, log a warning, and exit 0; it now waits for the goodbye, and fails
+    # when process 1 goes without one.
+    c = cluster(2)
+    real = c.start(0, "quiet")
+    fake = c.spawn([sys.executable, str(PROGRAM), "fake-peer", "negative-progress"], c.env(1), "fake1")
+    assert fake.wait() == 0, fake.describe()
+    assert "LEAVING" in fake.out
+    assert real.wait() != 0, real.describe()
+    err = failure(real.out)
+    assert err["type"] == "PeerError" and err["info"]["process"] == 1, err
+    assert "lost the connection to process 1" in err["message"], err
+
+
 # Frames that arrive while a process is still joining ---------------------------------------------
 # A peer that has finished joining runs and sends at once, possibly to a process that is still in
 # TcpTransport.join: its frames must be kept until the runtime takes them, not dropped (which lost

@@ -46,7 +46,7 @@ from typing import Any
 import msgpack
 
 import timely
-from timely._runtime.cluster import DATA, ERROR
+from timely._runtime.cluster import DATA, ERROR, PROGRESS
 from timely._runtime.config import cluster_from_env
 from timely.dataflow import Dataflow
 from timely.net.codec import EXT_FROZENSET
@@ -288,6 +288,16 @@ async def error_then_reset(transport: TcpTransport) -> None:
     say("RESET")
 
 
+async def negative_progress(transport: TcpTransport) -> None:
+    """Take back our worker's capability at the input (a delta it never had to give), which
+    empties process 0's view while we are still in the computation; never say goodbye; go
+    after 11 s (longer than process 0 used to wait for goodbyes before exiting 0 regardless)."""
+    transport.send(0, msgpack.packb([PROGRESS, [[[0], 0, -1]]]))
+    await asyncio.sleep(11.0)
+    say("LEAVING")
+    await transport.close()
+
+
 async def fake_peer(kind: str) -> None:
     config = cluster_from_env()
     assert config is not None
@@ -317,6 +327,9 @@ async def fake_peer(kind: str) -> None:
     while not transport.frames_received and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     writer = transport.peers[0].writer
+    if kind == "negative-progress":
+        await negative_progress(transport)
+        return
     data, close = bad_bytes(kind)
     writer.write(data)
     await writer.drain()
@@ -358,6 +371,9 @@ def main(argv: list[str]) -> None:
             run_sum(BUILDS[mode])
         elif mode == "wait":
             run_idle()
+        elif mode == "quiet":
+            with timely.execute(build_sum, timeout=run_timeout()):
+                joined()  # and close the input at once, having sent nothing
         elif mode == "stall":
             run_stall()
         elif mode == "slow":
