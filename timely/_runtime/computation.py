@@ -17,6 +17,9 @@ failing, timing out); side by side, a difference between them shows.
 from __future__ import annotations
 
 import asyncio
+import io
+import select
+import sys
 import time as _time
 from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
@@ -45,7 +48,57 @@ CATCH_UP_SECONDS = 1.0
 the program was away from timely, before it answers."""
 
 
+class _WholeWrites(io.RawIOBase):
+    """A raw stream whose ``write`` writes all it is given, retrying after a short write.
+
+    Under ``PYTHONUNBUFFERED`` (``python -u``) ``sys.stdout`` writes straight to a raw
+    ``FileIO``, and the text layer drops whatever a short write left out. Once a uvloop event
+    loop has run in the process, a write of more than 64 KiB to a pipe that is not read fast
+    enough (a worker's stdout, read by a launcher whose own output is slow) comes back short:
+    the rest of the line was lost. Measured: 64 KiB of 1 MiB arrived."""
+
+    def __init__(self, raw: Any) -> None:
+        super().__init__()
+        self.raw = raw
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return int(self.raw.fileno())
+
+    def isatty(self) -> bool:
+        return bool(self.raw.isatty())
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            n = self.raw.write(view[done:])
+            if n is None:  # a non-blocking descriptor that is full: wait until it takes more
+                select.select([], [self.raw], [])
+                continue
+            done += n
+        return done
+
+
+def _write_whole_lines() -> None:
+    """Make unbuffered ``sys.stdout`` and ``sys.stderr`` write everything (see `_WholeWrites`)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if isinstance(stream, io.TextIOWrapper) and type(stream.buffer) is io.FileIO:
+            wrapped = io.TextIOWrapper(
+                _WholeWrites(stream.buffer),  # type: ignore[type-var]
+                encoding=stream.encoding,
+                errors=stream.errors,
+                line_buffering=stream.line_buffering,
+                write_through=True,
+            )
+            setattr(sys, name, wrapped)
+
+
 def _new_event_loop() -> asyncio.AbstractEventLoop:
+    _write_whole_lines()
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency, but stay usable without it
