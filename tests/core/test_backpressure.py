@@ -84,6 +84,34 @@ async def test_large_messages_into_a_slow_remote_stage_keep_its_queued_records_b
     assert 0 < queued <= 256 * 1024 + 2 * BURST, queued
 
 
+async def test_a_message_too_large_for_one_frame_goes_as_several_and_arrives_whole() -> None:
+    # One callback sends 400,000 records (about 2 MB encoded) to the other process: they go as
+    # messages of at most 1 MiB, each in a frame well inside the receiver's decode budget.
+    big = 400_000
+
+    def build(scope: timely.Scope) -> tuple[timely.Input, Any]:
+        inp = scope.new_input("one")
+        burst = inp.stage("burst", lambda: BigBurst(big), exchange=lambda r: 0)
+        burst.stage("slow", Slow, exchange=lambda r: scope.peers - 1).probe()
+        return inp, None
+
+    async with timely.testing.simulated(build, processes=2, seed=9, timeout=TIMEOUT) as runs:
+        (producer, (inp, _)), (consumer, _) = runs
+        inp.send([0])
+    assert sum(v.count for v in consumer.vertices("slow")) == big
+    network = producer.statistics().network
+    assert network["data_frames_sent"] >= 2 and network["data_bytes_sent"] > 1 << 20, network
+    assert network["data_bytes_sent"] / network["data_frames_sent"] <= (1 << 20) + 100, network
+
+
+class BigBurst(timely.Vertex):
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
+        self.send_by(self.outputs[0], list(range(10**6, 10**6 + self.size)), time)
+
+
 def throttled(scope: timely.Scope) -> tuple[timely.Input, timely.Probe, list[tuple[int, int]]]:
     seen: list[tuple[int, int]] = []
     inp = scope.new_input("epochs")

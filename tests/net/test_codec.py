@@ -31,7 +31,7 @@ from timely.net import (
     frame_header,
     register_codec,
 )
-from timely.net.codec import NESTING_LIMIT, auto_code
+from timely.net.codec import NESTING_LIMIT, OBJECT_BYTES, auto_code, decoded_size_bound
 from timely.timestamp import Timestamp
 
 # --- user types used by the tests ------------------------------------------------------
@@ -464,6 +464,51 @@ def test_a_value_at_the_limit_decodes_in_a_thread_with_a_one_mib_stack() -> None
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == len(repr([frozensets(NESTING_LIMIT)]))
+
+
+# --- the decode budget: a bound on what bytes become, known before decoding them -----------
+
+
+def decoded_bytes(data: bytes) -> int:
+    """What decoding ``data`` really allocates (its peak, by tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        value = Codec().decode_records(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    del value
+    return peak
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        list(range(200_000)),
+        [1] * 200_000,
+        [{} for _ in range(50_000)],
+        [(i, (i, i)) for i in range(50_000)],
+        ["x" * 1000 for _ in range(2000)],
+        [frozenset(range(10)) for _ in range(5000)],
+        [[i, [i]] for i in range(20_000)],
+    ],
+    ids=["ints", "small ints", "empty dicts", "nested tuples", "strings", "frozensets", "lists"],
+)
+def test_the_decoded_size_bound_is_above_what_decoding_takes(records: list[Any]) -> None:
+    data = Codec().encode_records(records)
+    bound = decoded_size_bound(data, 1 << 40)
+    assert bound >= decoded_bytes(data), (bound, decoded_bytes(data))
+
+
+def test_the_decoded_size_bound_refuses_a_bomb_and_passes_large_strings() -> None:
+    budget = 64 << 20
+    bomb = b"\xdd" + (4 << 20).to_bytes(4, "big") + b"\x01" * (4 << 20)  # 4 Mi small ints, 4 MiB
+    assert decoded_size_bound(bomb, budget) > budget
+    strings = Codec().encode_records(["x" * (10 << 20), b"y" * (10 << 20)])  # 20 MiB that stay 20 MiB
+    assert len(strings) * OBJECT_BYTES > budget  # not the quick answer: it looks inside
+    assert decoded_size_bound(strings, budget) < 21 << 20
 
 
 # --- pickle ---------------------------------------------------------------------------

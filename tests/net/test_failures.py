@@ -471,6 +471,8 @@ BAD_FRAMES = {
     "bad-records": r"bad frame from process 1: malformed batch of records",
     "truncated": r"lost the connection to process 1: the stream ended in the middle of a frame: "
     r"10 of 100 bytes arrived",
+    "expanding": r"bad frame from process 1: refusing a DATA frame of \d+ bytes: decoded, it could take more "
+    r"than the decode budget of 256 MiB",
     "too-deep": r"bad frame from process 1: refusing a frozenset \(\d+ bytes\): nested more than 16 levels",
 }
 

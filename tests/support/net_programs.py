@@ -248,6 +248,9 @@ def bad_bytes(kind: str) -> tuple[bytes, bool]:
         return frame(msgpack.packb([DATA, [[0, 0, [0], b"\xc1not msgpack"]]])), False
     if kind == "truncated":
         return struct.pack(">I", 100) + b"x" * 10, True
+    if kind == "expanding":  # 16 Mi small ints in 16 MiB: about 290 MB once decoded
+        ints = b"\xdd" + (16 << 20).to_bytes(4, "big") + b"\x01" * (16 << 20)
+        return frame(msgpack.packb([DATA, [[0, 0, [0], ints]]])), False
     if kind == "too-deep":  # 200 nested frozensets (934 bytes): once enough to crash the decoder
         return frame(msgpack.packb([DATA, [[0, 0, [0], nested_frozensets(200)]]])), False
     raise SystemExit(f"unknown kind {kind!r}")

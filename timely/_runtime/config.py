@@ -16,6 +16,7 @@ them)::
     TIMELY_CHECKPOINT_EVERY with --checkpoint-every: checkpoint every K epochs
     TIMELY_PICKLE         "1" with --pickle: records without a codec travel pickled (trusted clusters)
     TIMELY_PEER_TIMEOUT   with --peer-timeout: seconds of silence after which a peer counts as hung (30)
+    TIMELY_DECODE_BUDGET  MiB one frame from a peer may take once decoded (256); a frame past it is refused
     TIMELY_DEBUG          "1" with --debug: failures print with the runtime's frames too
     TIMELY_LAUNCHER       "local" (this launcher runs every process) or "hosts" (this machine's one)
 
@@ -42,6 +43,7 @@ __all__ = [
     "ENV_CHECKPOINT_EVERY",
     "ENV_DEBUG",
     "ENV_LAUNCHER",
+    "ENV_DECODE_BUDGET",
     "ENV_PEER_TIMEOUT",
     "ENV_PICKLE",
     "ENV_PROCESSES",
@@ -61,6 +63,7 @@ __all__ = [
     "format_address",
     "parse_address",
     "parse_secret",
+    "decode_budget_from_env",
     "peer_timeout_from_env",
     "pickle_from_env",
     "read_hosts_file",
@@ -92,6 +95,10 @@ ENV_PICKLE = "TIMELY_PICKLE"
 
 ENV_PEER_TIMEOUT = "TIMELY_PEER_TIMEOUT"
 """Seconds without a heartbeat from a peer after which it counts as hung (``timely run --peer-timeout``)."""
+
+ENV_DECODE_BUDGET = "TIMELY_DECODE_BUDGET"
+"""MiB one frame from a peer may take once decoded; a frame that could take more is refused."""
+DECODE_BUDGET_MIB = 256
 
 SECRET_BYTES = 32
 SECRET_HINT = "create one with: python -c 'import secrets; print(secrets.token_hex(32))' > secret.hex"
@@ -289,6 +296,21 @@ def peer_timeout_from_env(environ: Mapping[str, str] | None = None) -> float:
     if not 0 < value < float("inf"):
         raise ClusterConfigError(f"{ENV_PEER_TIMEOUT}={text!r}: expected a positive number of seconds")
     return value
+
+
+def decode_budget_from_env(environ: Mapping[str, str] | None = None) -> int:
+    """Bytes one frame from a peer may take once decoded (``TIMELY_DECODE_BUDGET``, in MiB)."""
+    env = os.environ if environ is None else environ
+    text = env.get(ENV_DECODE_BUDGET, "").strip()
+    if not text:
+        return DECODE_BUDGET_MIB << 20
+    try:
+        mib = float(text)
+    except ValueError:
+        mib = 0.0
+    if not 0 < mib < float("inf"):
+        raise ClusterConfigError(f"{ENV_DECODE_BUDGET}={text!r}: expected a positive number of MiB")
+    return int(mib * (1 << 20))
 
 
 def checkpoints_from_env(environ: Mapping[str, str] | None = None) -> Checkpoints | None:

@@ -125,10 +125,10 @@ class Route:
             if part:
                 target = targets[w]
                 if target is None:
-                    self.link.send_records(w // self.per_process, self.connector, w, time, part)  # type: ignore[union-attr]
+                    made += self.link.send_records(w // self.per_process, self.connector, w, time, part)  # type: ignore[union-attr]
                 else:
                     target.worker_state.enqueue(target, port, time, part)
-                made += 1
+                    made += 1
         pending[key] = pending.get(key, 0) + made
         return made
 

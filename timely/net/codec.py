@@ -692,3 +692,68 @@ def short_repr(obj: object, limit: int = 80) -> str:
     except Exception:
         return f"<{type(obj).__qualname__} object>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# The decode budget ---------------------------------------------------------------------------------
+
+OBJECT_BYTES = 112
+"""The most memory one msgpack value of a byte or two can become once decoded, with room to
+spare: an empty map is one byte and becomes a new dict (80 bytes with its allocator header)
+plus the slots that hold it (16). Small ints cost 8-16 bytes each: a 16 MiB batch of them
+decodes to about 290 MB."""
+
+_FIXED = {0xC0: 0, 0xC2: 0, 0xC3: 0, 0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+_FIXED.update({0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8})
+_SIZED = {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xD9: 1, 0xDA: 2, 0xDB: 4}  # bin and str: the length's size
+_EXT = {0xC7: 1, 0xC8: 2, 0xC9: 4}
+_FIXEXT = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}
+_CONTAINERS = {0xDC: (2, 1), 0xDD: (4, 1), 0xDE: (2, 2), 0xDF: (4, 2)}  # array, map: (length size, items each)
+
+
+def decoded_size_bound(data: bytes, budget: int) -> int:
+    """An upper bound on the memory ``data`` (msgpack) takes once decoded, for deciding before
+    decoding whether to: `OBJECT_BYTES` per value, plus the length of every str and bin, looking
+    inside extension values (sets, registered types) too. Stops counting, and returns a value
+    above ``budget``, as soon as it passes it. Malformed data is left to the decoder."""
+    if len(data) * OBJECT_BYTES <= budget:
+        return len(data) * OBJECT_BYTES  # cannot be more: every value takes at least a byte
+    total = 0
+    stack = [(data, 0, len(data))]
+    while stack:
+        buf, pos, end = stack.pop()
+        while pos < end:
+            total += OBJECT_BYTES
+            if total > budget:
+                return total
+            b = buf[pos]
+            pos += 1
+            if b <= 0x7F or b >= 0xE0 or 0x80 <= b <= 0x9F:  # fixint, fixmap, fixarray: items follow
+                continue
+            if 0xA0 <= b <= 0xBF:
+                n = b & 0x1F
+            elif b in _FIXED:
+                pos += _FIXED[b]
+                continue
+            elif b in _SIZED:
+                size = _SIZED[b]
+                n = int.from_bytes(buf[pos : pos + size], "big")
+                pos += size
+            elif b in _CONTAINERS:
+                pos += _CONTAINERS[b][0]
+                continue
+            elif b in _EXT or b in _FIXEXT:
+                if b in _EXT:
+                    size = _EXT[b]
+                    n = int.from_bytes(buf[pos : pos + size], "big")
+                    pos += size + 1
+                else:
+                    n = _FIXEXT[b]
+                    pos += 1
+                stack.append((buf, pos, min(pos + n, end)))  # an extension's payload is msgpack too
+                pos += n
+                continue
+            else:
+                return total  # malformed: the decoder says how
+            total += n
+            pos += n
+    return total
