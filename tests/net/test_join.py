@@ -145,3 +145,32 @@ async def test_a_stranger_mid_handshake_when_the_join_completes_is_refused_and_l
     finally:
         writer.close()
         await asyncio.gather(transport.close(), one.close())
+
+
+# Settings ------------------------------------------------------------------------------------------
+
+
+def test_the_peer_timeout_and_the_decode_budget_come_from_the_environment_and_are_checked() -> None:
+    from timely._runtime.config import decode_budget_from_env, peer_timeout_from_env
+
+    assert peer_timeout_from_env({}) == tcp.PEER_TIMEOUT == 30.0
+    assert peer_timeout_from_env({"TIMELY_PEER_TIMEOUT": "2.5"}) == 2.5
+    assert decode_budget_from_env({}) == 256 << 20
+    assert decode_budget_from_env({"TIMELY_DECODE_BUDGET": "64"}) == 64 << 20
+    for bad in ("0", "-1", "soon", "inf"):
+        with pytest.raises(ClusterConfigError, match=rf"TIMELY_PEER_TIMEOUT='{bad}': expected a positive number"):
+            peer_timeout_from_env({"TIMELY_PEER_TIMEOUT": bad})
+        with pytest.raises(ClusterConfigError, match=rf"TIMELY_DECODE_BUDGET='{bad}': expected a positive number"):
+            decode_budget_from_env({"TIMELY_DECODE_BUDGET": bad})
+
+
+def test_the_launcher_refuses_a_peer_timeout_that_is_not_positive(tmp_path: Any) -> None:
+    program = tmp_path / "prog.py"
+    program.write_text("raise SystemExit('started')\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "timely.cli", "run", "-n", "2", "--peer-timeout", "0", str(program)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "--peer-timeout: '0' must be a positive number of seconds" in done.stderr

@@ -283,34 +283,30 @@ def pickle_from_env(environ: Mapping[str, str] | None = None) -> bool:
     raise ClusterConfigError(f"{ENV_PICKLE}={env[ENV_PICKLE]!r}: expected 1 (pickle enabled) or 0")
 
 
-def peer_timeout_from_env(environ: Mapping[str, str] | None = None) -> float:
-    """The peer timeout ``TIMELY_PEER_TIMEOUT`` sets (``timely run --peer-timeout``), else the default."""
-    env = os.environ if environ is None else environ
-    text = env.get(ENV_PEER_TIMEOUT, "").strip()
+def _positive_from_env(env: Mapping[str, str], name: str, unit: str) -> float | None:
+    """The positive number the variable ``name`` holds, None when it is unset or empty."""
+    text = env.get(name, "").strip()
     if not text:
-        return PEER_TIMEOUT
+        return None
     try:
         value = float(text)
     except ValueError:
         value = 0.0
     if not 0 < value < float("inf"):
-        raise ClusterConfigError(f"{ENV_PEER_TIMEOUT}={text!r}: expected a positive number of seconds")
+        raise ClusterConfigError(f"{name}={text!r}: expected a positive number of {unit}")
     return value
+
+
+def peer_timeout_from_env(environ: Mapping[str, str] | None = None) -> float:
+    """The peer timeout ``TIMELY_PEER_TIMEOUT`` sets (``timely run --peer-timeout``), else the default."""
+    value = _positive_from_env(os.environ if environ is None else environ, ENV_PEER_TIMEOUT, "seconds")
+    return PEER_TIMEOUT if value is None else value
 
 
 def decode_budget_from_env(environ: Mapping[str, str] | None = None) -> int:
     """Bytes one frame from a peer may take once decoded (``TIMELY_DECODE_BUDGET``, in MiB)."""
-    env = os.environ if environ is None else environ
-    text = env.get(ENV_DECODE_BUDGET, "").strip()
-    if not text:
-        return DECODE_BUDGET_MIB << 20
-    try:
-        mib = float(text)
-    except ValueError:
-        mib = 0.0
-    if not 0 < mib < float("inf"):
-        raise ClusterConfigError(f"{ENV_DECODE_BUDGET}={text!r}: expected a positive number of MiB")
-    return int(mib * (1 << 20))
+    value = _positive_from_env(os.environ if environ is None else environ, ENV_DECODE_BUDGET, "MiB")
+    return DECODE_BUDGET_MIB << 20 if value is None else int(value * (1 << 20))
 
 
 def checkpoints_from_env(environ: Mapping[str, str] | None = None) -> Checkpoints | None:
