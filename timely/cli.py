@@ -41,6 +41,7 @@ from ._runtime.config import (
     ENV_CONSOLE,
     ENV_DEBUG,
     ENV_LAUNCHER,
+    ENV_PEER_TIMEOUT,
     ENV_PICKLE,
     ENV_RESTART,
     ENV_SECRET,
@@ -57,6 +58,7 @@ from ._runtime.config import (
     read_secret_file,
 )
 from ._supervisor import DEFAULT_GRACE, DEFAULT_KILL_AFTER, Child, Supervisor
+from .net.tcp import PEER_TIMEOUT
 
 __all__ = ["main"]
 
@@ -101,6 +103,13 @@ def _seconds_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be at least 0")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds_arg(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of seconds")
     return value
 
 
@@ -169,7 +178,7 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run.usage = (
         "timely run [-n N] [--base-port P] [--hosts FILE --process I] [--workers W] [--secret-file F]\n"
         "                  [--grace S] [--kill-after S] [--restarts R] [--checkpoint-dir DIR]\n"
-        "                  [--checkpoint-every K] [--pickle] [--debug] (prog.py | -m module) [args...]"
+        "                  [--checkpoint-every K] [--peer-timeout S] [--pickle] [--debug] (prog.py | -m module) [args...]"
     )
     local = run.add_argument_group("on this machine")
     local.add_argument(
@@ -208,6 +217,14 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         default=DEFAULT_KILL_AFTER,
         metavar="S",
         help=f"seconds between SIGTERM and SIGKILL (default {DEFAULT_KILL_AFTER:g})",
+    )
+    both.add_argument(
+        "--peer-timeout",
+        type=_positive_seconds,
+        metavar="S",
+        help="seconds without a heartbeat after which a process counts as hung, stopped or cut off, and every "
+        f"process fails naming it (sets {ENV_PEER_TIMEOUT}; default {PEER_TIMEOUT:g}); make it longer than any "
+        "call into C code that holds the GIL",
     )
     both.add_argument(
         "--pickle",
@@ -344,6 +361,8 @@ def _settings_env(args: argparse.Namespace, env: Mapping[str, str], parser: argp
     extra = {ENV_LAUNCHER: LAUNCHER_HOSTS if args.hosts is not None else LAUNCHER_LOCAL}
     if args.pickle:
         extra[ENV_PICKLE] = "1"
+    if args.peer_timeout is not None:
+        extra[ENV_PEER_TIMEOUT] = repr(args.peer_timeout)
     if args.debug:
         extra[ENV_DEBUG] = "1"
     if args.checkpoint_dir is not None:

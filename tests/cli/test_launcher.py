@@ -443,7 +443,7 @@ GOOD = {
     "TIMELY_PROCESS_INDEX": "2",
     "TIMELY_ADDRESSES": "10.0.0.1:7000, host-b:7001,[::1]:7002",
     "TIMELY_WORKERS": "4",
-    "TIMELY_SECRET": "deadBEEF",
+    "TIMELY_SECRET": "deadBEEF" * 4,
 }
 
 
@@ -454,7 +454,7 @@ def test_cluster_from_env_parses() -> None:
         process_index=2,
         addresses=[("10.0.0.1", 7000), ("host-b", 7001), ("::1", 7002)],
         workers=4,
-        secret=bytes.fromhex("deadbeef"),
+        secret=bytes.fromhex("deadbeef" * 4),
     )
     assert config is not None
     assert config.address == ("::1", 7002)
@@ -514,7 +514,7 @@ def test_cluster_from_env_errors(changes: dict[str, str | None], message: str) -
 def test_cluster_config_validates() -> None:
     with pytest.raises(ClusterConfigError, match="2 addresses for 3 processes"):
         ClusterConfig(3, 0, [("a", 1), ("b", 2)], 1, b"k")
-    with pytest.raises(ClusterConfigError, match="needs a non-empty secret"):
+    with pytest.raises(ClusterConfigError, match="needs a strong secret: the shared secret is 0 bytes"):
         ClusterConfig(2, 0, [("a", 1), ("b", 2)], 1, b"")
     with pytest.raises(ClusterConfigError, match="process_index 2 is not in 0..1"):
         ClusterConfig(2, 2, [("a", 1), ("b", 2)], 1, b"k")

@@ -51,6 +51,67 @@ async def test_a_fast_input_into_a_slow_remote_stage_keeps_queues_bounded() -> N
     assert peak_channel < 8 << 20  # the in-memory channel's bytes stayed near its high-water mark
 
 
+class Burst(timely.Vertex):
+    """Each record ``n`` becomes one message of `BURST` records: large messages, as a busy stage
+    sends (the messages it takes in are merged, up to 65,536 records)."""
+
+    def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
+        for n in records:
+            self.send_by(self.outputs[0], list(range(n * BURST, (n + 1) * BURST)), time)
+
+
+BURST = 50_000
+
+
+def bursts_into_a_slow_sink(scope: timely.Scope) -> tuple[timely.Input, Any]:
+    inp = scope.new_input("few")
+    burst = inp.stage("burst", Burst, exchange=lambda r: 0)  # on the first process
+    burst.stage("slow", Slow, exchange=lambda r: scope.peers - 1).probe()
+    return inp, None
+
+
+async def test_large_messages_into_a_slow_remote_stage_keep_its_queued_records_bounded() -> None:
+    # 40 messages of 50,000 records each: 2M records, far below the 256 messages at which the
+    # consumer used to stop reading, so before backpressure counted records they all queued there.
+    async with timely.testing.simulated(bursts_into_a_slow_sink, processes=2, seed=5, timeout=TIMEOUT) as runs:
+        (producer, (inp, _)), (consumer, _) = runs
+        for n in range(40):  # an epoch each: 40 callbacks of Burst, 40 messages
+            inp.send([n])
+            inp.advance_to(n + 1)
+    assert sum(v.count for v in consumer.vertices("slow")) == 40 * BURST  # nothing lost
+    queued = consumer.statistics().max_queued_records
+    # It stopped reading past 256 Ki records; what one delivery brings on top is a message or so.
+    assert 0 < queued <= 256 * 1024 + 2 * BURST, queued
+
+
+async def test_a_message_too_large_for_one_frame_goes_as_several_and_arrives_whole() -> None:
+    # One callback sends 400,000 records (about 2 MB encoded) to the other process: they go as
+    # messages of at most 1 MiB, each in a frame well inside the receiver's decode budget.
+    big = 400_000
+
+    def build(scope: timely.Scope) -> tuple[timely.Input, Any]:
+        inp = scope.new_input("one")
+        burst = inp.stage("burst", lambda: BigBurst(big), exchange=lambda r: 0)
+        burst.stage("slow", Slow, exchange=lambda r: scope.peers - 1).probe()
+        return inp, None
+
+    async with timely.testing.simulated(build, processes=2, seed=9, timeout=TIMEOUT) as runs:
+        (producer, (inp, _)), (consumer, _) = runs
+        inp.send([0])
+    assert sum(v.count for v in consumer.vertices("slow")) == big
+    network = producer.statistics().network
+    assert network["data_frames_sent"] >= 2 and network["data_bytes_sent"] > 1 << 20, network
+    assert network["data_bytes_sent"] / network["data_frames_sent"] <= (1 << 20) + 100, network
+
+
+class BigBurst(timely.Vertex):
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
+        self.send_by(self.outputs[0], list(range(10**6, 10**6 + self.size)), time)
+
+
 def throttled(scope: timely.Scope) -> tuple[timely.Input, timely.Probe, list[tuple[int, int]]]:
     seen: list[tuple[int, int]] = []
     inp = scope.new_input("epochs")

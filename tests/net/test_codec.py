@@ -5,7 +5,10 @@ from __future__ import annotations
 import itertools
 import pickle
 import struct
+import subprocess
+import sys
 from collections import namedtuple
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -14,9 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import timely.net as net
+from tests.support.net_programs import nested_frozensets
 from timely.errors import CodecError, FrameError, TimelyError
 from timely.net import (
     DEFAULT_REGISTRY,
+    EXT_EXACT,
     EXT_PICKLE,
     MAX_FRAME,
     Codec,
@@ -26,7 +31,7 @@ from timely.net import (
     frame_header,
     register_codec,
 )
-from timely.net.codec import auto_code
+from timely.net.codec import NESTING_LIMIT, OBJECT_BYTES, auto_code, decoded_size_bound
 from timely.timestamp import Timestamp
 
 # --- user types used by the tests ------------------------------------------------------
@@ -374,6 +379,136 @@ def test_other_encoding_failures_are_codec_errors() -> None:
         Codec().encode_records([looped])
     with pytest.raises(CodecError, match="not valid UTF-8"):
         Codec().encode("\ud800")
+
+
+# --- nesting: one limit for the encoder and the decoder ------------------------------------
+
+
+def frozensets(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = frozenset([value])
+    return value
+
+
+def points(depth: int, holding_lists: bool) -> Any:
+    """Points nested ``depth`` deep; each one's encoding holds a list when ``holding_lists``."""
+    value: Any = 0
+    for _ in range(depth):
+        value = Point([value] if holding_lists else value, 1)
+    return value
+
+
+def nesting_cases() -> list[tuple[str, Callable[[int], Any], int]]:
+    """(name, value of a given depth, levels each step of depth takes)."""
+    return [
+        ("frozensets", frozensets, 1),
+        ("a set of frozensets", lambda d: {frozensets(d - 1)}, 1),
+        ("points", lambda d: points(d, holding_lists=False), 1),
+        ("points holding lists", lambda d: points(d, holding_lists=True), 2),
+    ]
+
+
+@pytest.mark.parametrize(("name", "make", "cost"), nesting_cases(), ids=[c[0] for c in nesting_cases()])
+def test_values_at_the_nesting_limit_round_trip_and_one_past_it_are_refused(
+    name: str, make: Callable[[int], Any], cost: int
+) -> None:
+    codec = Codec()
+    codec.register(Point, lambda p: (p.x, p.y), lambda v: Point(*v), code=40)
+    deepest = NESTING_LIMIT // cost
+    at_limit = make(deepest)
+    assert codec.decode_records(codec.encode_records([at_limit, 7])) == [at_limit, 7]
+    assert codec.decode(codec.encode(at_limit)) == at_limit
+    too_deep = make(deepest + 1) if cost == 1 else Point([make(deepest)], 1)
+    with pytest.raises(CodecError, match=rf"cannot encode a value nested more than {NESTING_LIMIT} levels deep"):
+        codec.encode_records([too_deep])
+    with pytest.raises(CodecError, match=rf"nested more than {NESTING_LIMIT} levels"):
+        codec.encode(too_deep)
+    # The codec is usable afterwards: the failed attempt left no level counted.
+    assert codec.decode_records(codec.encode_records([at_limit])) == [at_limit]
+
+
+@pytest.mark.parametrize("depth", [NESTING_LIMIT, NESTING_LIMIT + 1, 200, 5000])
+def test_the_decoder_refuses_bytes_nested_past_the_limit_the_encoder_keeps(depth: int) -> None:
+    # Hand-made bytes, as a peer could send: the decoder takes exactly what an encoder could make.
+    data = nested_frozensets(depth)
+    if depth <= NESTING_LIMIT:
+        assert data == Codec().encode_records([frozensets(depth)])
+        assert Codec().decode_records(data) == [frozensets(depth)]
+    else:
+        with pytest.raises(CodecError, match=rf"refusing a frozenset \(\d+ bytes\): nested more than {NESTING_LIMIT}"):
+            Codec().decode_records(data)
+
+
+def test_strict_wrappers_nested_in_each_other_are_refused() -> None:
+    # EXT_EXACT inside EXT_EXACT never comes from an encoder; each is a nested unpack.
+    data = msgpack.packb([1])
+    for _ in range(300):
+        data = msgpack.packb(msgpack.ExtType(EXT_EXACT, data))
+    with pytest.raises(CodecError, match=f"nested more than {NESTING_LIMIT} levels"):
+        Codec().decode(data)
+
+
+def test_a_value_at_the_limit_decodes_in_a_thread_with_a_one_mib_stack() -> None:
+    # What the limit is chosen for: it fits a small thread stack (each level takes about 40 KiB).
+    # In a child process, so that a crash is a failed assertion, not a dead test run.
+    program = (
+        "import threading\n"
+        "from tests.support.net_programs import nested_frozensets\n"
+        "from timely.net import Codec\n"
+        f"data = nested_frozensets({NESTING_LIMIT})\n"
+        "threading.stack_size(1 << 20)\n"
+        "t = threading.Thread(target=lambda: print(len(repr(Codec().decode_records(data)))))\n"
+        "t.start(); t.join()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == len(repr([frozensets(NESTING_LIMIT)]))
+
+
+# --- the decode budget: a bound on what bytes become, known before decoding them -----------
+
+
+def decoded_bytes(data: bytes) -> int:
+    """What decoding ``data`` really allocates (its peak, by tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        value = Codec().decode_records(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    del value
+    return peak
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        list(range(200_000)),
+        [1] * 200_000,
+        [{} for _ in range(50_000)],
+        [(i, (i, i)) for i in range(50_000)],
+        ["x" * 1000 for _ in range(2000)],
+        [frozenset(range(10)) for _ in range(5000)],
+        [[i, [i]] for i in range(20_000)],
+    ],
+    ids=["ints", "small ints", "empty dicts", "nested tuples", "strings", "frozensets", "lists"],
+)
+def test_the_decoded_size_bound_is_above_what_decoding_takes(records: list[Any]) -> None:
+    data = Codec().encode_records(records)
+    bound = decoded_size_bound(data, 1 << 40)
+    assert bound >= decoded_bytes(data), (bound, decoded_bytes(data))
+
+
+def test_the_decoded_size_bound_refuses_a_bomb_and_passes_large_strings() -> None:
+    budget = 64 << 20
+    bomb = b"\xdd" + (4 << 20).to_bytes(4, "big") + b"\x01" * (4 << 20)  # 4 Mi small ints, 4 MiB
+    assert decoded_size_bound(bomb, budget) > budget
+    strings = Codec().encode_records(["x" * (10 << 20), b"y" * (10 << 20)])  # 20 MiB that stay 20 MiB
+    assert len(strings) * OBJECT_BYTES > budget  # not the quick answer: it looks inside
+    assert decoded_size_bound(strings, budget) < 21 << 20
 
 
 # --- pickle ---------------------------------------------------------------------------

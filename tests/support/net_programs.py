@@ -46,9 +46,10 @@ from typing import Any
 import msgpack
 
 import timely
-from timely._runtime.cluster import DATA, ERROR
+from timely._runtime.cluster import DATA, ERROR, PROGRESS
 from timely._runtime.config import cluster_from_env
 from timely.dataflow import Dataflow
+from timely.net.codec import EXT_FROZENSET
 from timely.net.framing import MAX_FRAME, frame
 from timely.net.tcp import TcpTransport
 
@@ -247,7 +248,21 @@ def bad_bytes(kind: str) -> tuple[bytes, bool]:
         return frame(msgpack.packb([DATA, [[0, 0, [0], b"\xc1not msgpack"]]])), False
     if kind == "truncated":
         return struct.pack(">I", 100) + b"x" * 10, True
+    if kind == "expanding":  # 16 Mi small ints in 16 MiB: about 290 MB once decoded
+        ints = b"\xdd" + (16 << 20).to_bytes(4, "big") + b"\x01" * (16 << 20)
+        return frame(msgpack.packb([DATA, [[0, 0, [0], ints]]])), False
+    if kind == "too-deep":  # 200 nested frozensets (934 bytes): once enough to crash the decoder
+        return frame(msgpack.packb([DATA, [[0, 0, [0], nested_frozensets(200)]]])), False
     raise SystemExit(f"unknown kind {kind!r}")
+
+
+def nested_frozensets(depth: int) -> bytes:
+    """A batch of one record, ``frozenset({frozenset({... {1}})})`` ``depth`` deep, as bytes made
+    by hand (an encoder refuses to make it past the codec's nesting limit)."""
+    elements = msgpack.packb([1])
+    for _ in range(depth - 1):
+        elements = msgpack.packb([msgpack.ExtType(EXT_FROZENSET, elements)])
+    return msgpack.packb([msgpack.ExtType(EXT_FROZENSET, elements)])
 
 
 FAKE_ERROR = {
@@ -274,6 +289,16 @@ async def error_then_reset(transport: TcpTransport) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     writer.transport.abort()
     say("RESET")
+
+
+async def negative_progress(transport: TcpTransport) -> None:
+    """Take back our worker's capability at the input (a delta it never had to give), which
+    empties process 0's view while we are still in the computation; never say goodbye; go
+    after 11 s (longer than process 0 used to wait for goodbyes before exiting 0 regardless)."""
+    transport.send(0, msgpack.packb([PROGRESS, [[[0], 0, -1]]]))
+    await asyncio.sleep(11.0)
+    say("LEAVING")
+    await transport.close()
 
 
 async def fake_peer(kind: str) -> None:
@@ -305,6 +330,9 @@ async def fake_peer(kind: str) -> None:
     while not transport.frames_received and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     writer = transport.peers[0].writer
+    if kind == "negative-progress":
+        await negative_progress(transport)
+        return
     data, close = bad_bytes(kind)
     writer.write(data)
     await writer.drain()
@@ -346,6 +374,9 @@ def main(argv: list[str]) -> None:
             run_sum(BUILDS[mode])
         elif mode == "wait":
             run_idle()
+        elif mode == "quiet":
+            with timely.execute(build_sum, timeout=run_timeout()):
+                joined()  # and close the input at once, having sent nothing
         elif mode == "stall":
             run_stall()
         elif mode == "slow":

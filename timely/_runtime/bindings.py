@@ -115,6 +115,11 @@ class InputBinding:
                     ctx.messages_sent += route.send(chunk if i == 0 else list(chunk), time, pending)
         except CodecError as exc:  # a record for another process: say which input sent it
             raise CodecError(f"input {self.name!r} at epoch {self.epoch}: {exc}") from exc
+        except VertexError as exc:  # an exchange function raised: part of the batch went, so stop
+            if host.failure is None:
+                host.record_failure(exc)
+            host.wake()
+            raise
         host.wake()
         driver = host.driver
         if driver is not None and (host.backlog() > INPUT_BACKLOG or host.congested()):

@@ -25,10 +25,11 @@ from typing import Any, Protocol
 import msgpack
 
 from ..errors import FrameError, PeerError, TimelyError
-from ..net.codec import Codec
-from ..net.transport import Transport
+from ..net.codec import OBJECT_BYTES, Codec, decoded_size_bound
+from ..net.transport import SilentPeerError, Transport
 from ..progress import ChangeBatch, Pointstamp, ProgressTracker
 from ..timestamp import Timestamp, _from_flat
+from .config import decode_budget_from_env
 
 __all__ = ["ClusterLink", "LinkHost", "DATA", "PROGRESS", "ERROR", "BYE"]
 
@@ -38,6 +39,15 @@ DATA, PROGRESS, ERROR, BYE, CHECKPOINT, SAMPLE = 1, 2, 3, 4, 5, 6
 RECEIVE_HIGH = 256
 """Queued messages above which this process stops reading from peers (they slow down)."""
 RECEIVE_LOW = 64
+RECEIVE_HIGH_RECORDS = 256 * 1024
+"""Queued records above which this process stops reading from peers: a message may hold up to
+65,536 records (merged, or sent by a busy stage), so counting messages alone let a slow
+consumer's queues grow with its input."""
+RECEIVE_LOW_RECORDS = 64 * 1024
+DATA_FRAME_BYTES = 1 << 20
+"""The encoded records one DATA frame holds at most (unless one message alone is larger: a
+single record), so that a receiver can stop reading between frames (one frame is taken whole)
+and every frame stays well inside its decode budget; a larger batch goes as several messages."""
 
 
 class LinkHost(Protocol):
@@ -46,6 +56,8 @@ class LinkHost(Protocol):
     def deliver_remote(self, connector: int, worker: int, time: Timestamp, records: list[Any]) -> None: ...
 
     def backlog(self) -> int: ...
+
+    def queued_records(self) -> int: ...
 
     def fail(self, err: BaseException) -> None: ...
 
@@ -71,6 +83,9 @@ class ClusterLink:
         self.bye_sent = False
         self.error_sent = False
         self.reading_paused = False
+        self.decode_budget = decode_budget_from_env()
+        """Bytes one DATA frame may take once decoded: a frame that could take more is refused
+        before any of it is decoded (a 16 MiB frame of small ints decodes to about 290 MB)."""
         self._all_byes = asyncio.Event()
         self.on_sample: Callable[[int, Any], None] | None = None
         """Process 0 with the console on: what to do with a peer's sample (else samples are dropped)."""
@@ -93,11 +108,20 @@ class ClusterLink:
         for key, delta in batch.items():
             out[key] = out.get(key, 0) + delta
 
-    def send_records(
-        self, process: int, connector: int, worker: int, time: tuple[int, ...], records: list[Any]
-    ) -> None:
-        """Encode now (so a bad record fails in its sender's callback) and queue for the next flush."""
-        self.outboxes[process].append([connector, worker, time, self.codec.encode_records(records)])
+    def send_records(self, process: int, connector: int, worker: int, time: tuple[int, ...], records: list[Any]) -> int:
+        """Encode now (so a bad record fails in its sender's callback) and queue for the next flush;
+        the number of messages made. A batch that encodes to more than `DATA_FRAME_BYTES` goes
+        as several messages, so that every frame stays well inside the peer's decode budget."""
+        blob = self.codec.encode_records(records)
+        box = self.outboxes[process]
+        if len(blob) <= DATA_FRAME_BYTES or len(records) == 1:
+            box.append([connector, worker, time, blob])
+            return 1
+        pieces = -(-len(blob) // DATA_FRAME_BYTES)
+        step = -(-len(records) // pieces)
+        for start in range(0, len(records), step):
+            box.append([connector, worker, time, self.codec.encode_records(records[start : start + step])])
+        return -(-len(records) // step)
 
     def flush(self) -> None:
         """Send the accumulated progress batch to every peer, then each peer's data."""
@@ -113,11 +137,21 @@ class ClusterLink:
                 self.progress_frames_sent += len(self.peers)
         for p, box in self.outboxes.items():
             if box:
-                payload = msgpack.packb([DATA, box])
                 self.outboxes[p] = []
-                self.transport.send(p, payload)
-                self.data_bytes_sent += len(payload)
-                self.data_frames_sent += 1
+                start = size = 0
+                for i, message in enumerate(box):
+                    n = len(message[3])
+                    if size + n > DATA_FRAME_BYTES and i > start:
+                        self._send_data(p, box[start:i])
+                        start, size = i, 0
+                    size += n
+                self._send_data(p, box[start:] if start else box)
+
+    def _send_data(self, peer: int, messages: list[list[Any]]) -> None:
+        payload = msgpack.packb([DATA, messages])
+        self.transport.send(peer, payload)
+        self.data_bytes_sent += len(payload)
+        self.data_frames_sent += 1
 
     def pending_output(self) -> bool:
         return bool(self.progress_out) or any(self.outboxes.values())
@@ -183,9 +217,12 @@ class ClusterLink:
                 self.tracker.update({(_from_flat(tuple(t)), loc): d for t, loc, d in frame[1]})
             elif kind == DATA:
                 self.data_bytes_received += len(payload)
+                self._check_budget(payload, frame[1])
                 for connector, worker, time, blob in frame[1]:
                     rt.deliver_remote(connector, worker, _from_flat(tuple(time)), self.codec.decode_records(blob))
-                if not self.reading_paused and rt.backlog() > RECEIVE_HIGH:
+                if not self.reading_paused and (
+                    rt.backlog() > RECEIVE_HIGH or rt.queued_records() > RECEIVE_HIGH_RECORDS
+                ):
                     self.reading_paused = True
                     self.transport.pause_reading()
             elif kind == ERROR:
@@ -209,6 +246,21 @@ class ClusterLink:
             rt.fail(_from_peer(peer, FrameError(f"malformed frame: {type(exc).__name__}: {exc}")))
         rt.wake()
 
+    def _check_budget(self, payload: bytes, messages: Any) -> None:
+        budget = self.decode_budget
+        if len(payload) * OBJECT_BYTES <= budget:
+            return  # nothing in it could take more: every value takes at least a byte
+        spent = len(payload)
+        for message in messages:
+            blob = message[3]
+            if type(blob) is bytes:
+                spent += decoded_size_bound(blob, budget - spent)
+            if spent > budget:
+                raise FrameError(
+                    f"refusing a DATA frame of {len(payload)} bytes: decoded, it could take more than the decode "
+                    f"budget of {budget / (1 << 20):g} MiB (TIMELY_DECODE_BUDGET)"
+                )
+
     def _on_lost(self, peer: int, reason: BaseException) -> None:
         if peer in self.byes:
             return
@@ -220,11 +272,14 @@ class ClusterLink:
             "kind": type(reason).__name__,
             "message": f"lost the connection to process {peer}: {reason}",
         }
+        if isinstance(reason, SilentPeerError):
+            info["message"] = f"process {peer} fell silent: {reason}"
         me = self.transport.process_index
-        self.host.fail(PeerError(f"process {me}: lost the connection to process {peer}: {reason}", info))
+        self.host.fail(PeerError(f"process {me}: {info['message']}", info))
 
     def maybe_resume_reading(self) -> None:
-        if self.reading_paused and self.host.backlog() <= RECEIVE_LOW:
+        host = self.host
+        if self.reading_paused and host.backlog() <= RECEIVE_LOW and host.queued_records() <= RECEIVE_LOW_RECORDS:
             self.reading_paused = False
             self.transport.resume_reading()
 

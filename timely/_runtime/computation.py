@@ -17,7 +17,9 @@ failing, timing out); side by side, a difference between them shows.
 from __future__ import annotations
 
 import asyncio
+import io
 import os
+import select
 import sys
 import time as _time
 from collections.abc import Callable
@@ -40,6 +42,7 @@ from .config import (
     cluster_from_env,
     console_from,
     console_from_env,
+    peer_timeout_from_env,
     pickle_from_env,
 )
 from .process import SHUTDOWN_SECONDS, ProcessRuntime
@@ -56,7 +59,57 @@ CATCH_UP_SECONDS = 1.0
 the program was away from timely, before it answers."""
 
 
+class _WholeWrites(io.RawIOBase):
+    """A raw stream whose ``write`` writes all it is given, retrying after a short write.
+
+    Under ``PYTHONUNBUFFERED`` (``python -u``) ``sys.stdout`` writes straight to a raw
+    ``FileIO``, and the text layer drops whatever a short write left out. Once a uvloop event
+    loop has run in the process, a write of more than 64 KiB to a pipe that is not read fast
+    enough (a worker's stdout, read by a launcher whose own output is slow) comes back short:
+    the rest of the line was lost. Measured: 64 KiB of 1 MiB arrived."""
+
+    def __init__(self, raw: Any) -> None:
+        super().__init__()
+        self.raw = raw
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return int(self.raw.fileno())
+
+    def isatty(self) -> bool:
+        return bool(self.raw.isatty())
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            n = self.raw.write(view[done:])
+            if n is None:  # a non-blocking descriptor that is full: wait until it takes more
+                select.select([], [self.raw], [])
+                continue
+            done += n
+        return done
+
+
+def _write_whole_lines() -> None:
+    """Make unbuffered ``sys.stdout`` and ``sys.stderr`` write everything (see `_WholeWrites`)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if isinstance(stream, io.TextIOWrapper) and type(stream.buffer) is io.FileIO:
+            wrapped = io.TextIOWrapper(
+                _WholeWrites(stream.buffer),  # type: ignore[type-var]
+                encoding=stream.encoding,
+                errors=stream.errors,
+                line_buffering=stream.line_buffering,
+                write_through=True,
+            )
+            setattr(sys, name, wrapped)
+
+
 def _new_event_loop() -> asyncio.AbstractEventLoop:
+    _write_whole_lines()
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency, but stay usable without it
@@ -126,7 +179,9 @@ class _Setup(Generic[T]):
             from ..net.tcp import TcpTransport
 
             c = self.cluster
-            self.transport = await TcpTransport.join(c.process_index, c.addresses, c.secret, self.fingerprint())
+            self.transport = await TcpTransport.join(
+                c.process_index, c.addresses, c.secret, self.fingerprint(), peer_timeout=peer_timeout_from_env()
+            )
         return self.transport
 
 
@@ -281,6 +336,16 @@ class Computation(_Handle):
             loop.close()
 
 
+def _raise_the_failure(runtime: ProcessRuntime, exc: BaseException | None) -> None:
+    """Raise the computation's failure itself when the block ended in a `ComputationFailed`
+    (an input used after the failure): which of the two a program saw depended on whether the
+    failure landed during a wait or between two sends, so processes of one failed computation
+    reported different errors."""
+    failure = runtime.failure
+    if isinstance(exc, ComputationFailed) and failure is not None and exc.__cause__ is failure:
+        raise failure
+
+
 def _body_failed(runtime: ProcessRuntime, error: BaseException) -> TimelyError:
     if isinstance(error, TimelyError) and not isinstance(error, LibraryError):
         return error
@@ -403,6 +468,7 @@ class execute(_Execution[T]):
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         assert self._comp is not None
         self._comp._close(exc if exc_type is not None else None)
+        _raise_the_failure(self._comp.runtime, exc)
 
 
 class AsyncComputation(_Handle):
@@ -501,3 +567,4 @@ class execute_async(_Execution[T]):
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         assert self._comp is not None
         await self._comp._close(exc if exc_type is not None else None)
+        _raise_the_failure(self._comp.runtime, exc)

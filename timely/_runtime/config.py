@@ -15,6 +15,8 @@ them)::
     TIMELY_CHECKPOINT_DIR   with --checkpoint-dir: where to checkpoint and resume from (absolute)
     TIMELY_CHECKPOINT_EVERY with --checkpoint-every: checkpoint every K epochs
     TIMELY_PICKLE         "1" with --pickle: records without a codec travel pickled (trusted clusters)
+    TIMELY_PEER_TIMEOUT   with --peer-timeout: seconds of silence after which a peer counts as hung (30)
+    TIMELY_DECODE_BUDGET  MiB one frame from a peer may take once decoded (256); a frame past it is refused
     TIMELY_DEBUG          "1" with --debug: failures print with the runtime's frames too
     TIMELY_LAUNCHER       "local" (this launcher runs every process) or "hosts" (this machine's one)
     TIMELY_CONSOLE        with --console: [host:]port where process 0 serves the live console
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field
 
 from ..checkpoint import Checkpoints
 from ..errors import TimelyError
+from ..net.tcp import PEER_TIMEOUT, check_secret
 
 __all__ = [
     "ENV_CONSOLE",
@@ -49,6 +52,8 @@ __all__ = [
     "ENV_CHECKPOINT_EVERY",
     "ENV_DEBUG",
     "ENV_LAUNCHER",
+    "ENV_DECODE_BUDGET",
+    "ENV_PEER_TIMEOUT",
     "ENV_PICKLE",
     "ENV_PROCESSES",
     "ENV_PROCESS_INDEX",
@@ -67,6 +72,8 @@ __all__ = [
     "format_address",
     "parse_address",
     "parse_secret",
+    "decode_budget_from_env",
+    "peer_timeout_from_env",
     "pickle_from_env",
     "read_hosts_file",
     "read_secret_file",
@@ -97,6 +104,13 @@ ENV_PICKLE = "TIMELY_PICKLE"
 
 ENV_CONSOLE = "TIMELY_CONSOLE"
 """``[host:]port`` where process 0 serves the live console (``timely run --console``)."""
+
+ENV_PEER_TIMEOUT = "TIMELY_PEER_TIMEOUT"
+"""Seconds without a heartbeat from a peer after which it counts as hung (``timely run --peer-timeout``)."""
+
+ENV_DECODE_BUDGET = "TIMELY_DECODE_BUDGET"
+"""MiB one frame from a peer may take once decoded; a frame that could take more is refused."""
+DECODE_BUDGET_MIB = 256
 
 SECRET_BYTES = 32
 SECRET_HINT = "create one with: python -c 'import secrets; print(secrets.token_hex(32))' > secret.hex"
@@ -156,9 +170,13 @@ def parse_secret(text: str, where: str) -> bytes:
     if not value:
         raise ClusterConfigError(f"{where} is empty; the shared secret must be hex ({SECRET_HINT})")
     try:
-        return bytes.fromhex(value)
+        secret = bytes.fromhex(value)
     except ValueError:
         raise ClusterConfigError(f"{where} is not hex; the shared secret must be hex ({SECRET_HINT})") from None
+    weak = check_secret(secret, where)
+    if weak is not None:
+        raise ClusterConfigError(f"{weak}; {SECRET_HINT}")
+    return secret
 
 
 @dataclass(frozen=True)
@@ -186,8 +204,10 @@ class ClusterConfig:
             raise ClusterConfigError(f"workers must be an int >= 1, not {self.workers!r}")
         if not isinstance(self.secret, bytes):
             raise ClusterConfigError("secret must be bytes")
-        if self.processes > 1 and not self.secret:
-            raise ClusterConfigError("a cluster of more than one process needs a non-empty secret")
+        if self.processes > 1:
+            weak = check_secret(self.secret)
+            if weak is not None:
+                raise ClusterConfigError(f"a cluster of more than one process needs a strong secret: {weak}")
 
     @property
     def address(self) -> tuple[str, int]:
@@ -274,6 +294,32 @@ def pickle_from_env(environ: Mapping[str, str] | None = None) -> bool:
     if text in ("1", "true", "yes"):
         return True
     raise ClusterConfigError(f"{ENV_PICKLE}={env[ENV_PICKLE]!r}: expected 1 (pickle enabled) or 0")
+
+
+def _positive_from_env(env: Mapping[str, str], name: str, unit: str) -> float | None:
+    """The positive number the variable ``name`` holds, None when it is unset or empty."""
+    text = env.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise ClusterConfigError(f"{name}={text!r}: expected a positive number of {unit}")
+    return value
+
+
+def peer_timeout_from_env(environ: Mapping[str, str] | None = None) -> float:
+    """The peer timeout ``TIMELY_PEER_TIMEOUT`` sets (``timely run --peer-timeout``), else the default."""
+    value = _positive_from_env(os.environ if environ is None else environ, ENV_PEER_TIMEOUT, "seconds")
+    return PEER_TIMEOUT if value is None else value
+
+
+def decode_budget_from_env(environ: Mapping[str, str] | None = None) -> int:
+    """Bytes one frame from a peer may take once decoded (``TIMELY_DECODE_BUDGET``, in MiB)."""
+    value = _positive_from_env(os.environ if environ is None else environ, ENV_DECODE_BUDGET, "MiB")
+    return DECODE_BUDGET_MIB << 20 if value is None else int(value * (1 << 20))
 
 
 def checkpoints_from_env(environ: Mapping[str, str] | None = None) -> Checkpoints | None:

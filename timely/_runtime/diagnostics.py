@@ -172,6 +172,7 @@ class Diagnostics:
             frontier_size=len(self.tracker.frontier),
             elapsed_seconds=_time.perf_counter() - self.started_at,
             max_queued_messages=scheduler.max_backlog,
+            max_queued_records=scheduler.max_queued_records,
             network=self.link.statistics() if self.link is not None else {},
             checkpoints=self.recovery.statistics() if self.recovery is not None else {},
         )

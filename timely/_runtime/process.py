@@ -69,6 +69,8 @@ SLICE_SECONDS = 0.002
 """How long the scheduler runs callbacks before it yields to the event loop."""
 SHUTDOWN_SECONDS = 10.0
 """How long a finished process waits for its peers' goodbyes (or a failed one flushes its error)."""
+BYE_POLL_SECONDS = 0.25
+"""How often a complete process waiting for its peers' goodbyes looks whether it has failed."""
 GC_THRESHOLD = 50_000
 """The cyclic collector's first threshold while a computation runs (Python's default is 700).
 Records in flight are young tuples and lists the collector scans again and again; at the
@@ -272,6 +274,9 @@ class ProcessRuntime:
         """Messages waiting in this process: queued, behind busy vertices, behind the fence."""
         return self.scheduler.backlog()
 
+    def queued_records(self) -> int:
+        return self.scheduler.queued_records()
+
     def ready(self) -> bool:
         """Below the limits at which producers should wait: few queued messages, no congestion."""
         return self.backlog() <= INPUT_BACKLOG // 4 and not self.congested()
@@ -356,14 +361,30 @@ class ProcessRuntime:
             if link is not None:
                 if self.failure is None:
                     link.send_bye()
-                    if not await link.wait_byes(SHUTDOWN_SECONDS):
-                        log.warning(
-                            "process %d: not every peer said goodbye within %s s", self.process_index, SHUTDOWN_SECONDS
-                        )
-                else:
+                    await self._wait_byes(link)
+                if self.failure is not None:
                     link.send_error(self.failure)
             with anyio.move_on_after(SHUTDOWN_SECONDS):
                 await self.transport.close()
+
+    async def _wait_byes(self, link: ClusterLink) -> None:
+        """Wait for every peer's goodbye, for as long as it takes, unless the computation fails
+        meanwhile (a peer lost or silent, an ERROR frame, the program's deadline). Never end as
+        complete without them: a peer whose progress made this process's view empty too early
+        (a negative delta it should not have sent) would otherwise let it exit 0 alone."""
+        waited = 0.0
+        while not await link.wait_byes(BYE_POLL_SECONDS):
+            if self.failure is not None:
+                return
+            waited += BYE_POLL_SECONDS
+            if waited % SHUTDOWN_SECONDS < BYE_POLL_SECONDS:
+                missing = sorted(set(link.peers) - link.byes)
+                log.warning(
+                    "process %d: complete, still waiting for the goodbye of processes %s (%.0f s)",
+                    self.process_index,
+                    missing,
+                    waited,
+                )
 
     async def _schedule(self) -> None:
         waiters = self.waiters

@@ -71,8 +71,10 @@ class Scheduler:
         self.in_flight = 0
         """``async def`` callbacks running."""
         self.held_by_busy = 0
+        self.held_records_by_busy = 0
         """Messages waiting behind vertices busy in an async callback."""
         self.max_backlog = 0
+        self.max_queued_records = 0
         self._notes_dirty = False
         self._task_group: Any = None
         self.workers = [Worker(self.first_worker + i) for i in range(workers)]
@@ -94,6 +96,7 @@ class Scheduler:
                         route.connector = c.index
                         route.link = link
                         route.per_process = self.workers_per_process
+                        route.stage = g.stages[c.target].name
                         vr.routes[port].append(route)
                 for port, conn in enumerate(g.incoming[vr.stage]):
                     assert conn is not None
@@ -144,6 +147,13 @@ class Scheduler:
             self.max_backlog = n
         return n
 
+    def queued_records(self) -> int:
+        """Records in this process's queues and behind busy vertices (not those behind the fence)."""
+        n = sum(w.queued_records for w in self.workers) + self.held_records_by_busy
+        if n > self.max_queued_records:
+            self.max_queued_records = n
+        return n
+
     def deliver_remote(self, connector: int, worker: int, time: Timestamp, records: list[Any]) -> None:
         """Queue a batch that arrived from another process for one of this process's workers."""
         conn = self.graph.connectors[connector]
@@ -183,6 +193,7 @@ class Scheduler:
             item = queue.popleft()
             ctx, port, time, records, count = item
             w.queued -= count
+            w.queued_records -= len(records)
             key = (ctx, port, time)
             if waiting.get(key) is item:
                 del waiting[key]
@@ -192,6 +203,7 @@ class Scheduler:
             if ctx.busy:
                 ctx.backlog.append(item)
                 self.held_by_busy += count
+                self.held_records_by_busy += len(records)
                 continue
             ctx.held = time
             ctx.messages_received += 1
@@ -355,6 +367,7 @@ class Scheduler:
         else:
             w.notifications_delivered += 1
         if ctx.backlog:
+            self.held_records_by_busy -= sum(len(e[3]) for e in ctx.backlog)
             self.held_by_busy -= w.requeue(ctx.backlog)
             ctx.backlog.clear()
         self._notes_dirty = True

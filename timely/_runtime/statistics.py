@@ -29,6 +29,9 @@ class ComputationStatistics:
     elapsed_seconds: float
     max_queued_messages: int = 0
     """The most messages this process held queued at once (bounded by backpressure)."""
+    max_queued_records: int = 0
+    """The most records this process held queued at once, as seen when frames from other
+    processes arrived (bounded by backpressure)."""
     network: dict[str, int] = field(default_factory=dict)
     """Bytes and frames of data and of progress this process sent and received."""
     checkpoints: dict[str, Any] = field(default_factory=dict)

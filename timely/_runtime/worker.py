@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedList
 
+from ..errors import VertexError
 from ..graph import StageSpec
+from ..net.codec import short_repr
 from ..progress import Pointstamp
 from ..timestamp import Timestamp
 from ..vertex import Vertex, VertexContext, attach
@@ -82,6 +84,7 @@ class Route:
         "peers",
         "per_process",
         "port",
+        "stage",
         "targets",
     )
 
@@ -95,6 +98,7 @@ class Route:
         self.connector = 0
         self.link: ClusterLink | None = None
         self.per_process = 1  # workers per process
+        self.stage = ""  # the target stage's name, for errors
 
     def send(self, records: list[Any], time: Timestamp, pending: dict[Pointstamp, int]) -> int:
         """Enqueue ``records`` for the target(s); count them in ``pending``; return messages made."""
@@ -109,8 +113,11 @@ class Route:
         parts: list[list[Any]] = [[] for _ in range(n)]
         appends = [p.append for p in parts]
         fn = self.partition
-        for r in records:
-            appends[fn(r) % n](r)
+        try:
+            for r in records:
+                appends[fn(r) % n](r)
+        except Exception as exc:
+            raise self._exchange_failed(exc, r, time) from exc
         made = 0
         port = self.port
         targets = self.targets
@@ -118,12 +125,31 @@ class Route:
             if part:
                 target = targets[w]
                 if target is None:
-                    self.link.send_records(w // self.per_process, self.connector, w, time, part)  # type: ignore[union-attr]
+                    made += self.link.send_records(w // self.per_process, self.connector, w, time, part)  # type: ignore[union-attr]
                 else:
                     target.worker_state.enqueue(target, port, time, part)
-                made += 1
+                    made += 1
         pending[key] = pending.get(key, 0) + made
         return made
+
+    def _exchange_failed(self, exc: Exception, record: Any, time: Timestamp) -> VertexError:
+        """The user's exchange function raised on ``record``, or returned something that is not an int."""
+        what = f"raised {type(exc).__name__}"
+        try:
+            value = self.partition(record)  # type: ignore[misc]
+        except Exception:
+            pass
+        else:
+            if not isinstance(value, int):
+                what = f"returned {type(value).__name__} {short_repr(value)}, not an int,"
+        return VertexError(
+            f"stage {self.stage!r}: the exchange function of its input {self.port} {what} on the record "
+            f"{short_repr(record)} at time {time}: {exc}",
+            self.stage,
+            -1,
+            time,
+            "exchange",
+        )
 
 
 class Worker:
@@ -144,6 +170,9 @@ class Worker:
         """The queue's entries that can still absorb messages, by (vertex, port, time)."""
         self.queued = 0
         """Messages in the queue, counting merged ones (what backpressure limits)."""
+        self.queued_records = 0
+        """Records in the queue: what backpressure from other processes limits, since a merged
+        message, or one a busy stage sent, may hold tens of thousands."""
         # (guarantee, stage, capability or TOP); sorted so the earliest are delivered first
         self.notifications: SortedList = SortedList()
         self.messages_delivered = 0
@@ -154,6 +183,7 @@ class Worker:
     def enqueue(self, ctx: VertexRuntime, port: int, time: Timestamp, records: list[Any]) -> None:
         """Queue ``records`` (a list the runtime owns) for ``ctx``'s input ``port`` at ``time``."""
         self.queued += 1
+        self.queued_records += len(records)
         key = (ctx, port, time)
         entry = self.waiting.get(key)
         if entry is not None and len(entry[3]) < MERGE_LIMIT:
@@ -170,4 +200,5 @@ class Worker:
         self.queue.extendleft(reversed(entries))
         messages = sum(e[4] for e in entries)
         self.queued += messages
+        self.queued_records += sum(len(e[3]) for e in entries)
         return messages

@@ -60,6 +60,17 @@ unregistered type, a subclass of a native type, an int beyond 64 bits) is pickle
 must not be able to make this process unpickle — so enable it only on a trusted cluster, in
 every process.
 
+Nesting
+-------
+Sets, frozensets and registered types are each packed as a msgpack value of their own inside
+an extension, and so is a value holding lists (the strict encoding); decoding one takes a
+nested ``unpackb`` call, which costs some 40 KiB of C stack (msgpack's fixed parse stack). So both
+sides count these *levels* — how many such values enclose a value — and refuse more than
+`NESTING_LIMIT`: the encoder with a `CodecError` in the sender, the decoder with a
+`CodecError` for bytes no encoder would make (200 nested frozensets, 934 bytes, used to
+overflow the decoder's C stack). Native tuples, lists and dicts nest within one ``unpackb``
+and are bounded by msgpack's own limits (511 levels), which the decoder also reports cleanly.
+
 Errors
 ------
 Every failure is a `CodecError` naming the offending type, or, for received bytes, what was
@@ -95,6 +106,7 @@ __all__ = [
     "EXT_TUPLE",
     "FIRST_USER_CODE",
     "LAST_USER_CODE",
+    "NESTING_LIMIT",
     "Codec",
     "CodecRegistry",
     "DEFAULT_REGISTRY",
@@ -118,6 +130,28 @@ FIRST_USER_CODE = 16
 """Codes below this one are reserved for timely."""
 LAST_USER_CODE = 127
 """msgpack extension codes are signed bytes; user codes run up to 127."""
+
+NESTING_LIMIT = 16
+"""Levels of nested sets, frozensets, registered types and list-holding values a value may
+have, encoding or decoding (see "Nesting" above). Each level takes about 40 KiB of C stack
+to decode: 16 fit in a thread with a 1 MiB stack, where about 200 crashed the default 8 MiB
+main thread."""
+
+_nesting = threading.local()
+"""``level``: how many nested extension values the codec is inside, on this thread."""
+
+
+def _enter_level(what: str) -> int:
+    """Go one level deeper (returns the level to restore); `CodecError` past `NESTING_LIMIT`."""
+    level: int = getattr(_nesting, "level", 0)
+    if level >= NESTING_LIMIT:
+        raise CodecError(
+            f"{what} nested more than {NESTING_LIMIT} levels deep in sets, frozensets, registered types "
+            f"or values holding lists (the codec's NESTING_LIMIT): flatten the record"
+        )
+    _nesting.level = level + 1
+    return level
+
 
 _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
@@ -363,13 +397,13 @@ def _as_base(obj: Any) -> Any:
 class Codec:
     """Encode and decode batches of records and control messages. See the module docstring."""
 
-    __slots__ = ("_default", "_ext_hook", "_pack_value", "allow_pickle", "registry")
+    __slots__ = ("_default", "_ext_hook", "_pack_value", "_unpack_value", "allow_pickle", "registry")
 
     def __init__(self, allow_pickle: bool = False) -> None:
         self.allow_pickle = allow_pickle
         self.registry = CodecRegistry()
         self._default, self._pack_value = self._make_packer()
-        self._ext_hook = self._make_ext_hook()
+        self._ext_hook, self._unpack_value = self._make_ext_hook()
 
     def register(self, cls: type, encode: Encoder, decode: Decoder, code: int | None = None) -> int:
         """Register ``cls`` for this codec only (taking precedence over `DEFAULT_REGISTRY`);
@@ -403,22 +437,34 @@ class Codec:
         packb = msgpack.packb
         needs_strict = _needs_strict
         mark = _TUPLE_EXT
+        enter_level = _enter_level
+        nesting = _nesting
 
-        def pack_value(value: Any, census: list[Any]) -> bytes:
+        def pack_value(value: Any, census: list[Any], nested: bool = False) -> bytes:
             """``value`` packed so that it decodes to the same types: msgpack's default mode
-            unless the census of ``census`` (the values inside ``value``) finds a list."""
+            unless the census of ``census`` (the values inside ``value``) finds a list. The
+            strict wrapper is a level of nesting inside another value (``nested``), not at the
+            root, which the decoder unwraps without a nested unpack."""
             if not needs_strict(census):
                 return packb(value, default=default, use_bin_type=True)  # type: ignore[no-any-return]
-            strict = packb(value, default=default, use_bin_type=True, strict_types=True)
+            level = enter_level("cannot encode a value") if nested else 0
+            try:
+                strict = packb(value, default=default, use_bin_type=True, strict_types=True)
+            finally:
+                if nested:
+                    nesting.level = level
             return packb(ExtType(EXT_EXACT, strict), use_bin_type=True)  # type: ignore[no-any-return]
 
         def pack_inner(value: Any, inside: str) -> bytes:
+            level = enter_level("cannot encode a value")
             try:
-                return pack_value(value, [value])
+                return pack_value(value, [value], True)
             except _Unencodable as e:
                 if not e.inside:
                     e.inside = inside
                 raise
+            finally:
+                nesting.level = level
 
         def default(obj: Any) -> Any:
             cls = type(obj)
@@ -430,7 +476,7 @@ class Codec:
                     value = entry.encode(obj)
                 except Exception as e:
                     raise CodecError(
-                        f"the codec registered for {_describe(cls)} failed to encode {_short_repr(obj)}: "
+                        f"the codec registered for {_describe(cls)} failed to encode {short_repr(obj)}: "
                         f"{type(e).__name__}: {e}"
                     ) from e
                 return ExtType(entry.code, pack_inner(value, f"inside the encoding of a {cls.__qualname__}"))
@@ -496,21 +542,21 @@ class Codec:
         return self._unpack(data, "message")
 
     def _unpack(self, data: bytes, what: str) -> Any:
-        try:
-            return msgpack.unpackb(data, use_list=False, raw=False, strict_map_key=False, ext_hook=self._ext_hook)
-        except CodecError:
-            raise
-        except Exception as e:
-            raise CodecError(f"malformed {what} ({len(data)} bytes): {_unpack_reason(e)}") from e
+        exact = _root_exact(data)
+        if exact is not None:  # a value holding lists: unwrapped here, not a nested unpack
+            return self._unpack_value(exact, what, True)
+        return self._unpack_value(data, what, False)
 
-    def _make_ext_hook(self) -> Callable[[int, bytes], Any]:
+    def _make_ext_hook(self) -> tuple[Callable[[int, bytes], Any], Callable[[bytes, str, bool], Any]]:
         local = self.registry._by_code
         shared = DEFAULT_REGISTRY._by_code
         allow_pickle = self.allow_pickle
         unpackb = msgpack.unpackb
         from_strict_array = _from_strict_array
+        enter_level = _enter_level
+        nesting = _nesting
 
-        def unpack_inner(data: bytes, what: str, strict: bool = False) -> Any:
+        def unpack_value(data: bytes, what: str, strict: bool) -> Any:
             try:
                 if strict:
                     return unpackb(
@@ -527,6 +573,14 @@ class Codec:
             except Exception as e:
                 raise CodecError(f"malformed {what} ({len(data)} bytes): {_unpack_reason(e)}") from e
 
+        def unpack_inner(data: bytes, what: str, strict: bool = False) -> Any:
+            """A value inside an extension value: one level deeper (a nested unpack)."""
+            level = enter_level(f"refusing a {what} ({len(data)} bytes):")
+            try:
+                return unpack_value(data, what, strict)
+            finally:
+                nesting.level = level
+
         def ext_hook(code: int, data: bytes) -> Any:
             if code == EXT_TUPLE:
                 if data:
@@ -535,9 +589,12 @@ class Codec:
             if code == EXT_EXACT:
                 return unpack_inner(data, "value holding lists", strict=True)
             if code == EXT_TIMESTAMP:
-                flat = unpack_inner(data, "timestamp")
+                try:  # ints only: no extension hook, so no nesting
+                    flat = unpackb(data, use_list=False)
+                except Exception as e:
+                    raise CodecError(f"malformed timestamp ({len(data)} bytes): {_unpack_reason(e)}") from e
                 if type(flat) is not tuple or not flat or any(type(c) is not int or c < 0 for c in flat):
-                    raise CodecError(f"malformed timestamp: expected non-negative ints, got {_short_repr(flat)}")
+                    raise CodecError(f"malformed timestamp: expected non-negative ints, got {short_repr(flat)}")
                 return _from_flat(flat)
             if code in (EXT_SET, EXT_FROZENSET):
                 kind = "set" if code == EXT_SET else "frozenset"
@@ -578,10 +635,38 @@ class Codec:
             except Exception as e:
                 raise CodecError(
                     f"the codec registered for {_describe(entry.cls)} (extension code {code}) failed to decode "
-                    f"{_short_repr(value)}: {type(e).__name__}: {e}"
+                    f"{short_repr(value)}: {type(e).__name__}: {e}"
                 ) from e
 
-        return ext_hook
+        return ext_hook, unpack_value
+
+
+_EXT_HEADERS = {0xC7: (1, 2), 0xC8: (2, 3), 0xC9: (4, 5)}
+"""msgpack's ext 8/16/32 formats: the size of the length field, and where the type byte is."""
+_FIXEXT_LENGTHS = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}
+"""msgpack's fixext formats (type byte at 1): their payload lengths."""
+
+
+def _root_exact(data: bytes) -> bytes | None:
+    """The payload when ``data`` is one `EXT_EXACT` value, as the encoder wraps a value
+    holding lists; else None."""
+    if not data:
+        return None
+    header = _EXT_HEADERS.get(data[0])
+    if header is not None:
+        size, at = header
+        if len(data) <= at:
+            return None
+        length = int.from_bytes(data[1 : 1 + size], "big")
+    elif data[0] in _FIXEXT_LENGTHS:
+        at, length = 1, _FIXEXT_LENGTHS[data[0]]
+    else:
+        return None
+    if len(data) <= at or data[at] != EXT_EXACT:
+        return None
+    if len(data) != at + 1 + length:
+        return None  # malformed: left to msgpack, which says how
+    return data[at + 1 :]
 
 
 def _unpack_reason(e: BaseException) -> str:
@@ -600,9 +685,75 @@ def _unpack_reason(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def _short_repr(obj: object, limit: int = 80) -> str:
+def short_repr(obj: object, limit: int = 80) -> str:
+    """``repr(obj)`` cut to ``limit`` characters, never raising: how error messages show a value."""
     try:
         text = repr(obj)
     except Exception:
         return f"<{type(obj).__qualname__} object>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# The decode budget ---------------------------------------------------------------------------------
+
+OBJECT_BYTES = 112
+"""The most memory one msgpack value of a byte or two can become once decoded, with room to
+spare: an empty map is one byte and becomes a new dict (80 bytes with its allocator header)
+plus the slots that hold it (16). Small ints cost 8-16 bytes each: a 16 MiB batch of them
+decodes to about 290 MB."""
+
+_FIXED = {0xC0: 0, 0xC2: 0, 0xC3: 0, 0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+_FIXED.update({0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8})
+_SIZED = {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xD9: 1, 0xDA: 2, 0xDB: 4}  # bin and str: the length's size
+_EXT = {0xC7: 1, 0xC8: 2, 0xC9: 4}
+_FIXEXT = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}
+_CONTAINERS = {0xDC: (2, 1), 0xDD: (4, 1), 0xDE: (2, 2), 0xDF: (4, 2)}  # array, map: (length size, items each)
+
+
+def decoded_size_bound(data: bytes, budget: int) -> int:
+    """An upper bound on the memory ``data`` (msgpack) takes once decoded, for deciding before
+    decoding whether to: `OBJECT_BYTES` per value, plus the length of every str and bin, looking
+    inside extension values (sets, registered types) too. Stops counting, and returns a value
+    above ``budget``, as soon as it passes it. Malformed data is left to the decoder."""
+    if len(data) * OBJECT_BYTES <= budget:
+        return len(data) * OBJECT_BYTES  # cannot be more: every value takes at least a byte
+    total = 0
+    stack = [(data, 0, len(data))]
+    while stack:
+        buf, pos, end = stack.pop()
+        while pos < end:
+            total += OBJECT_BYTES
+            if total > budget:
+                return total
+            b = buf[pos]
+            pos += 1
+            if b <= 0x7F or b >= 0xE0 or 0x80 <= b <= 0x9F:  # fixint, fixmap, fixarray: items follow
+                continue
+            if 0xA0 <= b <= 0xBF:
+                n = b & 0x1F
+            elif b in _FIXED:
+                pos += _FIXED[b]
+                continue
+            elif b in _SIZED:
+                size = _SIZED[b]
+                n = int.from_bytes(buf[pos : pos + size], "big")
+                pos += size
+            elif b in _CONTAINERS:
+                pos += _CONTAINERS[b][0]
+                continue
+            elif b in _EXT or b in _FIXEXT:
+                if b in _EXT:
+                    size = _EXT[b]
+                    n = int.from_bytes(buf[pos : pos + size], "big")
+                    pos += size + 1
+                else:
+                    n = _FIXEXT[b]
+                    pos += 1
+                stack.append((buf, pos, min(pos + n, end)))  # an extension's payload is msgpack too
+                pos += n
+                continue
+            else:
+                return total  # malformed: the decoder says how
+            total += n
+            pos += n
+    return total

@@ -11,12 +11,21 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
-__all__ = ["Transport", "FrameHandler", "LossHandler"]
+__all__ = ["Transport", "FrameHandler", "LossHandler", "SilentPeerError"]
 
 FrameHandler = Callable[[int, bytes], None]
 """Called with (peer index, payload) for every frame, in the order the peer sent them."""
 LossHandler = Callable[[int, BaseException], None]
 """Called with (peer index, reason) when a peer's connection ends without a goodbye."""
+
+
+class SilentPeerError(ConnectionError):
+    """The reason a transport gives for a peer that fell silent (hung, stopped, or cut off):
+    its connection may still be open, but nothing has come from it for the peer timeout."""
+
+    def __init__(self, message: str, peer: int) -> None:
+        super().__init__(message)
+        self.peer = peer
 
 
 class Transport(ABC):
