@@ -31,6 +31,9 @@ PEER_TIMEOUT = 2.0
 """The peer timeout the tests run with (the default is 30 s)."""
 REPORTED_WITHIN = 2.0
 """Seconds a process may take, once it has detected a silent peer, to fail and print that."""
+GRACE = 3.0
+"""The launcher's --grace: longer than a failed process's bounded flush of its ERROR frame to a
+stopped peer (about a second), so that each live process ends by itself, as the summary checks."""
 
 
 @pytest.fixture
@@ -48,7 +51,7 @@ def spawn(tmp_path: Path) -> Iterator[Callable[..., Proc]]:
 
 
 def launch(spawn: Callable[..., Proc], mode: str, *args: str, options: tuple[str, ...] = ()) -> Proc:
-    argv = [*LAUNCHER, "-n", "3", "--peer-timeout", str(PEER_TIMEOUT), "--grace", "1", "--kill-after", "1", *options]
+    argv = [*LAUNCHER, "-n", "3", "--peer-timeout", str(PEER_TIMEOUT), "--grace", str(GRACE), "--kill-after", "1", *options]
     return spawn([*argv, str(PROGRAM), mode, *args], clean_env(), "launcher")  # type: ignore[no-any-return]
 
 

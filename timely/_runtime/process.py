@@ -69,6 +69,8 @@ SLICE_SECONDS = 0.002
 """How long the scheduler runs callbacks before it yields to the event loop."""
 SHUTDOWN_SECONDS = 10.0
 """How long a finished process waits for its peers' goodbyes (or a failed one flushes its error)."""
+FAILED_FLUSH_SECONDS = 1.0
+"""How long a failed process tries to flush its ERROR frame to its peers before it goes."""
 BYE_POLL_SECONDS = 0.25
 """How often a complete process waiting for its peers' goodbyes looks whether it has failed."""
 GC_THRESHOLD = 50_000
@@ -364,8 +366,11 @@ class ProcessRuntime:
                     await self._wait_byes(link)
                 if self.failure is not None:
                     link.send_error(self.failure)
+            # failed: the ERROR frame is best effort (peers also watch heartbeats and resets), so
+            # a stopped peer's full socket holds this process for a second, not for five
+            flush = 5.0 if self.failure is None else FAILED_FLUSH_SECONDS
             with anyio.move_on_after(SHUTDOWN_SECONDS):
-                await self.transport.close()
+                await self.transport.close(flush)
 
     async def _wait_byes(self, link: ClusterLink) -> None:
         """Wait for every peer's goodbye, for as long as it takes, unless the computation fails

@@ -59,7 +59,7 @@ class MemoryNetwork:
             # Let the receiving runtime run between deliveries, so interleavings vary.
             await asyncio.sleep(0)
 
-    async def close(self) -> None:
+    async def close(self, flush_seconds: float = 5.0) -> None:
         if self._task is not None:
             self._task.cancel()
             try:
@@ -98,7 +98,7 @@ class MemoryTransport(Transport):
             self.paused = False
             self.network._ready.set()
 
-    async def close(self) -> None:
+    async def close(self, flush_seconds: float = 5.0) -> None:
         self.network._closed += 1
         if self.network._closed == self.processes:
             await self.network.close()

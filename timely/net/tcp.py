@@ -416,14 +416,15 @@ class TcpTransport(Transport):
         for peer in self.peers.values():
             peer.writer.transport.resume_reading()  # type: ignore[attr-defined]
 
-    async def close(self) -> None:
+    async def close(self, flush_seconds: float = 5.0) -> None:
         """Flush, half-close (so the peer reads everything we sent, an ERROR frame included,
-        before it sees the end), wait briefly for the peer to close its side, then close."""
+        before it sees the end), wait briefly for the peer to close its side, then close. All of
+        it within about ``flush_seconds``: a stopped peer's full socket must not hold us longer."""
         self._closing = True
         if self.heartbeats is not None:
             self.heartbeats.stop()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + 5.0
+        deadline = loop.time() + flush_seconds
         for peer in self.peers.values():
             transport = peer.writer.transport
             while transport.get_write_buffer_size() and loop.time() < deadline and not transport.is_closing():

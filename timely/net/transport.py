@@ -81,5 +81,5 @@ class Transport(ABC):
     def resume_reading(self) -> None: ...
 
     @abstractmethod
-    async def close(self) -> None:
-        """Flush what was sent and close every connection."""
+    async def close(self, flush_seconds: float = 5.0) -> None:
+        """Flush what was sent (for at most ``flush_seconds``) and close every connection."""
