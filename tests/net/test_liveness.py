@@ -51,7 +51,18 @@ def spawn(tmp_path: Path) -> Iterator[Callable[..., Proc]]:
 
 
 def launch(spawn: Callable[..., Proc], mode: str, *args: str, options: tuple[str, ...] = ()) -> Proc:
-    argv = [*LAUNCHER, "-n", "3", "--peer-timeout", str(PEER_TIMEOUT), "--grace", str(GRACE), "--kill-after", "1", *options]
+    argv = [
+        *LAUNCHER,
+        "-n",
+        "3",
+        "--peer-timeout",
+        str(PEER_TIMEOUT),
+        "--grace",
+        str(GRACE),
+        "--kill-after",
+        "1",
+        *options,
+    ]
     return spawn([*argv, str(PROGRAM), mode, *args], clean_env(), "launcher")  # type: ignore[no-any-return]
 
 
