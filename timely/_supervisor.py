@@ -25,12 +25,14 @@ import os
 import select
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
-from ._runtime.config import ENV_CHECKPOINT_DIR, ENV_PROCESSES, ClusterConfigError
+from ._runtime.config import ENV_CHECKPOINT_DIR, ENV_FAILURE_FILE, ENV_PROCESSES, ClusterConfigError
 from .checkpoint import CheckpointError, verify_delivery
 
 __all__ = ["Child", "Sink", "Supervisor", "DEFAULT_GRACE", "DEFAULT_KILL_AFTER"]
@@ -170,6 +172,9 @@ class Child:
     exited_at: float | None = None
     """When it ended (monotonic), seen as early as the platform allows: `Process.wait` returns
     only once the pipes are drained too, so two failures could be noticed out of order."""
+    because_of_peer: bool = False
+    """It failed because another process failed or was lost (its runtime said so in its
+    `ENV_FAILURE_FILE`): a consequence, never the first failure while a cause is known."""
 
     @property
     def running(self) -> bool:
@@ -229,6 +234,7 @@ class Supervisor:
         self._wake: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._pumps: list[asyncio.Task[None]] = []
+        self._causes: tempfile.TemporaryDirectory[str] | None = None
 
     # Events ------------------------------------------------------------------------------------
     def _poke(self) -> None:
@@ -254,6 +260,8 @@ class Supervisor:
         if child.exited_at is None:
             child.exited_at = time.monotonic()
         if returncode != 0 and child.stopped_with is None:
+            with contextlib.suppress(OSError):
+                child.because_of_peer = self._cause_file(child).read_text() == "peer"
             if not self.failures:
                 self._failure_noticed = time.monotonic()
             self.failures.append(child)
@@ -347,6 +355,8 @@ class Supervisor:
                 task.cancel()
             for number in handled:
                 loop.remove_signal_handler(number)
+            if self._causes is not None:
+                self._causes.cleanup()
         return self._report()
 
     def _verify_delivery(self) -> None:
@@ -411,6 +421,7 @@ class Supervisor:
             reads = child.index == self.stdin_index and self.attempt == 0
             stdin: Any = None if reads else asyncio.subprocess.DEVNULL
             posix: dict[str, Any] = {"process_group": 0} if os.name == "posix" else {}
+            child.env = {**child.env, ENV_FAILURE_FILE: str(self._cause_file(child))}
             try:
                 child.proc = await asyncio.create_subprocess_exec(
                     *self.argv,
@@ -430,6 +441,12 @@ class Supervisor:
             self._pumps.append(asyncio.create_task(pump(child.proc.stderr, prefix, self.err)))
             self._watch_exit(child)
             self._tasks.append(asyncio.create_task(self._watch(child)))
+
+    def _cause_file(self, child: Child) -> Path:
+        """Where ``child`` says why it failed (a fresh name per attempt)."""
+        if self._causes is None:
+            self._causes = tempfile.TemporaryDirectory(prefix="timely-run-")
+        return Path(self._causes.name) / f"p{child.index}-a{self.attempt}"
 
     def _running(self) -> list[Child]:
         return [c for c in self.children if c.running]
@@ -539,7 +556,9 @@ class Supervisor:
         return code
 
 
-def _failure_order(child: Child) -> tuple[float, bool]:
-    """Earliest end first; of two that ended at the same moment, one killed by a signal (a
-    peer's error is the consequence of a loss, not its cause)."""
-    return (child.exited_at if child.exited_at is not None else math.inf, (child.returncode or 0) >= 0)
+def _failure_order(child: Child) -> tuple[bool, float, bool]:
+    """Causes before consequences (a process that failed because of a peer comes after every
+    other), then the earliest end; of two that ended at the same moment, one killed by a signal
+    (a peer's error is the consequence of a loss, not its cause)."""
+    ended = child.exited_at if child.exited_at is not None else math.inf
+    return (child.because_of_peer, ended, (child.returncode or 0) >= 0)

@@ -256,3 +256,39 @@ def test_a_peer_error_is_one_line_and_silent_under_the_local_launcher(monkeypatc
     monkeypatch.setenv("TIMELY_LAUNCHER", "local")
     assert format_failure(error) == ""
     assert format_failure(ValueError("not ours")) is None
+
+
+LINGERING_CAUSE = """
+    import sys
+    import time
+
+    import timely
+
+    class Count(timely.Vertex):
+        def on_recv(self, edge, records, time):
+            if 7 in records:
+                raise ValueError("bad record 7")
+
+    def build(scope):
+        numbers = scope.new_input("numbers")
+        numbers.stage("count", Count, exchange=lambda r: r)
+        return numbers
+
+    try:
+        with timely.execute(build, timeout=30) as (comp, numbers):
+            if comp.runtime.process_index == 0:
+                numbers.send(range(20))
+    except timely.VertexError:  # the process whose callback raised: it lingers, then exits 3
+        time.sleep(1.5)
+        sys.exit(3)
+"""
+
+
+def test_the_summary_names_the_cause_first_when_it_ends_after_its_consequence(tmp_path: Path) -> None:
+    # Record 7 makes process 1 fail; its error frame ends process 0 (a PeerError, exit 1) at
+    # once, while process 1 lingers before exiting 3. Exit times alone would name p0 first; p0's
+    # runtime says it failed because of a peer, so p1 is first and the run's status is p1's.
+    done = run("-m", "timely", "run", "-n", "2", script(tmp_path, LINGERING_CAUSE), cwd=tmp_path)
+    summary = done.stderr.splitlines()[-1]
+    assert done.returncode == 3, done.stderr
+    assert summary.startswith("timely: p1 exited with status 3 (first); p0 exited with status 1"), summary

@@ -53,6 +53,7 @@ __all__ = [
     "ENV_DEBUG",
     "ENV_LAUNCHER",
     "ENV_DECODE_BUDGET",
+    "ENV_FAILURE_FILE",
     "ENV_PEER_TIMEOUT",
     "ENV_PICKLE",
     "ENV_PROCESSES",
@@ -99,6 +100,10 @@ of the computation (so its summary reports each one's exit), `LAUNCHER_HOSTS` wh
 machine's process of a multi-machine cluster."""
 LAUNCHER_LOCAL = "local"
 LAUNCHER_HOSTS = "hosts"
+ENV_FAILURE_FILE = "TIMELY_FAILURE_FILE"
+"""Set by ``timely run``: a file where the process writes why its computation failed, ``peer``
+(another process failed or was lost) or ``own``, so the launcher's summary can say which
+process failed first even when the consequence ended sooner than the cause."""
 ENV_PICKLE = "TIMELY_PICKLE"
 """``1``: records the codec cannot encode otherwise travel pickled (``timely run --pickle``)."""
 

@@ -53,6 +53,7 @@ from .config import ConsoleSettings
 from .diagnostics import Diagnostics
 from .fence import CheckpointFence
 from .recovery import Recovery, ReplayPlan, plan_replay
+from .report import record_cause
 from .sampling import Sampler
 from .scheduler import Scheduler
 from .statistics import ComputationStatistics
@@ -266,6 +267,7 @@ class ProcessRuntime:
         to stop it."""
         if self.failure is None:
             self.failure = err
+            record_cause(err)
         self.wake()
 
     def congested(self) -> bool:

@@ -34,9 +34,9 @@ from types import TracebackType
 from typing import Any
 
 from ..errors import PeerError, TimelyError, VertexError
-from .config import ENV_DEBUG, ENV_LAUNCHER, LAUNCHER_LOCAL
+from .config import ENV_DEBUG, ENV_FAILURE_FILE, ENV_LAUNCHER, LAUNCHER_LOCAL
 
-__all__ = ["format_failure", "install"]
+__all__ = ["format_failure", "install", "record_cause"]
 
 Hook = Callable[[type[BaseException], BaseException, TracebackType | None], Any]
 
@@ -136,6 +136,18 @@ def _chain(shown: traceback.TracebackException) -> list[traceback.TracebackExcep
             return found
         found.append(nxt)
         link = nxt
+
+
+def record_cause(exc: BaseException) -> None:
+    """Tell the launcher, if one asked (`ENV_FAILURE_FILE`), whether this process's computation
+    failed because of a peer (a `PeerError`) or on its own. A process that fails on its own error
+    may exit after the peers that its error frame ended; without this the launcher, which sees
+    only exit times, would name one of them as the first failure."""
+    path = os.environ.get(ENV_FAILURE_FILE)
+    if not path:
+        return
+    with contextlib.suppress(OSError):
+        Path(path).write_text("peer" if isinstance(exc, PeerError) else "own")
 
 
 def install() -> None:
