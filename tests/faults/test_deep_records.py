@@ -5,6 +5,7 @@ Through the public API: `timely.execute` with `timely.Checkpoints`."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +88,11 @@ def test_state_at_the_nesting_limit_is_checkpointed_and_restored(tmp_path: Path)
 
 def test_state_one_past_the_nesting_limit_fails_the_checkpoint_clearly(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setattr(Holder, "depth", NESTING_LIMIT + 1)
-    with pytest.raises(timely.TimelyError, match=rf"nested more than {NESTING_LIMIT} levels deep"):
+    with pytest.raises(timely.CheckpointError) as failed:
         run(tmp_path, range(3))
+    message = str(failed.value)
+    assert f"nested more than {NESTING_LIMIT} levels deep" in message, message
+    assert "the state of stage 'holder' (worker 0)" in message and "part-0-of-1" in message, message
 
 
 def test_a_part_holding_a_record_past_the_limit_is_refused_on_restore(tmp_path: Path) -> None:
@@ -102,7 +106,8 @@ def test_a_part_holding_a_record_past_the_limit_is_refused_on_restore(tmp_path: 
         [name, worker, keyed, {"value": deep, "seen": 1}] for name, worker, keyed, _ in body["vertices"]
     ]
     write_part(tmp_path, 1, 0, 1, part.header, body, fsync=False)
-    with pytest.raises(
-        timely.TimelyError, match=rf"refusing a frozenset \(\d+ bytes\): nested more than {NESTING_LIMIT}"
-    ):
+    with pytest.raises(timely.CheckpointError) as failed:
         run(tmp_path, range(6))
+    message = str(failed.value)
+    assert re.search(rf"refusing a frozenset \(\d+ bytes\): nested more than {NESTING_LIMIT}", message), message
+    assert message.startswith(f"{path}: cannot restore from it"), message

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from ..errors import TimelyError
+from ..errors import CodecError, TimelyError
 from ..net.codec import Codec
 
 MAGIC = b"TIMELY-CHECKPOINT-3\n"
@@ -111,14 +111,27 @@ def write_part(
     """Write this process's part of the checkpoint at ``epoch``; the number of bytes written.
     The small ``header`` is encoded apart from the ``body`` (the states), so that recovery
     decodes only the bodies it needs."""
-    payload = CODEC.encode((CODEC.encode(header), CODEC.encode(body)))
-    data = b"".join((MAGIC, _LENGTH.pack(len(payload)), payload, hashlib.sha256(payload).digest()))
     path = part_path(root, epoch, process, processes)
+    try:
+        payload = CODEC.encode((CODEC.encode(header), CODEC.encode(body)))
+    except CodecError as e:
+        raise CheckpointError(f"cannot write the checkpoint part {path}: {_whose_state(body)}{e}") from e
+    data = b"".join((MAGIC, _LENGTH.pack(len(payload)), payload, hashlib.sha256(payload).digest()))
     try:
         write_atomic(path, data, fsync)
     except OSError as e:
         raise CheckpointError(f"cannot write the checkpoint part {path} ({len(data)} bytes): {e}") from e
     return len(data)
+
+
+def _whose_state(body: dict[str, Any]) -> str:
+    """Which vertex's state the codec refused, for the error (found only once it has failed)."""
+    for name, worker, _, state in body.get("vertices", ()):
+        try:
+            CODEC.encode(state)
+        except CodecError:
+            return f"the state of stage {name!r} (worker {worker}): "
+    return ""
 
 
 @dataclass
@@ -127,12 +140,16 @@ class Part:
 
     header: dict[str, Any]
     _body: bytes
+    path: Path
 
     def body(self) -> dict[str, Any]:
-        with collector_paused():
-            content = CODEC.decode(self._body)
+        try:
+            with collector_paused():
+                content = CODEC.decode(self._body)
+        except CodecError as e:
+            raise CheckpointError(f"{self.path}: cannot restore from it: {e}") from e
         if not isinstance(content, dict):
-            raise CheckpointError("corrupt checkpoint part (its body is not a mapping)")
+            raise CheckpointError(f"{self.path}: corrupt (its body is not a mapping)")
         return content
 
 
@@ -157,7 +174,7 @@ def read_part(path: Path) -> Part:
         raise CheckpointError(f"{path}: corrupt (payload is not a part: {e})") from e
     if not isinstance(header, dict) or not isinstance(body, bytes):
         raise CheckpointError(f"{path}: corrupt (payload is not a part)")
-    return Part(header, body)
+    return Part(header, body, path)
 
 
 @dataclass(frozen=True)
