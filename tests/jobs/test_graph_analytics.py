@@ -6,9 +6,13 @@ names the file, line and text, and nothing written."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+import threading
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -336,3 +340,50 @@ def test_the_default_output_directory_is_ignored_by_git() -> None:
         ["git", "check-ignore", "-q", "graph-analytics-out/components.parquet"], cwd=ROOT, capture_output=True
     )
     assert done.returncode == 0
+
+
+@pytest.mark.slow  # a Spark session, in its own process
+def test_the_job_serves_the_console_while_its_computations_run(tmp_path: Path) -> None:
+    """``--console`` reaches the timely processes inside the Spark tasks: each computation (the
+    components with their epochs of changes, then PageRank) serves the live console, whose graph
+    is that computation's and whose state hears from both processes."""
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "jobs.graph_analytics", "--console", "127.0.0.1:0", "--output", str(out)]
+    argv += ["--nodes", "3000", "--edges", "12000", "--epochs", "2"]
+    job = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    urls: list[str] = []
+    errors: list[str] = []
+
+    def read() -> None:
+        assert job.stderr is not None
+        for line in job.stderr:
+            errors.append(line)
+            if "console at http://" in line:
+                urls.append(line.split("console at ", 1)[1].strip())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    graphs: dict[str, set[str]] = {}
+    reporting: dict[str, int] = {}
+    try:
+        deadline = time.monotonic() + 240
+        while job.poll() is None and time.monotonic() < deadline:
+            for url in list(urls):
+                with contextlib.suppress(OSError, ValueError):
+                    if url not in graphs:
+                        graph = json.loads(urllib.request.urlopen(url + "api/graph", timeout=2).read())
+                        graphs[url] = {stage["name"] for stage in graph["stages"]}
+                    state = json.loads(urllib.request.urlopen(url + "api/state", timeout=2).read())
+                    assert state["processes"] == 2
+                    reporting[url] = max(reporting.get(url, 0), state["reporting"])
+            time.sleep(0.05)
+        job.communicate(timeout=30)
+    finally:
+        job.kill()
+    reader.join(5)
+    assert job.returncode == 0, "".join(errors[-40:])
+    assert len(urls) == 2, urls  # one console per computation
+    assert len(graphs) == 2, (urls, graphs)
+    components, pagerank = (graphs[url] for url in urls)
+    assert components != pagerank and {"edges"} <= components, graphs
+    assert max(reporting.values()) == 2, reporting  # both timely processes sampled
