@@ -87,6 +87,38 @@ def test_every_process_gets_a_consistent_cluster(tmp_path: Path) -> None:
     assert {c.workers for c in configs if c is not None} == {2}
 
 
+WORKER_COUNTER = """
+import json
+
+import timely
+
+class Where(timely.Vertex):
+    def on_recv(self, edge, records, time):
+        self.send_by(self.outputs[0], [(self.worker_index, self.peers)], time)
+
+def build(scope):
+    numbers = scope.new_input("numbers")
+    seen = []
+    numbers.stage("where", Where, exchange=lambda r: r).subscribe(lambda t, recs: seen.extend(recs))
+    return numbers, seen
+
+with timely.execute(build, timeout=30) as (comp, (numbers, seen)):
+    numbers.send(range(12))
+print(json.dumps(sorted(set(seen))))
+"""
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_workers_option_gives_every_process_that_many_workers(tmp_path: Path, processes: int) -> None:
+    # one process included: its cluster of one is dropped, and its worker count once with it
+    result = timely("run", "-n", str(processes), "--workers", "3", script(tmp_path, WORKER_COUNTER))
+    assert result.returncode == 0, result.stderr
+    seen = [json.loads(lines_of(result.stdout, i)[0]) for i in range(processes)]
+    peers = 3 * processes
+    for i, pairs in enumerate(seen):
+        assert pairs == [[w, peers] for w in range(3 * i, 3 * i + 3)], result.stdout
+
+
 def test_fresh_secret_per_run(tmp_path: Path) -> None:
     prog = script(tmp_path, ENV_PRINTER)
     secrets = {envs_of(timely("run", prog).stdout, 1)[0]["TIMELY_SECRET"] for _ in range(2)}

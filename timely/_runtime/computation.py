@@ -131,12 +131,12 @@ class _Setup(Generic[T]):
     ) -> None:
         if transport is None and cluster is None:
             cluster = cluster_from_env()
+        if workers is None:  # before a one-process cluster is dropped: its worker count stands
+            workers = cluster.workers if cluster is not None else 1
         if cluster is not None and cluster.processes == 1:
             cluster = None
         self.cluster = cluster
         self.transport = transport
-        if workers is None:
-            workers = cluster.workers if cluster is not None else 1
         self.workers = workers
         if transport is not None:
             index, processes = transport.process_index, transport.processes
