@@ -30,7 +30,7 @@ from .loop_context import Feedback, LoopContext
 from .net.codec import Codec, register_codec
 from .progress import Antichain
 from .timestamp import Timestamp
-from .vertex import KeyedState, Output, Vertex, VertexStatistics
+from .vertex import KeyedState, Output, RoutedPiece, Vertex, VertexStatistics
 
 __all__ = [
     "Antichain",
@@ -54,6 +54,7 @@ __all__ = [
     "Input",
     "InputError",
     "KeyedState",
+    "RoutedPiece",
     "LibraryError",
     "LoopContext",
     "Output",

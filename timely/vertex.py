@@ -13,14 +13,26 @@ messages and its progress update form one atomic batch.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import TimelyError, TimestampError
 from .timestamp import Timestamp, _from_flat, product_le
 
-__all__ = ["Vertex", "Output", "VertexStatistics", "KeyedState", "SAME", "TOP", "VertexContext", "attach", "emit"]
+__all__ = [
+    "Vertex",
+    "Output",
+    "VertexStatistics",
+    "KeyedState",
+    "RoutedPiece",
+    "SAME",
+    "TOP",
+    "VertexContext",
+    "attach",
+    "emit",
+]
 
 
 class _Same:
@@ -54,6 +66,25 @@ class KeyedState:
     """
 
     pieces: list[tuple[int, Any]]
+
+
+class RoutedPiece(ABC):
+    """A `KeyedState` piece that holds the records of many routes, each with its own.
+
+    Cutting a large state into a piece per route costs a Python object per key to build,
+    encode and decode; a piece of columns does not. On a restore onto another number of
+    workers the runtime does not send such a piece whole to ``route % peers`` (its route in
+    `KeyedState.pieces` is ignored): it asks the piece to `split` itself by the new count. On
+    the same count a vertex gets its pieces back as saved. A subclass must be encodable by the
+    codec (`timely.register_codec`), like any state.
+    """
+
+    @abstractmethod
+    def split(self, peers: int, workers: Collection[int]) -> Iterable[tuple[int, Any]]:
+        """The records of this piece that each of ``workers`` owns among ``peers`` workers (a
+        record with route ``r`` is worker ``r % peers``'s), as ``(worker, piece)`` pairs; a
+        worker that owns none may be left out. Only the workers asked for are wanted (those of
+        the restoring process)."""
 
 
 @dataclass(frozen=True)

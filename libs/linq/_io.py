@@ -12,7 +12,7 @@ from timely import Input, KeyedState, Probe, Scope, Timestamp, Vertex
 from ._columns import Block, concat_blocks
 from ._columns._functions import as_block
 from ._linear import block_in, consolidate_block, record_key
-from ._stateful import ROUTE_BUCKETS, paused_gc, pieces_of
+from ._stateful import paused_gc, pieces_of, routed
 from .collection import Collection, operator_name
 
 __all__ = ["CollectionInput", "CollectionOutput", "new_input"]
@@ -137,13 +137,12 @@ class Contents(Vertex):
             return None
         with paused_gc():
             block = Block.of_records(list(self.contents), np.fromiter(self.contents.values(), np.int64))
-            buckets = record_key(self.op).routes(block) % ROUTE_BUCKETS
-            return KeyedState([(r, block.take(buckets == r)) for r in np.unique(buckets).tolist()])
+            return KeyedState(routed((), record_key(self.op).routes(block), block))
 
     def restore(self, state: Any) -> None:
         contents = self.contents
         with paused_gc():
-            for _, block in pieces_of(self.op, state):
+            for _, (block,) in pieces_of(self.op, state):
                 for d, c in block.pairs():
                     c += contents.get(d, 0)
                     if c:

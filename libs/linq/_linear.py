@@ -326,15 +326,13 @@ class Consolidate(Vertex):
             return None
         from timely import KeyedState
 
-        from ._stateful import ROUTE_BUCKETS
+        from ._stateful import routed
 
         key = record_key(self.op)
         pieces: list[tuple[int, Any]] = []
         for t, blocks in self.staged.items():
             block = concat_blocks(blocks)
-            buckets = key.routes(block) % ROUTE_BUCKETS
-            for r in np.unique(buckets).tolist():
-                pieces.append((r, (tuple(t), block.take(buckets == r))))
+            pieces.extend(routed((tuple(t),), key.routes(block), block))
         return KeyedState(pieces)
 
     def restore(self, state: Any) -> None:

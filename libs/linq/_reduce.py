@@ -56,7 +56,7 @@ from ._errors import OperatorError
 from ._keys import KeyOf
 from ._lattice import Lattice
 from ._layout import Layout, widened
-from ._stateful import ROUTE_BUCKETS, Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
+from ._stateful import Stateful, check_owner, paused_gc, pieces_of, routed, rows_of_piece, rows_pieces
 from ._trace import Batch, Rows, Spine, concat_rows, le_time, lub_time
 
 Counts = dict[Any, int]
@@ -389,15 +389,10 @@ class Reduce(Stateful):
                     pieces.extend(rows_pieces((tag, arity), rows, route_of(rows.keys), arity))
             for t, batches in self.staged.items():
                 for edge, block in batches:
-                    routes = self.keyof[edge].routes(block) % ROUTE_BUCKETS
-                    for r in np.unique(routes).tolist():
-                        part = block.take(routes == r)
-                        pieces.append((r, (2, tuple(t), edge, part)))
+                    pieces.extend(routed((2, tuple(t), edge), self.keyof[edge].routes(block), block))
             for t, due in self.pending.items():
                 keys = distinct(np.concatenate(due)) if due else EMPTY
-                routes = route_of(keys) % ROUTE_BUCKETS
-                for r in np.unique(routes).tolist():
-                    pieces.append((r, (3, tuple(t), block_of_codes([keys[routes == r]], SCALAR, EMPTY))))
+                pieces.extend(routed((3, tuple(t)), route_of(keys), block_of_codes([keys], SCALAR, EMPTY)))
         return KeyedState(pieces)
 
     def restore(self, state: Any) -> None:

@@ -7,26 +7,25 @@ sum what then coincides when they next merge. An operator learns that an epoch i
 through a notification that holds no capability (``notify_at(end_of_epoch, capability=None)``),
 which delays no one.
 
-Checkpoints (Naiad §3.4). An arrangement is saved as arrays, not per difference: its rows are
-cut into at most `ROUTE_BUCKETS` pieces by ``route % ROUTE_BUCKETS`` (the route of a row's key,
-as the operator's exchange routes it), each piece a block of columns. The runtime hands a
-piece with route ``r`` to worker ``r % workers``; since ``ROUTE_BUCKETS`` is a multiple of the
-new worker count whenever that count divides it (1 to 10, 12, 14, 15, 16, 18, 20, 21, 24, ...),
-every row lands on the worker that owns its key. A resume on a count that does not divide it
-is refused with an error (`check_owner`), never silently wrong. Codes are process-local, so a
-piece carries values (ints as raw int64 bytes, other values as values).
+Checkpoints (Naiad §3.4). An arrangement is saved as arrays, not per difference: a piece is
+a `Routed` — columns of rows with each row's route (the route of its key, as the operator's
+exchange routes it), a `timely.RoutedPiece`. On the same worker count each worker gets its
+pieces back as saved; on another count the runtime asks each piece to `Routed.split` itself
+by the new count, so every row lands on the worker that now owns its key, whatever the count.
+Codes are process-local, so a piece carries values (ints as raw int64 bytes, other values as
+values), and routes are saved rather than recomputed (a key function may be the user's).
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-from timely import KeyedState, Timestamp, Vertex
+from timely import KeyedState, RoutedPiece, Timestamp, Vertex, register_codec
 
 from ._columns import EMPTY, Block, block_of_codes, codes_of, route_of
 from ._columns._codes import route_of_value
@@ -34,12 +33,9 @@ from ._errors import OperatorError
 from ._lattice import FAR, Lattice
 from ._trace import Rows, Spine
 
-__all__ = ["ROUTE_BUCKETS", "Stateful", "paused_gc", "pieces_of", "route"]
+__all__ = ["Routed", "Stateful", "paused_gc", "pieces_of", "route"]
 
 Time = tuple[int, ...]
-
-ROUTE_BUCKETS = 5040
-"""Pieces per saved arrangement at most; a resume works on any worker count dividing it."""
 
 
 class Stateful(Vertex):
@@ -108,60 +104,99 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+class Routed(RoutedPiece):
+    """A checkpoint piece: ``head`` (what the rows are: a tag, a time; never split) and
+    ``parts``, blocks whose rows align with ``routes`` (None for a part that is absent). Seen
+    by `restore` through `pieces_of` as the tuple ``(*head, *parts)``."""
+
+    __slots__ = ("head", "parts", "routes")
+
+    def __init__(self, head: tuple[Any, ...], routes: np.ndarray, parts: tuple[Block | None, ...]) -> None:
+        self.head = head
+        self.routes = routes
+        self.parts = parts
+
+    def __len__(self) -> int:
+        return len(self.routes)
+
+    def split(self, peers: int, workers: Collection[int]) -> Iterable[tuple[int, Any]]:
+        owner = self.routes % peers
+        order = np.argsort(owner, kind="stable")
+        bounds = np.searchsorted(owner[order], np.arange(peers + 1))
+        for worker in sorted(workers):
+            idx = order[bounds[worker] : bounds[worker + 1]]
+            if len(idx):
+                parts = tuple(None if p is None else _take(p, idx) for p in self.parts)
+                yield worker, Routed(self.head, self.routes[idx], parts)
+
+    def piece(self) -> tuple[Any, ...]:
+        return (*self.head, *self.parts)
+
+
+def _take(part: Block, idx: np.ndarray) -> Block:
+    """The rows ``idx`` of a part; a part without diffs (`EMPTY`: the rows' diffs are in
+    another part) stays without."""
+    diffs = part.diffs[idx] if len(part.diffs) else part.diffs
+    return Block([c[idx] for c in part.cols], part.arity, diffs)
+
+
+def _encode_routed(piece: Routed) -> Any:
+    return (piece.head, piece.routes.tobytes(), piece.parts)
+
+
+def _decode_routed(value: Any) -> Routed:
+    head, routes, parts = value
+    return Routed(tuple(head), np.frombuffer(routes, dtype=np.int64), tuple(parts))
+
+
+register_codec(Routed, _encode_routed, _decode_routed)
+
+
+def routed(head: tuple[Any, ...], routes: np.ndarray, *parts: Block | None) -> list[tuple[int, Any]]:
+    """``parts`` (rows routed by ``routes``) as the pieces of a `KeyedState`: none when empty."""
+    if not len(routes):
+        return []
+    return [(0, Routed(head, np.ascontiguousarray(routes, dtype=np.int64), parts))]
+
+
 def pieces_of(op: str, state: Any) -> Any:
-    """The ``(route, piece)`` pairs of a restored `KeyedState` (or of a bare sequence of them)."""
+    """The ``(route, piece)`` pairs of a restored `KeyedState` (or of a bare sequence of them),
+    a `Routed` as its tuple ``(*head, *parts)``."""
+    pieces: Any
     if isinstance(state, KeyedState):
-        return state.pieces
-    if isinstance(state, list | tuple):
-        return state
-    raise OperatorError(f"{op}: cannot restore from {type(state).__name__}; expected the KeyedState of a checkpoint")
+        pieces = state.pieces
+    elif isinstance(state, list | tuple):
+        pieces = state
+    else:
+        raise OperatorError(
+            f"{op}: cannot restore from {type(state).__name__}; expected the KeyedState of a checkpoint"
+        )
+    return [(r, p.piece() if isinstance(p, Routed) else p) for r, p in pieces]
 
 
 # Arrangements as pieces ---------------------------------------------------------------------------------
 
 
 def rows_pieces(tag: Any, rows: Rows, routes: np.ndarray, arity: int) -> list[tuple[int, Any]]:
-    """``rows`` cut by ``routes % ROUTE_BUCKETS`` into pieces ``(tag, keys, values, times, diffs)``:
-    keys and values as blocks (values, not codes), times and diffs as int64 bytes."""
-    if not len(rows):
-        return []
-    buckets = routes % ROUTE_BUCKETS
-    order = np.argsort(buckets, kind="stable")
-    buckets = buckets[order]
-    rows = rows.take(order)
-    starts = np.flatnonzero(np.concatenate([[True], buckets[1:] != buckets[:-1]]))
-    ends = np.concatenate([starts[1:], [len(buckets)]])
-    keys = block_of_codes([rows.keys], -1, rows.diffs)
-    vals = block_of_codes(rows.vals, arity, rows.diffs) if rows.vals else None
-    times = np.stack(rows.times, axis=1) if rows.times else np.zeros((len(rows), 0), dtype=np.int64)
-    out = []
-    for s, e in zip(starts.tolist(), ends.tolist()):
-        sl = slice(s, e)
-        piece = (
-            tag,
-            Block([keys.cols[0][sl]], -1, EMPTY),
-            None if vals is None else Block([c[sl] for c in vals.cols], arity, EMPTY),
-            times[sl].tobytes(),
-            rows.diffs[sl].tobytes(),
-        )
-        out.append((int(buckets[s]), piece))
-    return out
+    """``rows`` as a piece ``(tag, keys, values, times)``: keys and values as blocks (values,
+    not codes), the times as the columns of a block whose diffs are the rows' diffs."""
+    keys = block_of_codes([rows.keys], -1, EMPTY)
+    vals = block_of_codes(rows.vals, arity, EMPTY) if rows.vals else None
+    times = Block(rows.times, len(rows.times), rows.diffs)
+    return routed((tag,), routes, keys, vals, times)
 
 
 def rows_of_piece(piece: Any, ntimes: int, recode: Callable[[Block], list[np.ndarray]]) -> Rows:
     """The rows of a piece made by `rows_pieces` (its tag aside), with codes of this process."""
-    _, keys, vals, times, diffs = piece
-    d = np.frombuffer(diffs, dtype=np.int64)
-    t = np.frombuffer(times, dtype=np.int64).reshape(len(d), ntimes)
+    _, keys, vals, times = piece
+    assert len(times.cols) == ntimes
     key_codes = codes_of(keys.cols[0])
     val_codes = [] if vals is None else recode(vals)
-    return Rows(key_codes, val_codes, [t[:, i].copy() for i in range(ntimes)], d.copy())
+    return Rows(key_codes, val_codes, [np.array(c) for c in times.cols], np.array(times.diffs))
 
 
 def check_owner(op: str, keys: np.ndarray, worker: int, peers: int) -> None:
-    """Refuse restored rows whose key another worker owns (a worker count not dividing `ROUTE_BUCKETS`)."""
+    """Refuse restored rows whose key another worker owns: the pieces were split wrongly (a bug,
+    never the user's doing)."""
     if peers > 1 and len(keys) and (route_of(keys) % peers != worker).any():
-        raise OperatorError(
-            f"{op}: a checkpoint can resume on a number of workers that divides {ROUTE_BUCKETS} "
-            f"(1 to 10, 12, 14, 15, 16, ...); not on {peers}"
-        )
+        raise OperatorError(f"{op}: restored rows whose keys worker {worker} of {peers} does not own")

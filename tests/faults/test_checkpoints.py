@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 from collections import defaultdict
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,38 @@ class PlainSums(Sums):
 
     def restore(self, state: Any) -> None:
         self.sums.update(state)
+
+
+class SumsPiece(timely.RoutedPiece):
+    """All of a `PieceSums` instance's sums in one piece: keys and sums side by side (a key is
+    its own route, as the stage's exchange says)."""
+
+    splits = 0
+    """How many times the runtime asked a piece to split (the test checks it did)."""
+
+    def __init__(self, keys: list[int], sums: list[int]) -> None:
+        self.keys = keys
+        self.sums = sums
+
+    def split(self, peers: int, workers: Collection[int]) -> Iterable[tuple[int, Any]]:
+        SumsPiece.splits += 1
+        for worker in workers:
+            mine = [i for i, k in enumerate(self.keys) if k % peers == worker]
+            yield worker, SumsPiece([self.keys[i] for i in mine], [self.sums[i] for i in mine])
+
+
+CODEC_CODE = timely.register_codec(SumsPiece, lambda p: (p.keys, p.sums), lambda v: SumsPiece(list(v[0]), list(v[1])))
+
+
+class PieceSums(Sums):
+    def checkpoint(self) -> Any:
+        return timely.KeyedState([(0, SumsPiece(list(self.sums), list(self.sums.values())))])
+
+    def restore(self, state: Any) -> None:
+        for _, piece in state.pieces:
+            assert isinstance(piece, SumsPiece)
+            for k, v in zip(piece.keys, piece.sums):
+                self.sums[k] = v
 
 
 class Delay(timely.Vertex):
@@ -168,6 +201,21 @@ def test_resume_on_another_worker_count_reroutes_keyed_state(tmp_path: Path, bef
     first, stats = rec.finish(workers=after)
     assert first == 7 and stats["resumed"]["epoch"] == 5
     assert rec.epochs() == list(range(EPOCHS))
+    assert merged(rec.delivered) == expected
+
+
+@pytest.mark.parametrize(("before", "after"), [(2, 3), (3, 2), (2, 5)])
+def test_routed_pieces_are_split_by_the_new_worker_count(tmp_path: Path, before: int, after: int) -> None:
+    """A vertex saves all its keys in one `timely.RoutedPiece`; resumed on another count, the
+    runtime has each piece split, and every key's sum goes on from where it stood."""
+    build = sums_build(PieceSums)
+    expected = undisturbed(build)
+    rec = Recorder(tmp_path)
+    rec.crash(6, workers=before, build=sums_build(PieceSums))
+    SumsPiece.splits = 0
+    first, stats = rec.finish(workers=after, build=sums_build(PieceSums))
+    assert first == 7 and stats["resumed"]["epoch"] == 5
+    assert SumsPiece.splits == before  # each old instance's one piece, in this one process
     assert merged(rec.delivered) == expected
 
 

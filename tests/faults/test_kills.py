@@ -68,11 +68,10 @@ def test_connected_components_survive_kills(point: str, tmp_path: Path) -> None:
     check("cc", KILLS[point], tmp_path, kills=2 if point == "during_recovery" else 1)
 
 
-@pytest.mark.slow
-def test_connected_components_after_kills_match_networkx(tmp_path: Path) -> None:
-    done = launch("cc", tmp_path / "out", "1:epoch:5,0:recovery:0", checkpoints=tmp_path / "ck")
-    assert done.returncode == 0, done.stderr[-4000:]
-    got, _, _ = delivered(tmp_path / "out")
+def assert_labels_match_networkx(out: Path) -> None:
+    """The label changes delivered, applied in epoch order, end at NetworkX's components of the
+    final graph."""
+    got, _, _ = delivered(out)
     labels: dict[int, int] = {}
     for epoch in sorted(got):
         for text in got[epoch]:
@@ -89,6 +88,27 @@ def test_connected_components_after_kills_match_networkx(tmp_path: Path) -> None
     graph.add_edges_from(present)
     expected = {n: min(c) for c in nx.connected_components(graph) for n in c}
     assert labels == expected
+
+
+@pytest.mark.slow
+def test_connected_components_after_kills_match_networkx(tmp_path: Path) -> None:
+    done = launch("cc", tmp_path / "out", "1:epoch:5,0:recovery:0", checkpoints=tmp_path / "ck")
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert_labels_match_networkx(tmp_path / "out")
+
+
+@pytest.mark.parametrize(("processes", "workers"), [(3, 1), (1, 11)], ids=["p3", "p1w11"])
+def test_connected_components_resume_on_another_worker_count(tmp_path: Path, processes: int, workers: int) -> None:
+    """A linq computation checkpointed by 2 processes resumes on 3 processes, and on 11 workers
+    (a count that divides no bucket count: every arrangement piece is split by its rows'
+    routes); the labels it delivers across both runs end at NetworkX's."""
+    stopped = launch("cc", tmp_path / "out", "1:epoch:5", restarts=0, checkpoints=tmp_path / "ck")
+    assert stopped.returncode != 0
+    done = launch("cc", tmp_path / "out", processes=processes, workers=workers, restarts=0, checkpoints=tmp_path / "ck")
+    assert done.returncode == 0, done.stderr[-4000:]
+    resumed = [json.loads(line.split("RESULT ", 1)[1]) for line in done.stdout.splitlines() if "RESULT" in line]
+    assert len(resumed) == processes and all(r["first_epoch"] > 0 for r in resumed), resumed
+    assert_labels_match_networkx(tmp_path / "out")
 
 
 def test_a_time_policy_checkpoints_where_process_0_decides(tmp_path: Path) -> None:

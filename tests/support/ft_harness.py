@@ -14,10 +14,18 @@ from tests.support import ROOT, clean_env
 
 
 def command(
-    workload: str, out: Path, kill: str, processes: int, restarts: int, checkpoints: Path | None, every: int
+    workload: str,
+    out: Path,
+    kill: str,
+    processes: int,
+    restarts: int,
+    checkpoints: Path | None,
+    every: int,
+    workers: int = 1,
 ) -> list[str]:
     """``timely run`` of `tests.support.ft_program` (its arguments: see there)."""
     run = [sys.executable, "-m", "timely.cli", "run", "-n", str(processes), "--restarts", str(restarts)]
+    run += ["--workers", str(workers)]
     if checkpoints is not None:
         run += ["--checkpoint-dir", str(checkpoints), "--checkpoint-every", str(every)]
     return [*run, "-m", "tests.support.ft_program", workload, str(out), kill]
@@ -29,6 +37,7 @@ def launch(
     kill: str = "",
     *,
     processes: int = 2,
+    workers: int = 1,
     restarts: int = 3,
     checkpoints: Path | None = None,
     every: int = 3,
@@ -45,7 +54,7 @@ def launch(
         # on how fast the machine runs the 4 epochs left after the restart
         env["FT_EPOCH_PAUSE"] = str(2 * every_seconds)
     return subprocess.run(
-        command(workload, out, kill, processes, restarts, checkpoints, every),
+        command(workload, out, kill, processes, restarts, checkpoints, every, workers),
         cwd=ROOT,
         env=env,
         capture_output=True,

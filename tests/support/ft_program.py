@@ -55,6 +55,9 @@ SLOW = float(os.environ.get("FT_SLOW", "0"))
 LAUNCH = 100 * int(os.environ.get("FT_LAUNCH", "0"))
 """Added to the attempt in the output: a run resumed by hand is a later attempt than the first."""
 NODES = 1500
+SPREAD = 7919
+"""Node ids are multiples of this prime, far past any small count of route buckets: a state
+saved in pieces by ``route % buckets`` would land on the wrong worker on most counts."""
 
 
 def edge_epochs(seed: int = 7, epochs: int = EPOCHS) -> list[list[tuple[tuple[int, int], int]]]:
@@ -71,7 +74,7 @@ def edge_epochs(seed: int = 7, epochs: int = EPOCHS) -> list[list[tuple[tuple[in
         target = NODES if epoch == 0 else 25
         added = 0
         while added < target:
-            u, v = rng.randrange(NODES), rng.randrange(NODES)
+            u, v = rng.randrange(NODES) * SPREAD, rng.randrange(NODES) * SPREAD
             edge = (min(u, v), max(u, v))
             if u != v and edge not in present and (edge, -1) not in changes:
                 present.add(edge)
@@ -302,8 +305,14 @@ def main(argv: list[str]) -> None:
         if KILL.armed("closed", 0):
             comp.runtime.step()
             _die()
-    taken = comp.statistics().checkpoints.get("checkpoints", 0)
-    print(f"RESULT {json.dumps({'first_epoch': first, 'attempt': KILL.attempt, 'checkpoints': taken})}", flush=True)
+    stats = comp.statistics().checkpoints
+    result = {
+        "first_epoch": first,
+        "attempt": KILL.attempt,
+        "checkpoints": stats.get("checkpoints", 0),
+        "resumed_from": (stats.get("resumed") or {}).get("epoch"),
+    }
+    print(f"RESULT {json.dumps(result)}", flush=True)
     sink.close()
 
 

@@ -47,7 +47,7 @@ from ..checkpoint._store import (
 )
 from ..errors import VertexError
 from ..timestamp import _from_flat
-from ..vertex import TOP, KeyedState, Vertex
+from ..vertex import TOP, KeyedState, RoutedPiece, Vertex
 from .bindings import Bindings, SubscriptionBinding
 from .cluster import ClusterLink
 from .fence import CheckpointFence
@@ -265,7 +265,8 @@ class Recovery:
 
     def _reroute(self, info: CheckpointInfo, name: str, stage: int, states: list[tuple[int, int, Any]]) -> int:
         """Restore a stage's keyed states on another number of workers: each piece goes to the
-        worker its routing key now maps to. The number of local vertices restored."""
+        worker its routing key now maps to (a `RoutedPiece` is split among them). The number of
+        local vertices restored."""
         peers = self.scheduler.peers
         if any(not keyed for _, keyed, _ in states):
             raise CheckpointError(
@@ -274,12 +275,7 @@ class Recovery:
                 f"{info.epoch} has {info.processes} process(es) of {info.parts[0].header['workers']} worker(s)"
             )
         local = self.scheduler.instances_of(stage)
-        pieces: dict[int, list[tuple[int, Any]]] = {ctx.worker: [] for ctx in local}
-        for _, _, state in states:
-            for route, piece in state:
-                target = route % peers
-                if target in pieces:
-                    pieces[target].append((route, piece))
+        pieces = deal_pieces([state for _, _, state in states], peers, [ctx.worker for ctx in local])
         for ctx in local:
             ctx.vertex.restore(KeyedState(pieces[ctx.worker]))
         return len(local)
@@ -442,3 +438,22 @@ def _state_of(ctx: VertexRuntime, epoch: int) -> tuple[str, int, int, Any] | Non
     if isinstance(state, KeyedState):
         return (ctx.stage_name, ctx.worker, 1, [tuple(p) for p in state.pieces])
     return (ctx.stage_name, ctx.worker, 0, state)
+
+
+def deal_pieces(
+    states: list[list[tuple[int, Any]]], peers: int, workers: list[int]
+) -> dict[int, list[tuple[int, Any]]]:
+    """The keyed pieces of a stage's old instances (``states``) that each of ``workers`` gets
+    among ``peers``: a piece goes to worker ``route % peers``, a `RoutedPiece` is split."""
+    dealt: dict[int, list[tuple[int, Any]]] = {worker: [] for worker in workers}
+    for state in states:
+        for route, piece in state:
+            if isinstance(piece, RoutedPiece):
+                for target, part in piece.split(peers, dealt.keys()):
+                    if target in dealt:
+                        dealt[target].append((target, part))
+                continue
+            target = route % peers
+            if target in dealt:
+                dealt[target].append((route, piece))
+    return dealt
