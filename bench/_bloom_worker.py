@@ -16,16 +16,11 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script: make `bench` and `libs` importable
-    sys.path.insert(0, str(ROOT))
-
-import timely  # noqa: E402
-from bench.bloom_reachability import MARK, instance  # noqa: E402
-from libs import bloom  # noqa: E402
+import timely
+from bench.bloom_reachability import MARK, instance
+from libs import bloom
 
 
 def main(argv: list[str]) -> None:

@@ -39,10 +39,6 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script: make `bench` and `libs` importable
-    sys.path.insert(0, str(ROOT))
-
 import timely  # noqa: E402
 from bench.faults_overhead import MARK, VICTIM, workload  # noqa: E402
 from bench.linq_graphs import digest  # noqa: E402

@@ -17,16 +17,11 @@ import json
 import resource
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script: make `bench` and `libs` importable
-    sys.path.insert(0, str(ROOT))
-
-import timely  # noqa: E402
-from bench.linq_graphs import ALGORITHMS, MARK, Spec, digest, workload  # noqa: E402
-from libs import linq  # noqa: E402
+import timely
+from bench.linq_graphs import ALGORITHMS, MARK, Spec, digest, workload
+from libs import linq
 
 
 def _peak_mib() -> float:

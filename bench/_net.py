@@ -1,6 +1,6 @@
 """What the ``net.*`` benchmarks share: starting `bench/_net_worker.py` in N real processes.
 
-`launch` runs ``python -m timely.cli run -n N bench/_net_worker.py MODE ...`` (N OS processes
+`launch` runs ``python -m timely.cli run -n N -m bench._net_worker MODE ...`` (N OS processes
 talking over loopback TCP, ports chosen by the launcher), waits for it, and returns the one
 result line of every process, parsed, in process order.
 """
@@ -20,7 +20,8 @@ from bench._harness import BenchmarkError
 __all__ = ["WORKER", "launch", "load"]
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKER = Path(__file__).resolve().with_name("_net_worker.py")
+WORKER = "bench._net_worker"
+"""The module each process runs (``timely run -m``, from the repository's root)."""
 MARK = "NETBENCH "
 
 
@@ -29,11 +30,11 @@ def launch(
     mode: str,
     *args: Any,
     timeout: float = 300.0,
-    worker: Path = WORKER,
+    worker: str = WORKER,
     mark: str = MARK,
     options: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """Run ``worker`` (by default `bench/_net_worker.py`) in ``processes`` processes (with the
+    """Run the module ``worker`` (by default `bench._net_worker`) in ``processes`` processes (with the
     launcher's ``options``); their results (each printed on a line after ``mark``), by process index."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIMELY_")}  # the launcher sets them
     cmd = [
@@ -44,7 +45,8 @@ def launch(
         "-n",
         str(processes),
         *options,
-        str(worker),
+        "-m",
+        worker,
         mode,
         *map(str, args),
     ]

@@ -15,14 +15,9 @@ import os
 import resource
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import timely  # noqa: E402
+import timely
 
 MARK = "OVERLOAD"
 BATCH = 10_000

@@ -33,15 +33,10 @@ import statistics
 import struct
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script: make `examples` and `bench` importable
-    sys.path.insert(0, str(ROOT))
-
-import timely  # noqa: E402
-from bench.core_throughput import Count  # noqa: E402  (the same counting vertex as core.throughput)
+import timely
+from bench.core_throughput import Count  # the same counting vertex as core.throughput
 
 MARK = "NETBENCH"
 """What starts the result line of every process."""

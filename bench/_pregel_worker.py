@@ -25,15 +25,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script: make `bench` and `libs` importable
-    sys.path.insert(0, str(ROOT))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import timely  # noqa: E402
-from bench.pregel_pagerank import DAMPING, MARK, SUPERSTEPS, edge_list  # noqa: E402
-from libs import pregel  # noqa: E402
+import timely
+from bench.pregel_pagerank import DAMPING, MARK, SUPERSTEPS, edge_list
+from libs import pregel
 
 
 def program(name: str) -> Any:

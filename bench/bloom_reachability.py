@@ -7,7 +7,7 @@ The graph is a seeded random directed graph, 20,000 nodes and 100,000 distinct e
     reach(s, s)  <- start(s)
     reach(s, y)  <- reach(s, x), link(x, y)
 
-run in fresh processes (``timely run -n 2 bench/_bloom_worker.py``), timed from the
+run in fresh processes (``timely run -n 2 -m bench._bloom_worker``), timed from the
 first record fed to the end of the computation (best of `RUNS`, the forms alternated):
 
 * ``async``: Naiad §4.2's coordination-free form: ``distinct`` and ``join`` inside the loop,
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import random
 import time
-from pathlib import Path
 
 from bench._harness import Context, benchmark
 from bench._net import launch, load
@@ -35,7 +34,7 @@ SOURCES = 100
 TARGET_NETWORKX_FACTOR = 10.0
 RUNS = 2
 """Runs of each form; the best counts (a 2-core machine's noise is larger than the effect)."""
-WORKER = Path(__file__).resolve().with_name("_bloom_worker.py")
+WORKER = "bench._bloom_worker"
 
 
 def sizes(quick: bool) -> tuple[int, int]:

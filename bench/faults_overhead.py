@@ -1,7 +1,7 @@
 """``faults.overhead``: what fault tolerance (Naiad §3.4) costs, and how fast a kill is recovered.
 
 The job, as in Naiad §6.3: incremental connected components (`libs.linq.connected_components`)
-on 2 real processes (``timely run -n 2 bench/_faults_worker.py``), fed a seeded random graph at
+on 2 real processes (``timely run -n 2 -m bench._faults_worker``), fed a seeded random graph at
 epoch 0, then `EPOCHS` epochs of `BATCH` edge changes each (half deletions of present edges,
 half insertions), each process feeding its share, at most `INFLIGHT` epochs ahead of the
 output probe. Per change epoch: the seconds from its ``advance_to`` to the probe passing it;
@@ -64,7 +64,7 @@ KILL_EPOCH = 12
 and 11 logged (replayed on recovery)."""
 TARGET_OVERHEAD = 0.25
 TARGET_RECOVERY_S = 30.0
-WORKER = Path(__file__).resolve().with_name("_faults_worker.py")
+WORKER = "bench._faults_worker"
 SETTINGS = ("none", "checkpoint10", "logging")
 RESTART_LINE = re.compile(r"timely: p\d+ .*; restarting .* after (?P<s>\d+\.\d+) s")
 
@@ -212,7 +212,8 @@ def recovery(ctx: Context, size: dict[str, int]) -> None:
             str(directory),
             "--checkpoint-every",
             str(CHECKPOINT_EVERY),
-            str(WORKER),
+            "-m",
+            WORKER,
             "recovery",
             *map(str, (nodes, edge_count, epochs, BATCH, INFLIGHT, KILL_EPOCH, stamps)),
         ]

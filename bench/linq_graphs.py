@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench._harness import Context, benchmark, percentile
-from bench._net import ROOT, launch, load
+from bench._net import launch, load
 
 MARK = "LINQBENCH"
 SEED = 2024
@@ -350,7 +350,7 @@ def _run(ctx: Context, spec: Spec, processes: int) -> list[dict[str, Any]]:
     ctx.progress(
         f"{spec.algo}: timely with {processes} process(es), {spec.nodes:,} nodes, {spec.edges:,} edges ({load()})"
     )
-    return launch(processes, spec.to_json(), timeout=3600, worker=ROOT / "bench" / "_linq_worker.py", mark=MARK)
+    return launch(processes, spec.to_json(), timeout=3600, worker="bench._linq_worker", mark=MARK)
 
 
 def measure(ctx: Context, spec: Spec, *, time_updates: bool = True, two: bool = False) -> Measured:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import msgpack
@@ -66,10 +67,10 @@ def codec(ctx: Context) -> None:
         back = codec.decode_records(data)
         ctx.check(back == batch and list(map(_types, back)) == list(map(_types, batch)), f"{shape}: types changed")
         plain = msgpack.packb(batch)
-        encode = _per_record(lambda b=batch: codec.encode_records(b), runs)
-        encode_plain = _per_record(lambda b=batch: msgpack.packb(b), runs)
-        decode = _per_record(lambda d=data: codec.decode_records(d), runs)
-        decode_plain = _per_record(lambda d=plain: msgpack.unpackb(d, use_list=False), runs)
+        encode = _per_record(partial(codec.encode_records, batch), runs)
+        encode_plain = _per_record(partial(msgpack.packb, batch), runs)
+        decode = _per_record(partial(codec.decode_records, data), runs)
+        decode_plain = _per_record(partial(msgpack.unpackb, plain, use_list=False), runs)
         ctx.record(f"net.codec.encode.{shape}", encode, "ns/record", "msgpack_fast_path", encode_plain)
         ctx.record(f"net.codec.decode.{shape}", decode, "ns/record", "msgpack_fast_path", decode_plain)
         ctx.progress(

@@ -14,12 +14,10 @@ Target: within 1.2x. Every run checks that the consumer saw every record.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from bench._harness import Context, benchmark
 from bench._net import launch, load
 
-WORKER = Path(__file__).resolve().with_name("_net_overload_worker.py")
+WORKER = "bench._net_overload_worker"
 MARK = "OVERLOAD "
 SMALL, LARGE = 2_000_000, 6_000_000
 SMALL_QUICK, LARGE_QUICK = 200_000, 600_000

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._harness import Context, benchmark
-from bench._net import ROOT, launch, load
+from bench._net import launch, load
 from bench._spark import stop_spark
 from bench.linq_graphs import graph
 
@@ -233,7 +233,7 @@ def timely_pagerank(ctx: Context, program: str, processes: int, nodes: int, edge
             edges,
             outdir,
             timeout=3600,
-            worker=ROOT / "bench" / "_pregel_worker.py",
+            worker="bench._pregel_worker",
             mark=MARK,
         )
         for r in results:

@@ -90,7 +90,11 @@ def spark_job(ctx: Context) -> None:
             edge_df.count()
             stages: dict[str, float] = {}
             t = time.perf_counter()
-            labels, rounds = baseline.label_propagation(edge_df, progress=lambda m: ctx.progress(m, force=False))
+
+            def say(message: str) -> None:
+                ctx.progress(message, force=False)
+
+            labels, rounds = baseline.label_propagation(edge_df, progress=say)
             labels.write.mode("overwrite").parquet(str(Path(tmp) / "pyspark" / "cc.parquet"))
             stages["components"] = time.perf_counter() - t
             recompute: list[float] = []
