@@ -49,6 +49,9 @@ _DIGEST = 32
 
 CODEC = Codec(allow_pickle=True)
 """Checkpoint files are this program's own, so state the codec cannot say natively may be pickled."""
+STRUCTURE = Codec(opaque=True)
+"""For reading what a log holds without its records: the launcher, checking a run's delivery,
+has not imported the program's types (linq's blocks, say) and must not unpickle its objects."""
 
 
 class CheckpointError(TimelyError):
@@ -377,7 +380,7 @@ def _upto(segment: Path) -> int | None:
     return int(segment.name.split(".upto-")[1]) if ".upto-" in segment.name else None
 
 
-def segment_frames(segment: Path) -> list[Any]:
+def segment_frames(segment: Path, codec: Codec = CODEC) -> list[Any]:
     """The frames of one log segment, checked. A frame cut short at the end of a segment that
     was being written (not yet renamed ``.upto-``) is where a crash stopped it: the frames
     before it are the segment. Anything else that does not verify raises `CheckpointError`
@@ -418,24 +421,25 @@ def segment_frames(segment: Path) -> list[Any]:
                 break  # the last frame, its bytes not all on disk when the machine stopped
             raise corrupt(at, "frame checksum mismatch")
         try:
-            frames.append(CODEC.decode(payload))
+            frames.append(codec.decode(payload))
         except Exception as e:
             raise corrupt(at, f"a frame that does not decode: {e}") from e
         at += _FRAME.size + length
     return frames
 
 
-def read_log(root: Path, process: int, input_name: str, needed_from: int = 0) -> LogState | None:
+def read_log(root: Path, process: int, input_name: str, needed_from: int = 0, codec: Codec = CODEC) -> LogState | None:
     """One process's log of one input; None if there is none. A torn tail ends a segment; a
     corrupt segment raises `CheckpointError`, unless it holds only epochs before ``needed_from``
-    (the first epoch to replay), which nothing reads any more."""
+    (the first epoch to replay), which nothing reads any more. ``codec``: `STRUCTURE` where only
+    the epochs matter (records of types this process has not registered stay opaque)."""
     d = log_dir(root, process, input_name)
     if not d.is_dir():
         return None
     state = LogState({}, 0, False)
     for seg in _segments(d):
         try:
-            frames = segment_frames(seg)
+            frames = segment_frames(seg, codec)
         except CheckpointError as e:
             upto = _upto(seg)
             if upto is not None and upto < needed_from:
@@ -572,7 +576,7 @@ def verify_delivery(directory: str | os.PathLike[str], processes: int, indices: 
         for j in log_processes(root, name):
             if j % processes not in ended:
                 continue
-            state = read_log(root, j, name)
+            state = read_log(root, j, name, codec=STRUCTURE)
             if state is None or not state.records:
                 continue
             last = max(state.records)

@@ -90,6 +90,7 @@ import hashlib
 import pickle
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -109,6 +110,7 @@ __all__ = [
     "NESTING_LIMIT",
     "Codec",
     "CodecRegistry",
+    "Opaque",
     "DEFAULT_REGISTRY",
     "register_codec",
 ]
@@ -394,13 +396,27 @@ def _as_base(obj: Any) -> Any:
     raise _Unencodable(obj)
 
 
+@dataclass(frozen=True)
+class Opaque:
+    """A value an ``opaque`` `Codec` could not rebuild (a type registered in another process, a
+    pickle), kept as its extension code and bytes."""
+
+    code: int
+    data: bytes
+
+
 class Codec:
-    """Encode and decode batches of records and control messages. See the module docstring."""
+    """Encode and decode batches of records and control messages. See the module docstring.
 
-    __slots__ = ("_default", "_ext_hook", "_pack_value", "_unpack_value", "allow_pickle", "registry")
+    ``opaque``: decode a value of a type this process has not registered, or a pickle, as an
+    `Opaque` instead of failing; for a tool that reads a file's structure (epochs, counts) but
+    not its records, such as the launcher checking a run's delivery."""
 
-    def __init__(self, allow_pickle: bool = False) -> None:
+    __slots__ = ("_default", "_ext_hook", "_pack_value", "_unpack_value", "allow_pickle", "opaque", "registry")
+
+    def __init__(self, allow_pickle: bool = False, *, opaque: bool = False) -> None:
         self.allow_pickle = allow_pickle
+        self.opaque = opaque
         self.registry = CodecRegistry()
         self._default, self._pack_value = self._make_packer()
         self._ext_hook, self._unpack_value = self._make_ext_hook()
@@ -551,6 +567,7 @@ class Codec:
         local = self.registry._by_code
         shared = DEFAULT_REGISTRY._by_code
         allow_pickle = self.allow_pickle
+        opaque = self.opaque
         unpackb = msgpack.unpackb
         from_strict_array = _from_strict_array
         enter_level = _enter_level
@@ -608,6 +625,8 @@ class Codec:
                 except TypeError as e:
                     raise CodecError(f"malformed {kind}: {e}") from e
             if code == EXT_PICKLE:
+                if opaque:
+                    return Opaque(code, data)
                 if not allow_pickle:
                     raise CodecError(
                         f"refusing a pickled record ({len(data)} bytes): a peer has pickle enabled and this "
@@ -619,6 +638,8 @@ class Codec:
                     raise CodecError(f"cannot unpickle a record ({len(data)} bytes): {type(e).__name__}: {e}") from e
             entry = local.get(code) or shared.get(code)
             if entry is None:
+                if opaque and code >= FIRST_USER_CODE:
+                    return Opaque(code, data)
                 if code < FIRST_USER_CODE:
                     raise CodecError(
                         f"unknown extension code {code} ({len(data)} bytes): reserved by timely but unused; "
