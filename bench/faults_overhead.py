@@ -310,6 +310,7 @@ def read_apart(directory: Path) -> tuple[float, float, Any]:
     newest complete checkpoint (`latest_checkpoint`: every part read and verified) and every
     process's log of the edge input (every frame decoded). Returns the two times and the
     checkpoint."""
+    import libs.linq  # noqa: F401  (registers linq's blocks with the codec, as a resumed process has)
     from timely.checkpoint import latest_checkpoint
     from timely.checkpoint._store import log_processes, read_log
 
