@@ -304,17 +304,21 @@ def _negative(op: str, key: int, label: int, count: int, t: Time) -> OperatorErr
 # Changes that cannot move a label ------------------------------------------------------------------
 
 
-def unchanged(delta: Batch, labels: Rows, t: Time) -> np.ndarray:
+def unchanged(delta: Batch, labels: Rows, t: Time, proposals: Spine | None = None) -> np.ndarray:
     """Which keys of ``delta`` (proposal changes at ``t``, a `Batch`) keep their labels at every
-    time of ``t``'s line, read from their ``labels`` rows alone (all on the line; rows of
-    other keys are ignored).
+    time of ``t``'s line, read from their ``labels`` rows (all on the line; rows of other keys
+    are ignored) and, for removals of a key's greatest label, from ``proposals`` (the
+    proposals' arrangement, ``delta`` included, every row on the line), if given.
 
     A key's labels are consistent when at each line time exactly one label has count 1, and
     then it is the least proposal there (what evaluation maintains; a key evaluated later
     anyway is not asked about). Adding a proposal no smaller than every label of the line, or
     removing one greater than all of them, changes no least proposal: the key need not be
     evaluated, nor its proposals read (half the keys of a batch of edge changes, most keys of
-    a shortest-paths update)."""
+    a shortest-paths update). Nor does removing a copy of the greatest label ``L`` while ``L``
+    keeps a positive count at every line time (`_still_proposed`): a node that loses the edge
+    its label came along, when another neighbour proposes the same label (most deletions of a
+    batch of edge changes)."""
     keys = delta.ukeys
     out = np.zeros(len(keys), dtype=bool)
     if not len(keys) or not len(labels) or not all_ints(labels.vals[0]) or not all_ints(delta.vals[0]):
@@ -349,7 +353,31 @@ def unchanged(delta: Batch, labels: Rows, t: Time) -> np.ndarray:
     np.minimum.at(least_added, which[added], delta.vals[0][added])
     least_removed = np.full(len(keys), NONE, dtype=np.int64)
     np.minimum.at(least_removed, which[~added], delta.vals[0][~added])
-    return labelled & ~bad & (least_added >= greatest) & (least_removed > greatest)
+    ok = labelled & ~bad & (least_added >= greatest)
+    out = ok & (least_removed > greatest)
+    if proposals is not None:
+        maybe = np.flatnonzero(ok & (least_removed == greatest))
+        if len(maybe):
+            out[maybe] = _still_proposed(proposals, keys[maybe], greatest[maybe], td)
+    return out
+
+
+def _still_proposed(proposals: Spine, keys: np.ndarray, labels: np.ndarray, td: int) -> np.ndarray:
+    """Whether each of ``keys`` (sorted, distinct) keeps a positive count of the proposal
+    ``labels[i]`` at every line time from ``td`` on (every row on the line). A lower bound of
+    that count at every such time, summed column-wise with no sort: the rows at or before
+    ``td`` count at all of them, and of the later rows only the removals may lower it."""
+    bound = np.zeros(len(keys), dtype=np.int64)
+    for b in proposals.batches():
+        idx = b.find(keys)
+        if idx is None:
+            continue
+        rank = np.searchsorted(keys, b.keys[idx])
+        diffs = b.diffs[idx]
+        counted = (b.vals[0][idx] == labels[rank]) & ((b.times[-1][idx] <= td) | (diffs < 0))
+        if counted.any():
+            np.add.at(bound, rank[counted], diffs[counted])
+    return bound >= 1
 
 
 def _unchanged_python(delta: Batch, labels: Rows, t: Time) -> np.ndarray:

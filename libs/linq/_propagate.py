@@ -281,7 +281,7 @@ class Propagate(Stateful):
                 if any(u > c for u, c in zip(b.upper[:-1], prefix)):
                     return delta.ukeys, None
         labels = rows_of(self.labels, delta.ukeys)
-        keep = ~unchanged(delta, labels, t)
+        keep = ~unchanged(delta, labels, t, self.proposals)
         if keep.all():
             return delta.ukeys, labels
         keys = delta.ukeys[keep]
