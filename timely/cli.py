@@ -39,6 +39,7 @@ from ._runtime.config import (
     ENV_CHECKPOINT_DIR,
     ENV_CHECKPOINT_EVERY,
     ENV_CONSOLE,
+    ENV_CONSOLE_LINGER,
     ENV_DEBUG,
     ENV_LAUNCHER,
     ENV_PEER_TIMEOUT,
@@ -52,6 +53,7 @@ from ._runtime.config import (
     ClusterConfig,
     ClusterConfigError,
     console_from,
+    console_linger,
     format_address,
     parse_secret,
     read_hosts_file,
@@ -244,6 +246,12 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         help=f"serve a live page of the computation from process 0 (sets {ENV_CONSOLE}); on loopback unless "
         "HOST says otherwise, and then behind a token printed here (derived from the secret); see docs/console.md",
     )
+    both.add_argument(
+        "--console-linger",
+        metavar="SECONDS",
+        help=f"keep serving the console's final state this long once the computation completes (sets "
+        f"{ENV_CONSOLE_LINGER}); by default the page goes with the computation",
+    )
     recovery = run.add_argument_group("fault tolerance")
     recovery.add_argument(
         "--restarts",
@@ -382,6 +390,14 @@ def _settings_env(args: argparse.Namespace, env: Mapping[str, str], parser: argp
         except ClusterConfigError as e:
             parser.error(f"argument --console: {e}")
         extra[ENV_CONSOLE] = args.console
+    if args.console_linger is not None:
+        if args.console is None:
+            parser.error("--console-linger needs --console")
+        try:
+            console_linger(args.console_linger)
+        except ClusterConfigError as e:
+            parser.error(f"argument --console-linger: {e}")
+        extra[ENV_CONSOLE_LINGER] = args.console_linger
     return extra
 
 

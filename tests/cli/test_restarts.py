@@ -419,6 +419,8 @@ def test_ctrl_c_does_not_restart(tmp_path: Path, attempt: int) -> None:
         (["--checkpoint-every", "5"], "--checkpoint-every needs --checkpoint-dir"),
         (["--checkpoint-dir", "x.py"], "--checkpoint-dir x.py: not a directory"),
         (["--checkpoint-dir", ""], "--checkpoint-dir: expected a directory"),
+        (["--console-linger", "5"], "--console-linger needs --console"),
+        (["--console", "0", "--console-linger", "soon"], "expected seconds (0 or more), got 'soon'"),
     ],
 )
 def test_usage_errors(

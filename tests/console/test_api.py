@@ -3,6 +3,11 @@ against what each process's own `statistics()` and `explain()` say."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import threading
+import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -77,6 +82,17 @@ def test_state_and_metrics_agree_with_each_process_statistics(tmp_path: Path, pr
             assert all(f"<title>s{i}</title>" in graph["svg"] for i in range(len(STAGES)))
 
 
+def test_a_process_busy_from_its_first_step_is_on_the_console_at_once(tmp_path: Path) -> None:
+    """Each process samples itself before its first step: process 1, whose first callback runs
+    long (here, until the test lets it go), is on the console all the same. Its first sample
+    used to wait for that callback: a short computation could end before the console heard of
+    all its processes."""
+    with watched("busy", tmp_path, processes=2) as run:
+        state = run.wait_for(lambda: s if (s := run.get("/api/state"))["reporting"] == 2 else None, 10, "for both")
+        assert [p["process"] for p in state["process_stats"]] == [0, 1]
+        assert state["complete"] is False  # process 1 is still held
+
+
 @pytest.mark.parametrize("processes", [1, 2])
 def test_a_stall_names_the_waiting_stage_its_time_and_the_open_input(tmp_path: Path, processes: int) -> None:
     with watched("stall", tmp_path, processes) as run:
@@ -136,4 +152,42 @@ def test_a_console_port_in_use_is_a_clear_error() -> None:
         port = int(comp.console_url.rsplit(":", 1)[1].strip("/"))  # type: ignore[union-attr]
         with pytest.raises(OSError, match=f"cannot serve the console on 127.0.0.1:{port}"):
             with timely.execute(build, console=port, timeout=10):
+                pass
+
+
+def test_a_lingering_console_serves_the_final_state_then_goes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TIMELY_CONSOLE_LINGER keeps the page up, complete, that long after the computation; a
+    value that is not seconds is refused before anything runs."""
+
+    def build(scope: timely.Scope) -> tuple[timely.Input, timely.Probe]:
+        numbers = scope.new_input("numbers")
+        return numbers, numbers.map("twice", lambda x: 2 * x).probe("p")
+
+    monkeypatch.setenv("TIMELY_CONSOLE_LINGER", "1.5")
+    seen: list[dict] = []
+
+    def watch(url: str) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                seen.append(json.loads(urllib.request.urlopen(url + "api/state", timeout=2).read()))
+                time.sleep(0.05)
+
+    started = time.monotonic()
+    with timely.execute(build, console=0, timeout=30) as (comp, (numbers, probe)):
+        watcher = threading.Thread(target=watch, args=(comp.console_url,), daemon=True)
+        watcher.start()
+        numbers.send(range(100))
+        numbers.close()
+    lasted = time.monotonic() - started
+    watcher.join(10)
+    assert not watcher.is_alive()  # the page went
+    assert lasted >= 1.5
+    final = seen[-1]
+    assert final["complete"] is True and final["reporting"] == 1
+    assert {s["name"]: s["records_in"] for s in final["stages"]}["twice"] == 100
+
+    for bad in ("soon", "-1", "inf", "nan"):
+        monkeypatch.setenv("TIMELY_CONSOLE_LINGER", bad)
+        with pytest.raises(ClusterConfigError, match="TIMELY_CONSOLE_LINGER"):
+            with timely.execute(build, console=0, timeout=10):
                 pass

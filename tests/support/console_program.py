@@ -10,7 +10,10 @@ event loop running with the input open (the console keeps sampling) until STOPFI
   for the test to compare with what the console shows;
 - ``rates``: 2,000 records a second for 4 s, then 200,000 a second (the rate change);
 - ``stall``: epochs 0-2, then records at epoch 3 and the input left open: 'count''s
-  notification at epoch 3 waits on the open input.
+  notification at epoch 3 waits on the open input;
+- ``busy``: one epoch, whose first record holds the 'key' callback of every process but 0 until
+  STOPFILE exists: processes busy from their first step (the console must hear of them all
+  the same; process 0, which gathers the samples, reads them between its callbacks).
 """
 
 from __future__ import annotations
@@ -46,10 +49,27 @@ class Count(timely.Vertex):
         return len(self.counts), 64 * len(self.counts)
 
 
-def build(scope: timely.Scope) -> tuple[timely.Input, timely.Probe]:
+def build(scope: timely.Scope, hold_until: str | None = None) -> tuple[timely.Input, timely.Probe]:
     numbers = scope.new_input("numbers")
-    done = numbers.map("key", lambda x: x % 97).stage("count", Count, exchange=lambda k: k).probe("done")
+    key = _held_key(hold_until) if hold_until is not None else lambda x: x % 97
+    done = numbers.map("key", key).stage("count", Count, exchange=lambda k: k).probe("done")
     return numbers, done
+
+
+def _held_key(stop: str) -> Any:
+    """The key of a record; the first call blocks the runtime's thread until ``stop`` exists
+    (at most 60 s)."""
+    held = [False]
+
+    def key(x: int) -> int:
+        if not held[0]:
+            held[0] = True
+            until = time.monotonic() + 60
+            while not os.path.exists(stop) and time.monotonic() < until:
+                time.sleep(0.05)
+        return x % 97
+
+    return key
 
 
 def keep_running(comp: timely.Computation, probe: timely.Probe, epoch: int, stop: str) -> None:
@@ -64,12 +84,17 @@ def keep_running(comp: timely.Computation, probe: timely.Probe, epoch: int, stop
 
 def main() -> None:
     mode, stop = sys.argv[1], sys.argv[2]
-    with timely.execute(build, timeout=100) as (comp, (numbers, done)):
+    hold_until = stop if mode == "busy" and os.environ.get("TIMELY_PROCESS_INDEX", "0") != "0" else None
+    with timely.execute(lambda scope: build(scope, hold_until), timeout=100) as (comp, (numbers, done)):
         if comp.console_url is not None:
             print("URL", comp.console_url, flush=True)
         me = comp.statistics().process
         processes = int(os.environ.get("TIMELY_PROCESSES", "1"))
-        if mode in ("steady", "stall"):
+        if mode == "busy":
+            numbers.send(range(me, 1000, processes))
+            numbers.advance_to(1)
+            epochs = 1
+        elif mode in ("steady", "stall"):
             epochs = EPOCHS if mode == "steady" else 3
             for epoch in range(epochs):
                 numbers.send(range(me, PER_EPOCH, processes))

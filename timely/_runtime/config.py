@@ -43,9 +43,11 @@ from ..net.tcp import PEER_TIMEOUT, check_secret
 
 __all__ = [
     "ENV_CONSOLE",
+    "ENV_CONSOLE_LINGER",
     "ConsoleSettings",
     "console_from",
     "console_from_env",
+    "console_linger",
     "console_token",
     "ENV_ADDRESSES",
     "ENV_CHECKPOINT_DIR",
@@ -109,6 +111,9 @@ ENV_PICKLE = "TIMELY_PICKLE"
 
 ENV_CONSOLE = "TIMELY_CONSOLE"
 """``[host:]port`` where process 0 serves the live console (``timely run --console``)."""
+ENV_CONSOLE_LINGER = "TIMELY_CONSOLE_LINGER"
+"""Seconds process 0 keeps serving the console's final state once the computation has completed
+(``timely run --console-linger``); by default the console goes with the computation."""
 
 ENV_PEER_TIMEOUT = "TIMELY_PEER_TIMEOUT"
 """Seconds without a heartbeat from a peer after which it counts as hung (``timely run --peer-timeout``)."""
@@ -380,6 +385,8 @@ class ConsoleSettings:
     host: str
     port: int
     token: str | None = field(default=None, repr=False)
+    linger: float = 0.0
+    """Seconds to keep serving the final state after the computation completes."""
 
     def url(self, port: int | None = None) -> str:
         """The page's address (with ``port``, the one actually bound, when asked for port 0)."""
@@ -417,7 +424,20 @@ def console_from(value: int | str, secret: bytes | None) -> ConsoleSettings:
     token = None
     if not _loopback(host):
         token = console_token(secret) if secret else secrets.token_hex(16)
-    return ConsoleSettings(host, port, token)
+    return ConsoleSettings(host, port, token, console_linger(os.environ.get(ENV_CONSOLE_LINGER, "")))
+
+
+def console_linger(text: str) -> float:
+    """``TIMELY_CONSOLE_LINGER`` / ``--console-linger``: seconds, 0 or more (empty: 0)."""
+    if not text.strip():
+        return 0.0
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise ClusterConfigError(f"{ENV_CONSOLE_LINGER}: expected seconds (0 or more), got {text!r}")
+    return seconds
 
 
 def console_from_env(secret: bytes | None, environ: Mapping[str, str] | None = None) -> ConsoleSettings | None:

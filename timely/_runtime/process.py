@@ -162,6 +162,7 @@ class ProcessRuntime:
         self.console: ConsoleServer | None = None
         self.console_url: str | None = None
         self.sampler: Sampler | None = None
+        self.console_linger = 0.0 if console is None else console.linger
         if console is not None:
             self._start_console(console)
 
@@ -329,6 +330,10 @@ class ProcessRuntime:
                 await self._run()
             if self.recovery is not None:
                 self.recovery.completed()
+            if self.console is not None and self.console_linger > 0:
+                # the final samples are in (each process sent its last before its goodbye)
+                log.info("complete; the console stays for %g s", self.console_linger)
+                await asyncio.sleep(self.console_linger)
         finally:
             if self.recovery is not None:
                 self.recovery.close()
@@ -344,9 +349,12 @@ class ProcessRuntime:
                 # profile from the first step on: a long first callback would run before the
                 # sampler's task did, and go uncounted
                 self.sampler.profiler.start()
+                self.sampler.publish_now()
                 tg.start_soon(self.sampler.run)
             try:
                 await self._schedule()
+                if self.sampler is not None and self.failure is None:
+                    self.sampler.publish_now()  # before the goodbye: the console's final state
             except BaseException as exc:
                 if self.failure is None:
                     self.failure = exc

@@ -267,17 +267,24 @@ class Sampler:
             "process_stats": process,
         }
 
+    def publish_now(self) -> dict[str, Any]:
+        """Sample and publish at once. The runtime calls this before its first step (a long
+        first callback would otherwise keep a process off the console until it returned: a
+        short computation could end unseen) and once more when complete, before its goodbye,
+        so that the console's last state holds every process's final counts."""
+        sample = self.sample()
+        self.publish(sample)
+        return sample
+
     async def run(self, every: float = SAMPLE_SECONDS) -> None:
-        """Publish a sample at once, then every ``every`` seconds, until cancelled; profile the
-        callbacks meanwhile (the runtime starts the profiler before its first step; this stops
-        it). A scheduler that has sat idle for `STALL_AFTER` gets a sample at once (it says what
-        holds progress back) rather than at the next second."""
+        """Publish a sample every ``every`` seconds, until cancelled (the runtime has published
+        the first); profile the callbacks meanwhile (the runtime starts the profiler before its
+        first step; this stops it). A scheduler that has sat idle for `STALL_AFTER` gets a
+        sample at once (it says what holds progress back) rather than at the next second."""
         look = every / 4
         try:
+            told_stall = False
             while True:
-                sample = self.sample()
-                self.publish(sample)
-                told_stall = sample["stall"] is not None
                 next_at = _time.perf_counter() + every
                 while True:
                     now = _time.perf_counter()
@@ -287,5 +294,6 @@ class Sampler:
                     idle = self.idle_since()
                     if not told_stall and idle is not None and _time.perf_counter() - idle >= STALL_AFTER:
                         break
+                told_stall = self.publish_now()["stall"] is not None
         finally:
             self.profiler.stop()
