@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,8 @@ from ._stateful import paused_gc, pieces_of, routed
 from .collection import Collection, operator_name
 
 __all__ = ["CollectionInput", "CollectionOutput", "new_input"]
+
+_first, _second = itemgetter(0), itemgetter(1)
 
 FLUSH_AT = 65536
 """Changes buffered by a `CollectionInput` before they leave as one block."""
@@ -73,7 +76,16 @@ class CollectionInput:
 
     def update(self, changes: Iterable[tuple[Any, int]]) -> None:
         """Apply ``(record, diff)`` changes: a positive diff adds copies, a negative one removes them."""
-        for change in changes:
+        pairs = changes if isinstance(changes, list) else list(changes)
+        # the common case in C (no Python step per change): a list of 2-tuples with int diffs
+        if set(map(type, pairs)) == {tuple} and set(map(len, pairs)) == {2}:
+            diffs = list(map(_second, pairs))
+            if set(map(type, diffs)) == {int}:
+                self._records.extend(map(_first, pairs))
+                self._diffs.extend(diffs)
+                self.flush()
+                return
+        for change in pairs:
             record, diff = change
             if type(diff) is not int:
                 raise TypeError(f"update: the diff of {change!r} must be an int")

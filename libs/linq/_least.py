@@ -39,7 +39,7 @@ from ._columns import EMPTY, all_ints, consolidate, distinct, group_starts, rang
 from ._errors import OperatorError
 from ._trace import Batch, Rows, Spine, concat_rows
 
-__all__ = ["FEW_ROWS", "line_changes", "rows_of", "split_line", "unchanged"]
+__all__ = ["FEW_ROWS", "line_changes", "ranked_rows_of", "rows_of", "split_line", "unchanged"]
 
 FEW_ROWS = 192
 """Up to this many history rows, `line_changes` works in Python (no numpy call per step)."""
@@ -59,6 +59,17 @@ def rows_of(spine: Spine, keys: np.ndarray) -> Rows:
         if idx is not None:
             parts.append(b.take(idx))
     return concat_rows(parts, spine.nvals, spine.ntimes)
+
+
+def ranked_rows_of(spine: Spine, keys: np.ndarray) -> tuple[Rows, np.ndarray]:
+    """`rows_of`, and for each row the index of its key in ``keys``."""
+    parts, ranks = [], []
+    for b in spine.batches():
+        found = b.lookup(keys)
+        if found is not None:
+            parts.append(b.take(found[0]))
+            ranks.append(found[1])
+    return concat_rows(parts, spine.nvals, spine.ntimes), np.concatenate(ranks) if ranks else EMPTY
 
 
 def split_line(rows: Rows, t: Time) -> tuple[Rows, Rows]:
@@ -304,11 +315,14 @@ def _negative(op: str, key: int, label: int, count: int, t: Time) -> OperatorErr
 # Changes that cannot move a label ------------------------------------------------------------------
 
 
-def unchanged(delta: Batch, labels: Rows, t: Time, proposals: Spine | None = None) -> np.ndarray:
+def unchanged(
+    delta: Batch, labels: Rows, t: Time, proposals: Spine | None = None, ranks: np.ndarray | None = None
+) -> np.ndarray:
     """Which keys of ``delta`` (proposal changes at ``t``, a `Batch`) keep their labels at every
     time of ``t``'s line, read from their ``labels`` rows (all on the line; rows of other keys
-    are ignored) and, for removals of a key's greatest label, from ``proposals`` (the
-    proposals' arrangement, ``delta`` included, every row on the line), if given.
+    are ignored, unless ``ranks`` gives for each row the index of its key in ``delta.ukeys``)
+    and, for removals of a key's greatest label, from ``proposals`` (the proposals'
+    arrangement, ``delta`` included, every row on the line), if given.
 
     A key's labels are consistent when at each line time exactly one label has count 1, and
     then it is the least proposal there (what evaluation maintains; a key evaluated later
@@ -326,39 +340,72 @@ def unchanged(delta: Batch, labels: Rows, t: Time, proposals: Spine | None = Non
     if len(labels) <= FEW_ROWS // 4:
         return _unchanged_python(delta, labels, t)
     td = t[-1]
-    rank = np.searchsorted(keys, labels.keys)
-    mine = keys[np.minimum(rank, len(keys) - 1)] == labels.keys
-    if not mine.all():
-        labels, rank = labels.take(mine), rank[mine]
-    pos = np.maximum(labels.times[-1], td)
-    # each label's count never negative; the greatest label present at some line time
-    (r, label, _), count = consolidate([rank, labels.vals[0], pos], labels.diffs, runs=True)
-    running = _running(count, r, label)
+    if ranks is None:
+        rank = np.searchsorted(keys, labels.keys)
+        mine = keys[np.minimum(rank, len(keys) - 1)] == labels.keys
+        if not mine.all():
+            labels, rank = labels.take(mine), rank[mine]
+    else:
+        rank = ranks
     bad = np.zeros(len(keys), dtype=bool)
-    bad[r[running < 0]] = True
-    present = running > 0
     greatest = np.full(len(keys), np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(greatest, r[present], label[present])
     labelled = np.zeros(len(keys), dtype=bool)
-    labelled[r[present]] = True
-    # one label in all at each line time, t's own included
-    (r, at), count = consolidate([rank, pos], labels.diffs)
-    bad[r[_running(count, r) != 1]] = True
-    first = group_starts([r])
-    bad[r[first[at[first] != td]]] = True
+    # a key of one label row (most keys, most of the time): consistent when the row adds the
+    # label once, at or before t (then it holds at every line time); no sort needed
+    one = np.bincount(rank, minlength=len(keys))[rank] == 1
+    if one.any():
+        r1 = rank[one]
+        good = (labels.diffs[one] == 1) & (labels.times[-1][one] <= td)
+        bad[r1[~good]] = True
+        greatest[r1[good]] = labels.vals[0][one][good]
+        labelled[r1[good]] = True
+        if not one.all():
+            labels, rank = labels.take(~one), rank[~one]
+    if not one.all():
+        _consistent(labels, rank, td, bad, greatest, labelled)
     # the changes: the least added no smaller, the least removed greater, than every label
     which = np.repeat(np.arange(len(keys)), np.diff(delta.starts))
     added = delta.diffs > 0
-    least_added = np.full(len(keys), NONE, dtype=np.int64)
-    np.minimum.at(least_added, which[added], delta.vals[0][added])
-    least_removed = np.full(len(keys), NONE, dtype=np.int64)
-    np.minimum.at(least_removed, which[~added], delta.vals[0][~added])
+    least_added = _least_of(which, added, delta.vals[0], len(keys))
+    least_removed = _least_of(which, ~added, delta.vals[0], len(keys))
     ok = labelled & ~bad & (least_added >= greatest)
     out = ok & (least_removed > greatest)
     if proposals is not None:
         maybe = np.flatnonzero(ok & (least_removed == greatest))
         if len(maybe):
             out[maybe] = _still_proposed(proposals, keys[maybe], greatest[maybe], td)
+    return out
+
+
+def _consistent(
+    labels: Rows, rank: np.ndarray, td: int, bad: np.ndarray, greatest: np.ndarray, labelled: np.ndarray
+) -> None:
+    """`unchanged`'s check of keys with several label rows (``rank``: each row's key), into
+    ``bad`` (inconsistent), ``greatest`` (the greatest label at some line time), ``labelled``."""
+    pos = np.maximum(labels.times[-1], td)
+    # each label's count never negative; the greatest label present at some line time
+    (r, label, _), count = consolidate([rank, labels.vals[0], pos], labels.diffs, runs=True)
+    running = _running(count, r, label)
+    bad[r[running < 0]] = True
+    present = running > 0
+    np.maximum.at(greatest, r[present], label[present])
+    labelled[r[present]] = True
+    # one label in all at each line time, t's own included
+    (r, at), count = consolidate([rank, pos], labels.diffs)
+    bad[r[_running(count, r) != 1]] = True
+    first = group_starts([r])
+    bad[r[first[at[first] != td]]] = True
+
+
+def _least_of(which: np.ndarray, mask: np.ndarray, vals: np.ndarray, n: int) -> np.ndarray:
+    """For rows sorted by (key, value) (``which``: the key's index, of ``n``), the least value
+    of each key among the rows of ``mask`` (`NONE` if it has none): its first such row's."""
+    out = np.full(n, NONE, dtype=np.int64)
+    idx = np.flatnonzero(mask)
+    if len(idx):
+        w = which[idx]
+        first = np.flatnonzero(np.concatenate([[True], w[1:] != w[:-1]]))
+        out[w[first]] = vals[idx[first]]
     return out
 
 
@@ -369,14 +416,14 @@ def _still_proposed(proposals: Spine, keys: np.ndarray, labels: np.ndarray, td: 
     ``td`` count at all of them, and of the later rows only the removals may lower it."""
     bound = np.zeros(len(keys), dtype=np.int64)
     for b in proposals.batches():
-        idx = b.find(keys)
-        if idx is None:
+        found = b.lookup(keys)
+        if found is None:
             continue
-        rank = np.searchsorted(keys, b.keys[idx])
+        idx, rank = found
         diffs = b.diffs[idx]
         counted = (b.vals[0][idx] == labels[rank]) & ((b.times[-1][idx] <= td) | (diffs < 0))
         if counted.any():
-            np.add.at(bound, rank[counted], diffs[counted])
+            bound += np.bincount(rank[counted], weights=diffs[counted], minlength=len(keys)).astype(np.int64)
     return bound >= 1
 
 

@@ -49,7 +49,7 @@ from ._columns._codes import codes_of_values
 from ._errors import OperatorError
 from ._keys import KeyOf
 from ._lattice import Lattice
-from ._least import line_changes, rows_of, split_line, unchanged
+from ._least import line_changes, ranked_rows_of, rows_of, split_line, unchanged
 from ._linear import Route, by_destination, changes_in, split_by
 from ._stateful import Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
 from ._trace import Batch, Rows, Spine, concat_rows, matches
@@ -280,19 +280,11 @@ class Propagate(Stateful):
             for b in spine.batches():
                 if any(u > c for u, c in zip(b.upper[:-1], prefix)):
                     return delta.ukeys, None
-        labels = rows_of(self.labels, delta.ukeys)
-        keep = ~unchanged(delta, labels, t, self.proposals)
+        labels, ranks = ranked_rows_of(self.labels, delta.ukeys)
+        keep = ~unchanged(delta, labels, t, self.proposals, ranks)
         if keep.all():
             return delta.ukeys, labels
-        keys = delta.ukeys[keep]
-        if len(labels):
-            where = np.searchsorted(keys, labels.keys)
-            labels = (
-                labels.take(keys[np.minimum(where, len(keys) - 1)] == labels.keys)
-                if len(keys)
-                else labels.take(slice(0, 0))
-            )
-        return keys, labels
+        return delta.ukeys[keep], labels.take(keep[ranks]) if len(labels) else labels
 
     def _evaluate(self, keys: np.ndarray, t: tuple[int, ...], labels: Rows | None = None) -> None:
         """``keys`` at ``t`` and at the later times of ``t``'s line (`_least`); the joins of

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from libs.linq import OperatorError, _least
 from libs.linq._columns import codes_of, values_of
 from libs.linq._columns._codes import codes_of_values
-from libs.linq._trace import Batch, Rows
+from libs.linq._trace import Batch, Rows, Spine
 
 Time = tuple[int, ...]
 Row = tuple[int, Any, Time, int]
@@ -138,8 +138,16 @@ def consistent(draw: st.DrawFn) -> tuple[list[Row], list[Row], list[Row], Time]:
     """A proposals history on one line, the labels evaluation would keep for it (the least
     proposal at every line time), and changes to the proposals at ``t``."""
     t = (1, 0, draw(st.integers(0, 6)))
-    row = st.tuples(st.sampled_from(KEYS), st.integers(0, 12), st.tuples(st.just(1), st.just(0), st.integers(0, 9)))
-    proposals = [(k, lab, time, 1) for k, lab, time in draw(st.lists(row, max_size=30))]
+    row = st.tuples(
+        st.sampled_from(KEYS),
+        st.integers(0, 12),
+        st.tuples(st.just(1), st.just(0), st.integers(0, 9)),
+        st.sampled_from([1, 1, -1]),
+    )
+    proposals: list[Row] = []
+    for k, lab, time, d in sorted(draw(st.lists(row, max_size=30)), key=lambda r: r[2]):
+        if d > 0 or _accumulated(proposals, k, time).get(lab, 0) > 0:  # a count never negative
+            proposals.append((k, lab, time, d))
     labels: list[Row] = []
     for key in KEYS:
         before: Any = None
@@ -160,18 +168,29 @@ def consistent(draw: st.DrawFn) -> tuple[list[Row], list[Row], list[Row], Time]:
     return proposals, labels, delta, t
 
 
-@pytest.mark.parametrize("few", [0, 10**9], ids=["columns", "python"])
+@pytest.mark.parametrize("form", ["columns", "python", "arrangement"])
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=consistent())
-def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(few: int, case: Any) -> None:
+@given(case=consistent(), cut=st.integers(0, 30))
+def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form: str, case: Any, cut: int) -> None:
+    """Also with the proposals' arrangement (in batches cut at ``cut``, and the changes' own),
+    which lets a removal of a key's label pass while the label keeps a positive count, and
+    with the label rows given with their keys' ranks (as `Propagate` reads them)."""
     proposals, labels, delta, t = case
     if not delta:
         return
     old = _least.FEW_ROWS
-    _least.FEW_ROWS = few
+    _least.FEW_ROWS = 10**9 if form == "python" else 0
     try:
         changes = Batch(_rows(delta, 3))
-        said = _least.unchanged(changes, _rows(labels, 3), t)
+        if form == "arrangement":
+            spine = Spine(1, 3)
+            for part in (proposals[:cut], proposals[cut:], delta):
+                if part:
+                    spine.insert(Batch(_rows(part, 3)))
+            rows, ranks = _least.ranked_rows_of(_spine_of(labels), changes.ukeys)
+            said = _least.unchanged(changes, rows, t, spine, ranks)
+        else:
+            said = _least.unchanged(changes, _rows(labels, 3), t)
     finally:
         _least.FEW_ROWS = old
     keys = changes.ukeys.tolist()
@@ -180,6 +199,31 @@ def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(few: 
             for x in range(t[-1], 12):
                 at = (1, 0, x)
                 assert _least_positive(proposals + delta, key, at) == _least_positive(proposals, key, at), (key, x)
+
+
+def _spine_of(rows: list[Row]) -> Spine:
+    spine = Spine(1, 3)
+    if rows:
+        spine.insert(Batch(_rows(rows, 3)))
+    return spine
+
+
+def test_removing_a_copy_of_the_label_while_another_stays_proposed_leaves_the_key_alone() -> None:
+    """Node 3's label 4 is proposed twice from time 2 on; one copy goes at t: still label 4. The
+    other copy goes later, at 6: the label would move there, so then the key is evaluated."""
+    labels = [(3, 4, (1, 0, 2), 1)]
+    t = (1, 0, 3)
+    change = [(3, 4, t, -1)]
+    for later, same in (([], True), ([(3, 4, (1, 0, 6), -1)], False), ([(3, 4, (1, 0, 5), 1)], True)):
+        proposals = [(3, 4, (1, 0, 2), 2), *later, *change]
+        spine = _spine_of(proposals)
+        rows, ranks = _least.ranked_rows_of(_spine_of(labels), np.array([3]))
+        _least.FEW_ROWS, old = 0, _least.FEW_ROWS
+        try:
+            said = _least.unchanged(Batch(_rows(change, 3)), rows, t, spine, ranks)
+        finally:
+            _least.FEW_ROWS = old
+        assert said.tolist() == [same], later
 
 
 def test_adding_a_proposal_no_better_than_the_label_leaves_the_key_alone() -> None:

@@ -2,7 +2,9 @@
 
 A batch finds the rows of many keys at once by binary search, or, for a large query on a
 batch of dense int keys, through a table indexed by key; a few keys are looked up one by one.
-Every way must give the rows a plain scan gives, for keys that are present, absent, below
+`lookup` also says which key each row is of, and
+when the batch is the smaller side looks its own keys up among the keys asked. Every way must
+give the rows a plain scan gives, for keys that are present, absent, below
 the batch's least key and above its greatest.
 """
 
@@ -44,6 +46,12 @@ def _check(stored: list[int], asked: list[int]) -> None:
     want = [i for i, k in enumerate(batch.keys.tolist()) if k in set(asked)]
     got = [] if found is None else np.arange(len(batch))[found].tolist()
     assert got == want
+    # lookup: the same rows from either side (the batch's keys among the keys, when it is the
+    # smaller), each with its key's index among the keys
+    looked = batch.lookup(keys)
+    assert ([] if looked is None else looked[0].tolist()) == want
+    if looked is not None:
+        assert (keys[looked[1]] == batch.keys[looked[0]]).all()
     # a join's delta: keys in any order, repeats allowed; every (delta row, batch row) pair once
     delta = np.array(asked, dtype=np.int64)
     pairs = matches(delta, [batch], 1, 1)

@@ -154,11 +154,29 @@ class Batch(Rows):
             if len(spans) == 1:
                 return slice(*spans[0])
             return np.concatenate([np.arange(lo, hi) for lo, hi in spans])
-        where = self.positions(keys)
-        where = where[where >= 0]
-        if not len(where):
+        found = self.lookup(keys)
+        return None if found is None else found[0]
+
+    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """The rows of ``keys`` (sorted, distinct), in batch order, and for each row the index
+        of its key in ``keys``; None when there are none. From the smaller side: a batch with
+        fewer rows than twice the keys looks its own keys up among them (the small batches of
+        a spine's tail, asked about the thousands of keys of a batch of updates), a larger
+        one finds the keys' ranges."""
+        n = len(keys)
+        if not n or self.kmin > self.kmax:
             return None
-        return ranges(self.starts[where], self.starts[where + 1])
+        if len(self) <= 2 * n:
+            rank = np.searchsorted(keys, self.keys)
+            np.minimum(rank, n - 1, out=rank)
+            idx = np.flatnonzero(keys[rank] == self.keys)
+            return (idx, rank[idx]) if len(idx) else None
+        where = self.positions(keys)
+        have = np.flatnonzero(where >= 0)
+        if not len(have):
+            return None
+        lo, hi = self.starts[where[have]], self.starts[where[have] + 1]
+        return ranges(lo, hi), np.repeat(have, hi - lo)
 
     def positions(self, keys: np.ndarray) -> np.ndarray:
         """For each of ``keys`` (any order, repeats allowed): its index in ``ukeys``, or -1.
