@@ -37,7 +37,7 @@ import numpy as np
 
 from ._columns import EMPTY, all_ints, consolidate, distinct, group_starts, ranges, values_of
 from ._errors import OperatorError
-from ._trace import Batch, Rows, Spine, concat_rows
+from ._trace import Batch, Keys, Rows, Spine, concat_rows
 
 __all__ = ["FEW_ROWS", "line_changes", "ranked_rows_of", "rows_of", "split_line", "unchanged"]
 
@@ -54,8 +54,9 @@ def rows_of(spine: Spine, keys: np.ndarray) -> Rows:
     """Every row of ``keys`` (sorted, distinct) in ``spine``, at any time; not consolidated
     across batches."""
     parts = []
+    query = Keys(keys)
     for b in spine.batches():
-        idx = b.find(keys)
+        idx = b.find(query)
         if idx is not None:
             parts.append(b.take(idx))
     return concat_rows(parts, spine.nvals, spine.ntimes)
@@ -64,8 +65,9 @@ def rows_of(spine: Spine, keys: np.ndarray) -> Rows:
 def ranked_rows_of(spine: Spine, keys: np.ndarray) -> tuple[Rows, np.ndarray]:
     """`rows_of`, and for each row the index of its key in ``keys``."""
     parts, ranks = [], []
+    query = Keys(keys)
     for b in spine.batches():
-        found = b.lookup(keys)
+        found = b.lookup(query)
         if found is not None:
             parts.append(b.take(found[0]))
             ranks.append(found[1])
@@ -415,8 +417,9 @@ def _still_proposed(proposals: Spine, keys: np.ndarray, labels: np.ndarray, td: 
     that count at every such time, summed column-wise with no sort: the rows at or before
     ``td`` count at all of them, and of the later rows only the removals may lower it."""
     bound = np.zeros(len(keys), dtype=np.int64)
+    query = Keys(keys)
     for b in proposals.batches():
-        found = b.lookup(keys)
+        found = b.lookup(query)
         if found is None:
             continue
         idx, rank = found

@@ -57,7 +57,7 @@ from ._keys import KeyOf
 from ._lattice import Lattice
 from ._layout import Layout, widened
 from ._stateful import Stateful, check_owner, paused_gc, pieces_of, routed, rows_of_piece, rows_pieces
-from ._trace import Batch, Rows, Spine, concat_rows, le_time, lub_time
+from ._trace import Batch, Keys, Rows, Spine, concat_rows, le_time, lub_time
 
 Counts = dict[Any, int]
 Evaluate = Callable[[Any, Counts], Counts]
@@ -448,8 +448,9 @@ def accumulate(spine: Spine, keys: np.ndarray, t: tuple[int, ...]) -> tuple[Rows
     grows with the distinct loop positions of the key, never with the number of epochs. A few
     rows in all (an update's case) are summed in Python."""
     parts: list[Rows] = []
+    query = Keys(keys)
     for b in spine.batches():
-        idx = b.find(keys)
+        idx = b.find(query)
         if idx is not None:
             parts.append(b.take(idx))
     nvals, ntimes = spine.nvals, spine.ntimes

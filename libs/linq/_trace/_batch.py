@@ -16,7 +16,7 @@ import numpy as np
 
 from .._columns import EMPTY, consolidate, ranges
 
-__all__ = ["Batch", "Rows", "le_time", "lub_time", "matches"]
+__all__ = ["Batch", "Keys", "Rows", "le_time", "lub_time", "matches"]
 
 FEW_KEYS = 8
 """Up to this many keys, `Batch.find` looks them up one by one."""
@@ -140,15 +140,16 @@ class Batch(Rows):
             self.upper = ()
             self.kmin, self.kmax = 1, 0
 
-    def find(self, keys: np.ndarray) -> slice | np.ndarray | None:
+    def find(self, keys: np.ndarray | Keys) -> slice | np.ndarray | None:
         """The rows of ``keys`` (sorted, distinct), in batch order: a slice when they are one
         run (no copy), indices otherwise, None when there are none. A few keys are looked up
-        one by one (no arrays built: an update's case), many with one `numpy.searchsorted`."""
-        n = len(keys)
+        one by one (no arrays built: an update's case), many with `lookup`."""
+        wanted = keys.keys if isinstance(keys, Keys) else keys
+        n = len(wanted)
         if not n or self.kmin > self.kmax:
             return None
         if n <= FEW_KEYS:
-            spans = [s for s in map(self.span, keys.tolist()) if s is not None]
+            spans = [s for s in map(self.span, wanted.tolist()) if s is not None]
             if not spans:
                 return None
             if len(spans) == 1:
@@ -157,26 +158,27 @@ class Batch(Rows):
         found = self.lookup(keys)
         return None if found is None else found[0]
 
-    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """The rows of ``keys`` (sorted, distinct), in batch order, and for each row the index
-        of its key in ``keys``; None when there are none. From the smaller side: a batch with
-        fewer rows than twice the keys looks its own keys up among them (the small batches of
-        a spine's tail, asked about the thousands of keys of a batch of updates), a larger
-        one finds the keys' ranges."""
-        n = len(keys)
+    def lookup(self, keys: np.ndarray | Keys) -> tuple[np.ndarray, np.ndarray] | None:
+        """The rows of ``keys`` (sorted, distinct; a `Keys` when many batches are asked), in
+        batch order, and for each row the index of its key in ``keys``; None when there are
+        none. From the smaller side: a batch with fewer rows than twice the keys looks its own
+        keys up among them (the small batches of a spine, asked about the thousands of keys of
+        a batch of updates), a larger one finds the keys' ranges."""
+        query = keys if isinstance(keys, Keys) else Keys(keys)
+        n = len(query.keys)
         if not n or self.kmin > self.kmax:
             return None
         if len(self) <= 2 * n:
-            rank = np.searchsorted(keys, self.keys)
-            np.minimum(rank, n - 1, out=rank)
-            idx = np.flatnonzero(keys[rank] == self.keys)
+            rank = query.ranks(self.keys)
+            idx = np.flatnonzero(rank >= 0)
             return (idx, rank[idx]) if len(idx) else None
-        where = self.positions(keys)
-        have = np.flatnonzero(where >= 0)
-        if not len(have):
+        where = self.positions(query.keys)
+        lo = self.starts[where]
+        sizes = np.maximum(self.starts[where + 1] - lo, 0)  # absent keys: where -1, no rows
+        idx = ranges(lo, lo + sizes)
+        if not len(idx):
             return None
-        lo, hi = self.starts[where[have]], self.starts[where[have] + 1]
-        return ranges(lo, hi), np.repeat(have, hi - lo)
+        return idx, np.repeat(np.arange(n), sizes)
 
     def positions(self, keys: np.ndarray) -> np.ndarray:
         """For each of ``keys`` (any order, repeats allowed): its index in ``ukeys``, or -1.
@@ -188,10 +190,9 @@ class Batch(Rows):
             dense = self.dense = np.full(self.kmax - self.kmin + 1, -1, dtype=np.int64)
             dense[ukeys - self.kmin] = np.arange(len(ukeys))
         if dense is not None:
-            pos = dense[np.clip(keys - self.kmin, 0, len(dense) - 1)]
-        else:
-            pos = np.searchsorted(ukeys, keys)
-            pos[pos == len(ukeys)] = 0
+            return _table_lookup(dense, self.kmin, keys)
+        pos = np.searchsorted(ukeys, keys)
+        pos[pos == len(ukeys)] = 0
         return np.where(ukeys[pos] == keys, pos, -1)
 
     def span(self, key: int) -> tuple[int, int] | None:
@@ -213,6 +214,45 @@ class Batch(Rows):
         lo = np.where(found, self.starts[pos], 0)
         hi = np.where(found, self.starts[pos + 1], 0)
         return lo, hi
+
+
+def _table_lookup(table: np.ndarray, low: int, values: np.ndarray) -> np.ndarray:
+    """``table[v - low]`` for each value (-1 outside the table: the table says -1 for the
+    absent values inside it)."""
+    rel = values - low
+    if not len(rel) or (int(rel.min()) >= 0 and int(rel.max()) < len(table)):
+        return table[rel]
+    out = table[np.clip(rel, 0, len(table) - 1)]
+    out[(rel < 0) | (rel >= len(table))] = -1
+    return out
+
+
+class Keys:
+    """Sorted, distinct keys asked of every batch of a spine: for many dense int keys, a
+    table from key to index, built on the first batch that looks its rows up among them
+    (`Batch.lookup`) and read by the others: a gather instead of a binary search per row."""
+
+    __slots__ = ("keys", "table")
+
+    def __init__(self, keys: np.ndarray) -> None:
+        self.keys = keys
+        self.table: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def ranks(self, values: np.ndarray) -> np.ndarray:
+        """The index in ``keys`` of each of ``values`` (any order), or -1."""
+        keys = self.keys
+        n = len(keys)
+        if self.table is None and n >= DENSE_QUERY and int(keys[-1]) - int(keys[0]) < DENSITY * n:
+            self.table = np.full(int(keys[-1]) - int(keys[0]) + 1, -1, dtype=np.int64)
+            self.table[keys - keys[0]] = np.arange(n)
+        if self.table is not None:
+            return _table_lookup(self.table, int(keys[0]), values)
+        rank = np.searchsorted(keys, values)
+        np.minimum(rank, n - 1, out=rank)
+        return np.where(keys[rank] == values, rank, -1)
 
 
 def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> tuple[np.ndarray, Rows] | None:
