@@ -49,7 +49,7 @@ def _check(stored: list[int], asked: list[int]) -> None:
     # lookup: the same rows from either side (the batch's keys among the keys, when it is the
     # smaller), each with its key's index among the keys
     looked = batch.lookup(keys)
-    assert ([] if looked is None else looked[0].tolist()) == want
+    assert ([] if looked is None else np.arange(len(batch))[looked[0]].tolist()) == want
     if looked is not None:
         assert (keys[looked[1]] == batch.keys[looked[0]]).all()
     # a join's delta: keys in any order, repeats allowed; every (delta row, batch row) pair once

@@ -142,32 +142,31 @@ class Batch(Rows):
 
     def find(self, keys: np.ndarray | Keys) -> slice | np.ndarray | None:
         """The rows of ``keys`` (sorted, distinct), in batch order: a slice when they are one
-        run (no copy), indices otherwise, None when there are none. A few keys are looked up
-        one by one (no arrays built: an update's case), many with `lookup`."""
-        wanted = keys.keys if isinstance(keys, Keys) else keys
-        n = len(wanted)
-        if not n or self.kmin > self.kmax:
-            return None
-        if n <= FEW_KEYS:
-            spans = [s for s in map(self.span, wanted.tolist()) if s is not None]
-            if not spans:
-                return None
-            if len(spans) == 1:
-                return slice(*spans[0])
-            return np.concatenate([np.arange(lo, hi) for lo, hi in spans])
+        run (no copy), indices otherwise, None when there are none (`lookup`)."""
         found = self.lookup(keys)
         return None if found is None else found[0]
 
-    def lookup(self, keys: np.ndarray | Keys) -> tuple[np.ndarray, np.ndarray] | None:
+    def lookup(self, keys: np.ndarray | Keys) -> tuple[slice | np.ndarray, np.ndarray] | None:
         """The rows of ``keys`` (sorted, distinct; a `Keys` when many batches are asked), in
-        batch order, and for each row the index of its key in ``keys``; None when there are
-        none. From the smaller side: a batch with fewer rows than twice the keys looks its own
-        keys up among them (the small batches of a spine, asked about the thousands of keys of
-        a batch of updates), a larger one finds the keys' ranges."""
+        batch order (a slice when they are one run), and for each row the index of its key in
+        ``keys``; None when there are none. A few keys are looked up one by one (no arrays
+        built per key: an update's case); many from the smaller side: a batch with fewer rows
+        than twice the keys looks its own keys up among them (the small batches of a spine,
+        asked about the thousands of keys of a batch of updates), a larger one finds the
+        keys' ranges."""
         query = keys if isinstance(keys, Keys) else Keys(keys)
         n = len(query.keys)
         if not n or self.kmin > self.kmax:
             return None
+        if n <= FEW_KEYS:  # an update's case: each key's span, no arrays per key
+            spans = [(i, s) for i, s in enumerate(map(self.span, query.keys.tolist())) if s is not None]
+            if not spans:
+                return None
+            if len(spans) == 1:
+                i, (lo, hi) = spans[0]
+                return slice(lo, hi), np.full(hi - lo, i, dtype=np.int64)
+            idx = np.concatenate([np.arange(lo, hi) for _, (lo, hi) in spans])
+            return idx, np.repeat(np.array([i for i, _ in spans]), [hi - lo for _, (lo, hi) in spans])
         if len(self) <= 2 * n:
             rank = query.ranks(self.keys)
             idx = np.flatnonzero(rank >= 0)
