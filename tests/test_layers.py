@@ -1,6 +1,6 @@
 """The layers of docs/architecture.md, enforced by tools: import-linter's contracts (in
-pyproject.toml) and mypy over timely, libs, jobs and bench. Both run here, so CI (which runs the
-README's test command) runs them."""
+pyproject.toml) and mypy over all the code: timely, libs, jobs, bench, the tests and the examples.
+Both run here, so CI (which runs the README's test command) runs them."""
 
 from __future__ import annotations
 
@@ -63,9 +63,9 @@ def test_libraries_may_use_nothing_of_timely_but_its_facade() -> None:
 
 
 @pytest.mark.slow
-def test_mypy_is_clean_over_timely_libs_jobs_and_bench(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_mypy_is_clean_over_all_the_code(tmp_path_factory: pytest.TempPathFactory) -> None:
     files = CONFIG["tool"]["mypy"]["files"]
-    assert sorted(files) == ["bench", "jobs", "libs", "timely"]
+    assert sorted(files) == ["bench", "examples", "jobs", "libs", "tests", "timely"]
     assert "exclude" not in CONFIG["tool"]["mypy"], "mypy covers all of timely, the CLI included"
     cache = Path(sys.prefix) / ".mypy_cache"  # the environment's: warm across local runs, fresh in CI
     done = subprocess.run(

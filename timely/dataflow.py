@@ -89,7 +89,7 @@ class Binder(Protocol):
     def bind_probe(self, handle: Probe, stage: int) -> ProbeBinding: ...
 
     def bind_subscription(
-        self, handle: Subscription, stage: int, fn: Callable[[Timestamp, list[Any]], None]
+        self, handle: Subscription, stage: int, fn: Callable[[Timestamp, list[Any]], object]
     ) -> ProbeBinding: ...
 
 
@@ -300,7 +300,7 @@ class Stream:
         """Call ``fn(record)`` for every record and pass the stream on."""
         return self.stage(name, lambda: Inspect(fn))  # type: ignore[no-any-return]
 
-    def inspect_batch(self, name: str, fn: Callable[[Timestamp, list[Any]], None]) -> Stream:
+    def inspect_batch(self, name: str, fn: Callable[[Timestamp, list[Any]], object]) -> Stream:
         """Call ``fn(time, records)`` for every batch and pass the stream on."""
         return self.stage(name, lambda: InspectBatch(fn))  # type: ignore[no-any-return]
 
@@ -315,7 +315,7 @@ class Stream:
         dataflow.probes.append(probe)
         return probe
 
-    def subscribe(self, fn: Callable[[Timestamp, list[Any]], None], name: str | None = None) -> Subscription:
+    def subscribe(self, fn: Callable[[Timestamp, list[Any]], object], name: str | None = None) -> Subscription:
         """Call ``fn(time, records)`` once per completed time that has records, in time order,
         with this process's records of that time (root scope only)."""
         if self._scope.context != 0:
@@ -429,7 +429,7 @@ class Probe(_Bound):
 class Subscription(Probe):
     """A probe that also delivers the records of each completed time to a callback."""
 
-    def __init__(self, scope: Scope, stage: int, fn: Callable[[Timestamp, list[Any]], None]) -> None:
+    def __init__(self, scope: Scope, stage: int, fn: Callable[[Timestamp, list[Any]], object]) -> None:
         super().__init__(scope, stage)
         self.fn = fn
 

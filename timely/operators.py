@@ -62,7 +62,7 @@ class Inspect(Vertex):
 
 
 class InspectBatch(Vertex):
-    def __init__(self, fn: Callable[[Timestamp, list[Any]], None]) -> None:
+    def __init__(self, fn: Callable[[Timestamp, list[Any]], object]) -> None:
         self.fn = fn
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:

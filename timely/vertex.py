@@ -16,7 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Collection, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .errors import TimelyError, TimestampError
 from .timestamp import Timestamp, _from_flat, product_le
@@ -206,19 +206,21 @@ class Vertex:
     def on_notify(self, time: Timestamp) -> Awaitable[None] | None:
         """No more records at or before ``time`` will arrive: finish the work for ``time``."""
 
-    def send_by(self, output: Output, records: Iterable[Any], time: Timestamp) -> None:
-        """Send ``records`` at ``time`` on ``output``; they leave when the callback returns."""
+    def send_by(self, output: Output, records: Iterable[Any], time: Timestamp | tuple[int, ...]) -> None:
+        """Send ``records`` at ``time`` on ``output``; they leave when the callback returns.
+        ``time`` is a `Timestamp` or the same as a flat tuple ``(epoch, counters...)``."""
         ctx = self._timely
-        if time is not ctx.held:
-            time = ctx.check_time(time, "send")
+        at = cast(Timestamp, time) if time is ctx.held else ctx.check_time(time, "send")
         buffer = ctx.buffers[output.index]
-        pending = buffer.get(time)
+        pending = buffer.get(at)
         if pending is None:
-            buffer[time] = list(records)
+            buffer[at] = list(records)
         else:
             pending.extend(records)
 
-    def notify_at(self, time: Timestamp, capability: Timestamp | None = SAME) -> None:
+    def notify_at(
+        self, time: Timestamp | tuple[int, ...], capability: Timestamp | tuple[int, ...] | None = SAME
+    ) -> None:
         """Ask for `on_notify` once nothing at or before ``time`` can arrive any more.
 
         ``capability`` (Naiad §2.4) is the time the notification lets the vertex send at;
@@ -228,22 +230,27 @@ class Vertex:
         """
         ctx = self._timely
         held = ctx.held
-        if time is not held and not (
+        if time is held or (
             type(time) is Timestamp and held is not None and len(time) == len(held) and product_le(held, time)
         ):
-            time = ctx.check_time(time, "notify_at")
+            at = cast(Timestamp, time)
+        else:
+            at = ctx.check_time(time, "notify_at")
+        hold: Timestamp | None
         if capability is SAME:
-            capability = time
+            hold = at
         elif capability is not None:
-            capability = ctx.check_time(capability, "hold a capability")
-            if not product_le(time, capability):
+            hold = ctx.check_time(capability, "hold a capability")
+            if not product_le(at, hold):
                 raise TimestampError(
-                    f"stage {ctx.stage_name!r}: notify_at capability {capability} is earlier than its time {time}",
+                    f"stage {ctx.stage_name!r}: notify_at capability {hold} is earlier than its time {at}",
                     ctx.stage_name,
-                    capability,
+                    hold,
                     ctx.held,
                 )
-        ctx.requests.append((time, capability))
+        else:
+            hold = None
+        ctx.requests.append((at, hold))
 
     # Fault tolerance (Naiad §3.4) --------------------------------------------------------------
     def checkpoint(self) -> Any:

@@ -219,7 +219,7 @@ class LMap(Lattice):
 
     __slots__ = ()
 
-    def __init__(self, value: Mapping[Hashable, Lattice] | Iterable[tuple[Hashable, Lattice]] = _BOTTOM) -> None:
+    def __init__(self, value: Mapping[Any, Lattice] | Iterable[tuple[Any, Lattice]] = _BOTTOM) -> None:
         self.value = {} if value is _BOTTOM else dict(value)
         for k, v in self.value.items():
             if not isinstance(v, Lattice):
@@ -269,7 +269,7 @@ class LCounter(Lattice):
 
     __slots__ = ()
 
-    def __init__(self, value: Mapping[Hashable, int] | Iterable[tuple[Hashable, int]] = _BOTTOM) -> None:
+    def __init__(self, value: Mapping[Any, int] | Iterable[tuple[Any, int]] = _BOTTOM) -> None:
         counts = {} if value is _BOTTOM else dict(value)
         for replica, n in counts.items():
             if type(n) is not int or n < 0:

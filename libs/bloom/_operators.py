@@ -515,7 +515,7 @@ def apply(stream: Stream, fn: Callable[[Any], Any], name: str = "apply") -> Stre
 class _When(Vertex):
     """Sends ``key`` (a persistent fact) the first time ``predicate(value)`` is true."""
 
-    def __init__(self, name: str, predicate: Callable[[Lattice], Any]) -> None:
+    def __init__(self, name: str, predicate: Callable[[Any], Any]) -> None:
         self.name = name
         self.predicate = predicate
         self.fired: dict[Any, int] = {}
@@ -549,7 +549,7 @@ class _When(Vertex):
             _keep_earliest(self.fired, key, epoch)
 
 
-def when(stream: Stream, predicate: Callable[[Lattice], Any], name: str = "when") -> Stream:
+def when(stream: Stream, predicate: Callable[[Any], Any], name: str = "when") -> Stream:
     """The keys of a lattice stream whose value satisfies ``predicate``, each sent once, as
     persistent facts (BloomL's threshold test: a quorum reached stays reached).
 

@@ -286,7 +286,7 @@ class LatticeCollection(Collection):
         else per time, on values complete for that time (coordinated)."""
         return LatticeExpr(self.program, f"{self.name}.apply", apply(self.stream, fn, self.program._name("apply")))
 
-    def when(self, predicate: Callable[[Lattice], Any]) -> Expr:
+    def when(self, predicate: Callable[[Any], Any]) -> Expr:
         """The keys whose value satisfies ``predicate``, each once, as persistent facts; at once if
         the predicate is marked monotone (a threshold), else on values complete for their time."""
         out = when(self.stream, predicate, self.program._name("when"))

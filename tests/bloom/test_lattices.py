@@ -85,7 +85,7 @@ def test_orders_read_as_bloom_says() -> None:
     with pytest.raises(bloom.BloomError, match="LMax.merge: needs another LMax"):
         LMax(1).merge(LSet())  # type: ignore[arg-type]
     with pytest.raises(bloom.BloomError, match="not a lattice"):
-        LMap({"a": 1})  # type: ignore[dict-item]
+        LMap({"a": 1})  # type: ignore[arg-type]
 
 
 # Monotone functions ------------------------------------------------------------------------------
@@ -113,7 +113,7 @@ CLASSES = [LMax, LMin, LBool, LSet, LMap, LCounter, LPair]
 
 
 def marked_methods() -> list[tuple[str, str, str]]:
-    found = []
+    found: list[tuple[str, str, str]] = []
     for cls in CLASSES:
         for attr, fn in inspect.getmembers(cls, callable):
             kind = bloom.kind_of(fn)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -68,7 +68,7 @@ def test_the_profiler_charges_a_slow_stage_with_the_time_and_the_hook_shows_stat
         # more than the workers' own clocks counted in all callbacks
         assert 0.7 * 8000 * SPIN <= stages["slow"]["callback_seconds"] <= spent
         assert stages["slow"]["callback_seconds"] > 10 * stages["cheap"]["callback_seconds"]
-        kept = sum(len(v.kept) for v in comp.vertices("keep"))  # type: ignore[attr-defined]
+        kept = sum(len(cast(Any, v).kept) for v in comp.vertices("keep"))
         assert kept == 8000
         assert stages["keep"]["state_rows"] == kept and stages["keep"]["state_bytes"] == 28 * kept
         assert stages["slow"]["state_rows"] is None  # it keeps nothing and says so

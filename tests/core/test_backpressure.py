@@ -4,7 +4,7 @@ and an input can be held a fixed number of epochs ahead of a probe."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 import timely
 import timely.testing
@@ -35,13 +35,13 @@ def slow_sink(scope: timely.Scope) -> tuple[timely.Input, Any]:
 async def test_a_fast_input_into_a_slow_remote_stage_keeps_queues_bounded() -> None:
     async with timely.testing.simulated(slow_sink, processes=2, seed=3, timeout=TIMEOUT) as runs:
         (producer, (inp, _)), (consumer, _) = runs
-        network = producer.runtime.transport.network
+        network = producer.runtime.transport.network  # type: ignore[union-attr]  # simulated: a SimTransport
         peak_channel = 0
         for i in range(BATCHES):
             inp.send(range(i * BATCH, (i + 1) * BATCH))
             await producer.drain(timeout=TIMEOUT)
             peak_channel = max(peak_channel, max(network.queued_bytes.values()))
-    received = sum(v.count for v in consumer.vertices("slow"))
+    received = sum(cast(Slow, v).count for v in consumer.vertices("slow"))
     assert received == BATCH * BATCHES  # nothing lost
     stats = [comp.statistics() for comp, _ in runs]
     # The consumer stopped reading at 256 queued messages (each <= 1000 records) and the
@@ -78,7 +78,7 @@ async def test_large_messages_into_a_slow_remote_stage_keep_its_queued_records_b
         for n in range(40):  # an epoch each: 40 callbacks of Burst, 40 messages
             inp.send([n])
             inp.advance_to(n + 1)
-    assert sum(v.count for v in consumer.vertices("slow")) == 40 * BURST  # nothing lost
+    assert sum(cast(Slow, v).count for v in consumer.vertices("slow")) == 40 * BURST  # nothing lost
     queued = consumer.statistics().max_queued_records
     # It stopped reading past 256 Ki records; what one delivery brings on top is a message or so.
     assert 0 < queued <= 256 * 1024 + 2 * BURST, queued
@@ -98,7 +98,7 @@ async def test_a_message_too_large_for_one_frame_goes_as_several_and_arrives_who
     async with timely.testing.simulated(build, processes=2, seed=9, timeout=TIMEOUT) as runs:
         (producer, (inp, _)), (consumer, _) = runs
         inp.send([0])
-    assert sum(v.count for v in consumer.vertices("slow")) == big
+    assert sum(cast(Slow, v).count for v in consumer.vertices("slow")) == big
     network = producer.statistics().network
     assert network["data_frames_sent"] >= 2 and network["data_bytes_sent"] > 1 << 20, network
     assert network["data_bytes_sent"] / network["data_frames_sent"] <= (1 << 20) + 100, network

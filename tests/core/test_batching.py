@@ -92,9 +92,13 @@ def test_the_collector_threshold_is_raised_while_running_and_restored_after() ->
     before = gc.get_threshold()
     during: list[tuple[int, ...]] = []
 
+    def look(r: Any) -> Any:
+        during.append(gc.get_threshold())
+        return r
+
     def build(scope: timely.Scope) -> Any:
         source = scope.new_input("x")
-        source.map("look", lambda r: during.append(gc.get_threshold()) or r)
+        source.map("look", look)
         return source
 
     with timely.execute(build, timeout=TIMEOUT) as (comp, source):

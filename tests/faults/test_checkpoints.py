@@ -88,7 +88,7 @@ def data(epoch: int) -> list[tuple[int, int]]:
 def sums_build(vertex: type[timely.Vertex] = Sums, delay: bool = False) -> Any:
     def build(scope: timely.Scope) -> Any:
         inp = scope.new_input("values")
-        stream = inp
+        stream: timely.Stream = inp
         if delay:
             late = inp.stage("delay", Delay)
             stream = scope.concat(

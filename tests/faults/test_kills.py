@@ -84,7 +84,7 @@ def assert_labels_match_networkx(out: Path) -> None:
     present: set[tuple[int, int]] = set()
     for changes in ft_program.edge_epochs():
         for edge, diff in changes:
-            (present.add if diff > 0 else present.discard)(tuple(edge))
+            (present.add if diff > 0 else present.discard)((edge[0], edge[1]))
     graph.add_edges_from(present)
     expected = {n: min(c) for c in nx.connected_components(graph) for n in c}
     assert labels == expected

@@ -8,7 +8,9 @@ The arrangement is built once: the dataflow has one arrange stage, not one per j
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from operator import itemgetter
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -28,7 +30,7 @@ first = itemgetter(0)
 second = itemgetter(1)
 
 
-def _tagged(tag: str) -> object:
+def _tagged(tag: str) -> Callable[[Any, Any], Any]:
     return lambda a, b: (tag, a, b)
 
 
@@ -101,7 +103,7 @@ def test_the_arrangement_is_built_once() -> None:
         assert len(out.contents()) == 3 * 4
         names = [s.name for s in comp.graph.stages]
         assert names.count("shared") == 1
-        shared = [v.shared for v in comp.vertices("shared")]
+        shared = [cast(Any, v).shared for v in comp.vertices("shared")]
         assert all(s.received == [s.seq] * 3 and not s.pending for s in shared), "a batch not settled"
 
 

@@ -20,7 +20,7 @@ import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -497,8 +497,8 @@ def test_records_of_an_open_epoch_survive_a_rescale(resume_workers: int) -> None
         run_a_while(
             comp,
             lambda: (
-                sum(len(v.staged) for v in comp.vertices("tally")) == 2
-                and sum(len(v.staged) for v in comp.vertices("staged")) == 2
+                sum(len(cast(Any, v).staged) for v in comp.vertices("tally")) == 2
+                and sum(len(cast(Any, v).staged) for v in comp.vertices("staged")) == 2
             ),
         )
         saved = take_checkpoint(comp)
@@ -530,7 +530,7 @@ def test_reduce_pending_keys_survive_a_rescale() -> None:
     old[0].pending = {(4, 2): [codes(0, 2)], (5, 0): [codes(2), codes(4)]}
     old[0].staged = {(5, 0): [(0, Block.of_pairs([((2, 7), 1), ((4, 1), -1)]))]}
     old[1].pending = {(4, 2): [codes(1, "a")]}
-    states = [CODEC.decode(CODEC.encode(list(o.checkpoint().pieces))) for o in old]
+    states = [CODEC.decode(CODEC.encode(list(cast(timely.KeyedState, o.checkpoint()).pieces))) for o in old]
     new = [make() for _ in range(3)]
     for vertex, pieces in zip(new, route_pieces(states, 3)):
         vertex.restore(timely.KeyedState(pieces))

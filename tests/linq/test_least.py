@@ -11,6 +11,7 @@ and Python for a few rows or labels that are not ints) are checked, on the same 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,7 @@ Row = tuple[int, Any, Time, int]
 KEYS = [3, 7, 11, 20]
 
 
-def _rows(rows: list[Row], ntimes: int) -> Rows:
+def _rows(rows: Sequence[Row], ntimes: int) -> Rows:
     if not rows:
         return Rows.empty(1, ntimes)
     labels = [r[1] for r in rows]
@@ -49,7 +50,7 @@ def _le(a: Time, b: Time) -> bool:
     return all(x <= y for x, y in zip(a, b, strict=True))
 
 
-def _least_positive(rows: list[Row], key: int, at: Time) -> Any:
+def _least_positive(rows: Sequence[Row], key: int, at: Time) -> Any:
     acc: Counter[Any] = Counter()
     for k, label, time, d in rows:
         if k == key and _le(time, at):
@@ -58,7 +59,7 @@ def _least_positive(rows: list[Row], key: int, at: Time) -> Any:
     return min(present) if present else None
 
 
-def _accumulated(rows: list[Row], key: int, at: Time) -> dict[Any, int]:
+def _accumulated(rows: Sequence[Row], key: int, at: Time) -> dict[Any, int]:
     acc: Counter[Any] = Counter()
     for k, label, time, d in rows:
         if k == key and _le(time, at):
@@ -74,16 +75,16 @@ def histories(draw: st.DrawFn, strings: bool = False) -> tuple[list[Row], list[R
     time = st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(0, 9))
     t = draw(time)
     row = st.tuples(st.sampled_from(KEYS), label, time, st.sampled_from([1, 1, 2, -1]))
-    proposals = draw(st.lists(row, max_size=60))
+    proposals: list[Row] = draw(st.lists(row, max_size=60))
     for key in KEYS:  # make every count at t non-negative
         for lab, c in _accumulated(proposals, key, t).items():
             if c < 0:
                 proposals.append((key, lab, (0, 0, 0), -c))
-    labels = draw(st.lists(row, max_size=20))
+    labels: list[Row] = draw(st.lists(row, max_size=20))
     return proposals, labels, t
 
 
-def _check(proposals: list[Row], labels: list[Row], t: Time, few: int) -> None:
+def _check(proposals: Sequence[Row], labels: Sequence[Row], t: Time, few: int) -> None:
     on_p, _ = _least.split_line(_rows(proposals, 3), t)
     on_l, _ = _least.split_line(_rows(labels, 3), t)
     keys = np.array(KEYS, dtype=np.int64)
@@ -99,8 +100,8 @@ def _check(proposals: list[Row], labels: list[Row], t: Time, few: int) -> None:
         for i, (k, v, d) in enumerate(zip(changes.keys.tolist(), values, changes.diffs.tolist()))
     ]
     assert all(time[:-1] == t[:-1] and time[-1] >= t[-1] for _, _, time, _ in added)
-    after = labels + added
-    line = {t[-1]} | {max(r[2][-1], t[-1]) for r in proposals + labels if _le(r[2][:-1], t[:-1])}
+    after = [*labels, *added]
+    line = {t[-1]} | {max(r[2][-1], t[-1]) for r in [*proposals, *labels] if _le(r[2][:-1], t[:-1])}
     for key in KEYS:
         for x in sorted(line):
             at = (*t[:-1], x)
@@ -160,9 +161,9 @@ def consistent(draw: st.DrawFn) -> tuple[list[Row], list[Row], list[Row], Time]:
                     labels.append((key, now, (1, 0, x), 1))
                 before = now
     change = st.tuples(st.sampled_from(KEYS), st.integers(0, 12), st.sampled_from([1, -1]))
-    delta = []
+    delta: list[Row] = []
     for key, lab, d in draw(st.lists(change, max_size=6)):
-        if d < 0 and _accumulated(proposals + delta, key, t).get(lab, 0) <= 0:
+        if d < 0 and _accumulated([*proposals, *delta], key, t).get(lab, 0) <= 0:
             continue  # remove only what is there
         delta.append((key, lab, t, d))
     return proposals, labels, delta, t
@@ -201,7 +202,7 @@ def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form:
                 assert _least_positive(proposals + delta, key, at) == _least_positive(proposals, key, at), (key, x)
 
 
-def _spine_of(rows: list[Row]) -> Spine:
+def _spine_of(rows: Sequence[Row]) -> Spine:
     spine = Spine(1, 3)
     if rows:
         spine.insert(Batch(_rows(rows, 3)))
@@ -211,9 +212,9 @@ def _spine_of(rows: list[Row]) -> Spine:
 def test_removing_a_copy_of_the_label_while_another_stays_proposed_leaves_the_key_alone() -> None:
     """Node 3's label 4 is proposed twice from time 2 on; one copy goes at t: still label 4. The
     other copy goes later, at 6: the label would move there, so then the key is evaluated."""
-    labels = [(3, 4, (1, 0, 2), 1)]
+    labels: list[Row] = [(3, 4, (1, 0, 2), 1)]
     t = (1, 0, 3)
-    change = [(3, 4, t, -1)]
+    change: list[Row] = [(3, 4, t, -1)]
     for later, same in (([], True), ([(3, 4, (1, 0, 6), -1)], False), ([(3, 4, (1, 0, 5), 1)], True)):
         proposals = [(3, 4, (1, 0, 2), 2), *later, *change]
         spine = _spine_of(proposals)

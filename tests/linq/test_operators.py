@@ -512,11 +512,14 @@ def test_prioritize_rounds_build_on_earlier_rounds(workers: int, epochs: Epochs)
     the records of the key's smallest priority."""
     priority = lambda r: r[1] % 3  # noqa: E731 - not the order of the values
 
+    def _priority_is(p: int) -> Callable[[Any], bool]:
+        return lambda r: priority(r) == p
+
     def reference(c: ref.Multiset) -> ref.Multiset:
         body = lambda x: ref.group_by(x, first, _first_come)  # noqa: E731
         result: ref.Multiset = {}
         for p in range(3):
-            result = body(ref.concat(ref.where(c, lambda r, p=p: priority(r) == p), result))
+            result = body(ref.concat(ref.where(c, _priority_is(p)), result))
         return ref.fixed_point(result, body)
 
     check(

@@ -28,6 +28,7 @@ loop variable at ``(e, i)`` is the body applied ``i`` times to the input of epoc
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from itertools import product
 from operator import itemgetter
@@ -178,12 +179,12 @@ def check_at_times(
         )
 
 
-def _running(draw: st.DrawFn) -> dict[str, Any]:
+def _running(data: st.DataObject) -> dict[str, Any]:
     """How to run: workers, epochs in flight, inputs closed with the last epoch or left open."""
     return {
-        "workers": draw(st.sampled_from([1, 3])),
-        "lag": draw(st.integers(0, EPOCHS)),
-        "close": draw(st.booleans()),
+        "workers": data.draw(st.sampled_from([1, 3])),
+        "lag": data.draw(st.integers(0, EPOCHS)),
+        "close": data.draw(st.booleans()),
     }
 
 
@@ -220,7 +221,7 @@ REDUCES: dict[str, tuple[Callable[[linq.Collection], linq.Collection], Callable[
 def test_reduce_at_partially_ordered_times(op: str, depth: int, data: st.DataObject) -> None:
     query, reference = REDUCES[op]
     updates = data.draw(timed_updates(pairs, depth), label="updates")
-    check_at_times(query, reference, [updates], depth, **_running(data.draw))
+    check_at_times(query, reference, [updates], depth, **_running(data))
 
 
 # Joins, and joins feeding reduces ------------------------------------------------------------------
@@ -271,7 +272,7 @@ def test_join_at_partially_ordered_times(op: str, depth: int, data: st.DataObjec
     query, reference, signed = JOINS[op]
     a = data.draw(timed_updates(pairs, depth, signed), label="a")
     b = data.draw(timed_updates(pairs, depth, signed), label="b")
-    check_at_times(query, reference, [a, b], depth, **_running(data.draw))
+    check_at_times(query, reference, [a, b], depth, **_running(data))
 
 
 def test_the_check_sees_an_answer_that_is_right_only_after_the_last_iteration() -> None:
@@ -366,9 +367,10 @@ def test_fixed_point_at_every_iteration(roots: Epochs, e: Epochs, data: st.DataO
 
     def on_passed(w: int, inputs: list[ref.Multiset]) -> None:
         for i in _iterations(seen, w, 1):
-            _assert_at(seen, (w, i), _bfs(*inputs, hops=i))
+            roots, edges = inputs
+            _assert_at(seen, (w, i), _bfs(roots, edges, hops=i))
 
-    run_loop(build, together(roots, e), on_passed, _bfs, _running(data.draw))
+    run_loop(build, together(roots, e), on_passed, _bfs, _running(data))
 
 
 def _outer(s: linq.Collection, marks: linq.Collection, inner_seen: list[Update]) -> linq.Collection:
@@ -410,6 +412,6 @@ def test_nested_fixed_point_at_every_iteration(e: Epochs, m: Epochs, data: st.Da
             s_i = _outer_fixed_point(c, marks, i)
             _assert_at(outer_seen, (w, i), s_i)
             for j in _iterations(inner_seen, w, 2):
-                _assert_at(inner_seen, (w, i, j), ref.iterate(s_i, lambda y, s=s_i: _ref_step(y, s), j))
+                _assert_at(inner_seen, (w, i, j), ref.iterate(s_i, functools.partial(_ref_step, e=s_i), j))
 
-    run_loop(build, together(e, m), on_passed, _outer_fixed_point, _running(data.draw))
+    run_loop(build, together(e, m), on_passed, _outer_fixed_point, _running(data))

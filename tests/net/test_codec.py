@@ -155,7 +155,7 @@ def test_a_batch_without_lists_takes_the_fast_encoding() -> None:
     codec = Codec()
     plain = codec.encode_records([(1, (2, "a")), ((3, 4), {"k": (5,)}), 7, {(1, 2): frozenset({(3,)})}])
     assert type(msgpack.unpackb(plain, use_list=False, strict_map_key=False, ext_hook=lambda c, d: c)) is tuple
-    for holds_a_list in ([(1, (2, [3]))], [{"k": (1, [2])}], [Timestamp(1)], [(1, namedtuple("NT", "a")(2))]):
+    for holds_a_list in ([(1, (2, [3]))], [{"k": (1, [2])}], [Timestamp(1)], [(1, namedtuple("NT", "a")(2))]):  # type: ignore[arg-type]
         data = codec.encode_records(holds_a_list)
         assert msgpack.unpackb(data, ext_hook=lambda code, _: code) == net.EXT_EXACT, holds_a_list
 
@@ -339,7 +339,7 @@ def test_user_codec_failures_are_codec_errors() -> None:
     good.register(Point, lambda p: (p.x, p.y), lambda v: Point(*v), code=41)
     data = good.encode_records([Point(1, 2)])
     picky = Codec()
-    picky.register(Point, repr, lambda v: Point(*v, 3), code=41)  # decode raises TypeError
+    picky.register(Point, repr, lambda v: Point(*v, 3), code=41)  # type: ignore[call-arg]  # decode raises TypeError
     with pytest.raises(CodecError, match="failed to decode") as info:
         picky.decode_records(data)
     assert isinstance(info.value.__cause__, TypeError)

@@ -106,8 +106,9 @@ class Proc:
             self.kill()
             pytest.fail(f"{self.name} did not end within {timeout} s (a hang)\n{self.describe()}")
 
-    def wait_for(self, pattern: str, stream: str = "out", timeout: float = RUN_TIMEOUT, count: int = 1) -> list[str]:
-        """The first `count` matches of the regex `pattern` (multiline) in stdout or stderr, once they appear."""
+    def wait_for(self, pattern: str, stream: str = "out", timeout: float = RUN_TIMEOUT, count: int = 1) -> list[Any]:
+        """The first `count` matches of the regex `pattern` (multiline) in stdout or stderr, once they appear
+        (as `re.findall` gives them: strings, or tuples of a pattern's groups)."""
         deadline = time.monotonic() + timeout
         while True:
             ended = self.popen.poll() is not None

@@ -71,7 +71,7 @@ def test_compute_that_raises_names_the_vertex_superstep_and_exception(workers: i
     exc = failure(compute, ring, None, workers)
     text = pregel_error(exc)
     assert "'v3'" in text and "superstep 2" in text and "ValueError" in text and "my mistake" in text
-    assert isinstance(exc.__cause__.__cause__, ValueError)
+    assert isinstance(exc.__cause__.__cause__, ValueError)  # type: ignore[union-attr]
 
 
 def test_an_array_program_that_raises_names_the_superstep(workers: int) -> None:
@@ -83,7 +83,7 @@ def test_an_array_program_that_raises_names_the_superstep(workers: int) -> None:
     exc = failure(Failing(), RING, None, workers)
     text = pregel_error(exc)
     assert "superstep 3" in text and "IndexError" in text and "out of range" in text
-    assert isinstance(exc.__cause__.__cause__, IndexError)
+    assert isinstance(exc.__cause__.__cause__, IndexError)  # type: ignore[union-attr]
 
 
 def test_master_compute_that_raises_names_the_superstep(workers: int) -> None:
@@ -98,7 +98,7 @@ def test_master_compute_that_raises_names_the_superstep(workers: int) -> None:
     exc = failure(Failing(), RING, None, workers)
     text = pregel_error(exc)
     assert "master_compute" in text and "superstep 4" in text and "ZeroDivisionError" in text
-    assert isinstance(exc.__cause__.__cause__, ZeroDivisionError)
+    assert isinstance(exc.__cause__.__cause__, ZeroDivisionError)  # type: ignore[union-attr]
 
 
 def _raising_initial_value() -> tuple[pregel.Program, list[tuple[int, int]], int]:

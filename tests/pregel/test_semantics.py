@@ -125,7 +125,8 @@ def test_a_halted_vertex_is_woken_by_a_message_and_the_run_ends_when_all_are_qui
     got = run(program, chain, [(i, f"v{i}") for i in range(n)], workers, progress=reports)
     assert got == {i: f"v{i}" for i in range(n)}
     # superstep 0: everybody; then vertex s, woken by the token, alone in superstep s
-    expected = [(0, i, []) for i in range(n)] + [(s, s, ["token"]) for s in range(1, n)]
+    expected: list[tuple[int, int, list[str]]] = [(0, i, []) for i in range(n)]
+    expected += [(s, s, ["token"]) for s in range(1, n)]
     assert sorted(program.seen.calls) == sorted(expected)
     assert [r.superstep for r in reports.calls] == list(range(-1, n))
 
@@ -581,7 +582,7 @@ def test_messages_to_a_removed_vertex_meet_the_policy(workers: int, policy: str)
             vertex.vote_to_halt()
 
     got = run(pregel.Program(compute, on_missing_vertex=policy), GRAPH, LABELS, workers)
-    want = {0: "v0", 1: "v1", 2: "v2", 4: "v4"}
+    want: dict[int, Any] = {0: "v0", 1: "v1", 2: "v2", 4: "v4"}
     if policy == "create":
         want[3] = ["knock"]  # made afresh, with initial_value(3, None), then computed
     assert got == want

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter, deque
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, event, given, note, settings
@@ -243,10 +244,11 @@ def _run_tracker(data: st.DataObject, allow_negative: bool) -> None:
     counts: Counter = Counter()
     for _ in range(data.draw(st.integers(1, 8), label="batches")):
         active = sorted(p for p, c in counts.items() if c > 0)
-        if active and data.draw(st.booleans(), label="process one"):
+        process_one: bool = data.draw(st.booleans(), label="process one")
+        if active and process_one:
             # the shape of a callback's batch: consume one, create some strictly later ones
             consumed = data.draw(st.sampled_from(active), label="consumed")
-            net = Counter({consumed: -1})
+            net: dict[Any, int] = Counter({consumed: -1})
             for _ in range(data.draw(st.integers(1, 2), label="created")):
                 q = _successor(data, ref, consumed)
                 if q is not None:
@@ -307,7 +309,7 @@ class _Protocol:
         self.data, self.ref, self.accumulate = data, ref, accumulate
         self.n = data.draw(st.integers(2, 4), label="participants")
         self.trackers = [ProgressTracker(graph.reachability) for _ in range(self.n)]
-        self.channels = {(i, j): deque() for i in range(self.n) for j in range(self.n)}
+        self.channels: dict[tuple[int, int], deque[Any]] = {(i, j): deque() for i in range(self.n) for j in range(self.n)}
         self.pending = [ChangeBatch() for _ in range(self.n)]  # accumulated, not yet broadcast
         self.merged = [0] * self.n  # how many batches each pending one merges
         self.truth: Counter = Counter()  # (pointstamp, owner) -> count

@@ -158,7 +158,7 @@ def test_connected_components_of_a_spark_graph_match_networkx(session: SparkSess
 def _write_epochs(directory: str, changes: list[list[tuple[int, int, int]]]) -> None:
     os.makedirs(directory)
     for e, batch in enumerate(changes):
-        columns = list(zip(*batch)) if batch else [[], [], []]
+        columns: list[Any] = list(zip(*batch)) if batch else [[], [], []]
         table = pa.table([pa.array(c, pa.int64()) for c in columns], names=["src", "dst", "diff"])
         pq.write_table(table, os.path.join(directory, f"epoch-{e:03d}.parquet"))
     with open(os.path.join(directory, "_SUCCESS"), "w"):

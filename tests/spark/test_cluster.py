@@ -31,7 +31,7 @@ from tests.support.spark_cluster import StandaloneCluster  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
-GRAPH = {"nodes": 300, "edges": 700, "epochs": 3, "changes_per_epoch": 20, "seed": 5}
+GRAPH: dict[str, Any] = {"nodes": 300, "edges": 700, "epochs": 3, "changes_per_epoch": 20, "seed": 5}
 """The generated graph and changes both modes run: small, with labels that change."""
 APP_TIMEOUT = 360.0
 
@@ -189,8 +189,8 @@ def test_a_killed_timely_process_resumes_from_the_checkpoint_on_the_cluster(
         deadline = time.monotonic() + APP_TIMEOUT
         while not (kill_dir / "pid").exists():
             assert app.poll() is None, (
-                f"the application ended before epoch {program.KILL_AT}: {app.stdout.read()[-4000:]}"
-            )  # type: ignore[union-attr]
+                f"the application ended before epoch {program.KILL_AT}: {app.stdout.read()[-4000:]}"  # type: ignore[union-attr]
+            )
             assert time.monotonic() < deadline, "process 0 never reached the kill point"
             time.sleep(0.1)
         pid = int((kill_dir / "pid").read_text())

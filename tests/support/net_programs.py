@@ -353,7 +353,7 @@ def delay_connect(peer: str, seconds: str) -> None:
             await asyncio.sleep(float(seconds))
         return await connect(self, j, *args)
 
-    TcpTransport._connect = delayed  # type: ignore[method-assign]
+    TcpTransport._connect = delayed  # type: ignore[method-assign,assignment]
 
 
 # ------------------------------------------------------------------------------------------------

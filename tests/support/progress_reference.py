@@ -286,7 +286,8 @@ def builders(
         candidates = [(s, p) for s, p in streams[ctx] if s not in bad]  # never empty: f itself qualifies
         if any_feedback:  # half the time, close a cycle that leaves the loop, if there is one
             leaving = [(s, p) for s, p in streams[ctx] if s in bad]
-            if leaving and draw(st.booleans()):
+            flip: bool = draw(st.booleans())
+            if leaving and flip:
                 candidates = leaving
         src, src_port = draw(st.sampled_from(candidates))
         b.connect(src, src_port, f, 0)

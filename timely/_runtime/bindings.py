@@ -198,7 +198,7 @@ class SubscriptionBinding(ProbeBinding):
         tracker: ProgressTracker,
         location: int,
         name: str,
-        fn: Callable[[Timestamp, list[Any]], None],
+        fn: Callable[[Timestamp, list[Any]], object],
         collectors: list[Collect],
     ) -> None:
         super().__init__(host, tracker, location, 0)
@@ -289,7 +289,7 @@ class Bindings:
         return binding
 
     def bind_subscription(
-        self, handle: Subscription, stage: int, fn: Callable[[Timestamp, list[Any]], None]
+        self, handle: Subscription, stage: int, fn: Callable[[Timestamp, list[Any]], object]
     ) -> SubscriptionBinding:
         collectors: list[Collect] = [ctx.vertex for ctx in self._scheduler.instances_of(stage)]  # type: ignore[misc]
         binding = SubscriptionBinding(

@@ -427,11 +427,10 @@ class Codec:
         return self.registry.register(cls, encode, decode, code, also_check=(DEFAULT_REGISTRY,))
 
     # Encoding ------------------------------------------------------------------------
-    def encode_records(self, records: list[Any]) -> bytes:
+    def encode_records(self, records: Iterable[Any]) -> bytes:
         """The records as one msgpack value (an array, or `EXT_EXACT` when they hold lists)."""
-        if type(records) is not list:
-            records = list(records)
-        return self._pack(records, records, "a record", "a batch of records")
+        batch = records if type(records) is list else list(records)
+        return self._pack(batch, batch, "a record", "a batch of records")
 
     def encode(self, obj: Any) -> bytes:
         """One control message (any value the codec can encode)."""
