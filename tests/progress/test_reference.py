@@ -309,7 +309,9 @@ class _Protocol:
         self.data, self.ref, self.accumulate = data, ref, accumulate
         self.n = data.draw(st.integers(2, 4), label="participants")
         self.trackers = [ProgressTracker(graph.reachability) for _ in range(self.n)]
-        self.channels: dict[tuple[int, int], deque[Any]] = {(i, j): deque() for i in range(self.n) for j in range(self.n)}
+        self.channels: dict[tuple[int, int], deque[Any]] = {
+            (i, j): deque() for i in range(self.n) for j in range(self.n)
+        }
         self.pending = [ChangeBatch() for _ in range(self.n)]  # accumulated, not yet broadcast
         self.merged = [0] * self.n  # how many batches each pending one merges
         self.truth: Counter = Counter()  # (pointstamp, owner) -> count
