@@ -141,11 +141,23 @@ def _take(part: Block, idx: np.ndarray) -> Block:
 
 
 def _encode_routed(piece: Routed) -> Any:
-    return (piece.head, piece.routes.tobytes(), piece.parts)
+    """The routes are written unless they are the first part's first column (int keys route by
+    themselves: an arrangement of int keys would write its keys twice), then None."""
+    return (piece.head, None if _routes_are_keys(piece) else piece.routes.tobytes(), piece.parts)
+
+
+def _routes_are_keys(piece: Routed) -> bool:
+    first = piece.parts[0] if piece.parts else None
+    if first is None or not first.cols:
+        return False
+    keys = first.cols[0]
+    return keys.dtype == np.int64 and keys.shape == piece.routes.shape and bool(np.array_equal(keys, piece.routes))
 
 
 def _decode_routed(value: Any) -> Routed:
     head, routes, parts = value
+    if routes is None:
+        return Routed(tuple(head), np.ascontiguousarray(parts[0].cols[0], dtype=np.int64), tuple(parts))
     return Routed(tuple(head), np.frombuffer(routes, dtype=np.int64), tuple(parts))
 
 
