@@ -31,8 +31,8 @@ from ._keys import KeyOf
 from ._lattice import Lattice
 from ._layout import Layout, widened
 from ._linear import changes_in
-from ._stateful import Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
-from ._trace import Batch, Rows, Spine, concat_rows, matches
+from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
+from ._trace import Batch, Rows, Spine, matches
 
 
 class Join(Stateful):
@@ -123,10 +123,8 @@ def restored(vertex: Stateful, state: Any, layouts: list[Layout], ntimes: int) -
             if not rows_list:
                 out.append(None)
                 continue
-            rows = concat_rows(rows_list, layout.width, ntimes)
-            check_owner(vertex.op, rows.keys, vertex.worker_index, vertex.peers)
             spine = Spine(layout.width, ntimes)
-            spine.insert(Batch(rows))
+            spine.insert(restored_batch(vertex.op, rows_list, layout.width, ntimes, vertex.worker_index, vertex.peers))
             out.append(spine)
     return out
 

@@ -51,7 +51,7 @@ from ._keys import KeyOf
 from ._lattice import Lattice
 from ._least import line_changes, ranked_rows_of, rows_of, split_line, unchanged
 from ._linear import Route, by_destination, changes_in, split_by
-from ._stateful import Stateful, check_owner, paused_gc, pieces_of, rows_of_piece, rows_pieces
+from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
 from ._trace import Batch, Rows, Spine, concat_rows, matches
 from .collection import Collection, _lattices, lattice_of, operator_name
 
@@ -405,9 +405,9 @@ class Propagate(Stateful):
                 parts.setdefault(tag, []).append(rows_of_piece(piece, self.ntimes, _recode))
             for tag, spine in enumerate((self.edges, self.proposals, self.labels)):
                 if tag in parts:
-                    rows = concat_rows(parts[tag], spine.nvals, self.ntimes)
-                    check_owner(self.op, rows.keys, self.worker_index, self.peers)
-                    spine.insert(Batch(rows))
+                    spine.insert(
+                        restored_batch(self.op, parts[tag], spine.nvals, self.ntimes, self.worker_index, self.peers)
+                    )
             for rows in parts.get(5, []):
                 for i in range(len(rows)):
                     u = tuple(int(c[i]) for c in rows.times)

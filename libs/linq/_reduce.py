@@ -56,7 +56,7 @@ from ._errors import OperatorError
 from ._keys import KeyOf
 from ._lattice import Lattice
 from ._layout import Layout, widened
-from ._stateful import Stateful, check_owner, paused_gc, pieces_of, routed, rows_of_piece, rows_pieces
+from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, routed, rows_of_piece, rows_pieces
 from ._trace import Batch, Keys, Rows, Spine, concat_rows, le_time, lub_time
 
 Counts = dict[Any, int]
@@ -418,10 +418,8 @@ class Reduce(Stateful):
                 if not rows_list:
                     continue
                 width = 2 if (self.two and tag == 0) else (self.layout if tag == 0 else self.out_layout).width
-                rows = concat_rows(rows_list, width, self.ntimes)
-                check_owner(self.op, rows.keys, self.worker_index, self.peers)
                 spine = Spine(width, self.ntimes)
-                spine.insert(Batch(rows))
+                spine.insert(restored_batch(self.op, rows_list, width, self.ntimes, self.worker_index, self.peers))
                 if tag == 0:
                     self.input_trace = spine
                 else:
