@@ -5,10 +5,10 @@ Started by `bench.linq_graphs` as ``python -m timely.cli run -n N bench/_linq_wo
 (`bench.linq_graphs.workload`) and feeds its share of the initial edges (edge ``i`` with
 ``i % processes == index``); process 0 then feeds each later epoch's changes. Each process
 prints one line ``LINQBENCH {json}``: the seconds to the first answer (clock started once the
-cluster is connected), the milliseconds of each later epoch, its resident memory before the
-dataflow ran (the workload's Python lists) and its peak at the first answer, and a digest of
-its share of the answers after the first epoch and at the end, which the parent compares with
-NetworkX's.
+cluster is connected), the milliseconds of each later epoch (wall, and this process's CPU),
+its resident memory before the dataflow ran (the workload's Python lists) and its peak at the
+first answer, and a digest of its share of the answers after the first epoch and at the end,
+which the parent compares with NetworkX's.
 """
 
 from __future__ import annotations
@@ -58,19 +58,22 @@ def main(argv: list[str]) -> None:
         peak_mib = _peak_mib()
         first = digest(out.contents())
         latencies = []
+        cpu = []
         for epoch, changes in enumerate(epochs, start=1):
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.process_time()
             if index == 0:
                 edge_input.update(changes)
             edge_input.advance_to(epoch + 1)
             source_input.advance_to(epoch + 1)
             comp.wait_passed(out.probe, epoch)
             latencies.append((time.perf_counter() - began) * 1000)
+            cpu.append((time.process_time() - began_cpu) * 1000)
         final = digest(out.contents())
     result = {
         "process": index,
         "initial_seconds": initial,
         "update_ms": latencies,
+        "update_cpu_ms": cpu,
         "peak_mib": peak_mib,
         "peak_mib_end": _peak_mib(),
         "workload_mib": workload_mib,

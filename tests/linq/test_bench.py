@@ -91,7 +91,7 @@ def test_a_wrong_answer_fails_the_benchmark() -> None:
 NEW = ("linq.cc.hub", "linq.cc.batch", "linq.table2")
 RECORDS = {
     *(f"linq.cc.hub.{r}" for r in ("initial", "memory", "update.median", "update.p99", "update.tenfold")),
-    *(f"linq.cc.batch{r}" for r in (".initial", ".memory", "", ".1000")),
+    *(f"linq.cc.batch{r}" for r in (".initial", ".memory", "", ".1000", ".cpu")),
     *(f"linq.table2.{row}.{r}" for row in TABLE2 for r in ("initial", "memory", "update.median")),
 }
 
