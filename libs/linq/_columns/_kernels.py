@@ -138,7 +138,11 @@ def consolidate(
             starts = _runs(values)
             if len(starts) < n:
                 diffs = np.add.reduceat(diffs, starts)
-        cols = _unpack(values[starts] if len(starts) < n else values, lows, widths)
+        values = values[starts] if len(starts) < n else values
+        keep = diffs != 0
+        if not keep.all():  # drop the cancelled rows before unpacking: one array, not every column
+            values, diffs = values[keep], diffs[keep]
+        return _unpack(values, lows, widths), diffs
     keep = diffs != 0
     if not keep.all():
         cols = [c[keep] for c in cols]
