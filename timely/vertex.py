@@ -16,7 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Collection, Iterable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from .errors import TimelyError, TimestampError
 from .timestamp import Timestamp, _from_flat, product_le
@@ -210,7 +210,8 @@ class Vertex:
         """Send ``records`` at ``time`` on ``output``; they leave when the callback returns.
         ``time`` is a `Timestamp` or the same as a flat tuple ``(epoch, counters...)``."""
         ctx = self._timely
-        at = cast(Timestamp, time) if time is ctx.held else ctx.check_time(time, "send")
+        # the held time is a Timestamp; any other is checked and made one (no call on the common path)
+        at: Timestamp = time if time is ctx.held else ctx.check_time(time, "send")  # type: ignore[assignment]
         buffer = ctx.buffers[output.index]
         pending = buffer.get(at)
         if pending is None:
@@ -233,7 +234,7 @@ class Vertex:
         if time is held or (
             type(time) is Timestamp and held is not None and len(time) == len(held) and product_le(held, time)
         ):
-            at = cast(Timestamp, time)
+            at: Timestamp = time  # type: ignore[assignment]  # the held time, or a Timestamp after it
         else:
             at = ctx.check_time(time, "notify_at")
         hold: Timestamp | None

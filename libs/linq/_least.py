@@ -53,13 +53,7 @@ Time = tuple[int, ...]
 def rows_of(spine: Spine, keys: np.ndarray) -> Rows:
     """Every row of ``keys`` (sorted, distinct) in ``spine``, at any time; not consolidated
     across batches."""
-    parts = []
-    query = Keys(keys)
-    for b in spine.batches():
-        idx = b.find(query)
-        if idx is not None:
-            parts.append(b.take(idx))
-    return concat_rows(parts, spine.nvals, spine.ntimes)
+    return ranked_rows_of(spine, keys)[0]
 
 
 def ranked_rows_of(spine: Spine, keys: np.ndarray) -> tuple[Rows, np.ndarray]:
@@ -406,7 +400,7 @@ def _least_of(which: np.ndarray, mask: np.ndarray, vals: np.ndarray, n: int) -> 
     idx = np.flatnonzero(mask)
     if len(idx):
         w = which[idx]
-        first = np.flatnonzero(np.concatenate([[True], w[1:] != w[:-1]]))
+        first = group_starts([w])
         out[w[first]] = vals[idx[first]]
     return out
 

@@ -68,6 +68,6 @@ def _check(stored: list[int], asked: list[int]) -> None:
 def test_a_large_query_builds_the_key_table_once_and_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_batch, "DENSE_QUERY", 4)
     batch = _batch_of([2, 3, 3, 7, 9, 10])
-    assert batch.dense is None
+    assert batch.index.table is None
     assert batch.positions(np.array([0, 3, 4, 10, 11], dtype=np.int64)).tolist() == [-1, 1, -1, 4, -1]
-    assert batch.dense is not None and len(batch.dense) == 9
+    assert batch.index.table is not None and len(batch.index.table) == 9

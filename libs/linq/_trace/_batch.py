@@ -21,7 +21,7 @@ __all__ = ["Batch", "Keys", "Rows", "le_time", "lub_time", "matches"]
 FEW_KEYS = 8
 """Up to this many keys, `Batch.find` looks them up one by one."""
 DENSE_QUERY = 1024
-"""From this many keys at once, a batch whose keys are dense ints finds them through a table
+"""From this many values at once, sorted keys that are dense ints (a batch's, a query's) find them through a table
 indexed by key (`Batch.positions`), not by binary search."""
 DENSITY = 8
 """A batch's keys are dense when they span less than this many ints per distinct key."""
@@ -111,7 +111,7 @@ class Batch(Rows):
     """Sorted, consolidated rows, with ``ukeys`` (distinct keys) and ``starts`` (offset of
     each key's first row, and the length at the end); ``upper`` is the join of every time."""
 
-    __slots__ = ("dense", "kmax", "kmin", "starts", "ukeys", "upper")
+    __slots__ = ("index", "kmax", "kmin", "starts", "ukeys", "upper")
 
     def __init__(self, rows: Rows, tidy: bool = False) -> None:
         if not tidy:
@@ -119,8 +119,6 @@ class Batch(Rows):
         super().__init__(rows.keys, rows.vals, rows.times, rows.diffs)
         keys = self.keys
         n = len(keys)
-        self.dense: np.ndarray | None = None
-        """Built on the first large query: for key ``kmin + i``, its index in ``ukeys`` or -1."""
         if n:
             if n <= 16:
                 ks = keys.tolist()
@@ -139,6 +137,8 @@ class Batch(Rows):
             self.ukeys = EMPTY
             self.upper = ()
             self.kmin, self.kmax = 1, 0
+        self.index = Keys(self.ukeys)
+        """Where each key is in ``ukeys`` (its table is built on the first large query)."""
 
     def find(self, keys: np.ndarray | Keys) -> slice | np.ndarray | None:
         """The rows of ``keys`` (sorted, distinct), in batch order: a slice when they are one
@@ -180,19 +180,10 @@ class Batch(Rows):
         return idx, np.repeat(np.arange(n), sizes)
 
     def positions(self, keys: np.ndarray) -> np.ndarray:
-        """For each of ``keys`` (any order, repeats allowed): its index in ``ukeys``, or -1.
-        By binary search; for many keys of a batch of dense int keys, through a table built
-        once (a gather instead of a search per key: the large searches of a batch of updates)."""
-        ukeys = self.ukeys
-        dense = self.dense
-        if dense is None and len(keys) >= DENSE_QUERY and self.kmax - self.kmin < DENSITY * len(ukeys):
-            dense = self.dense = np.full(self.kmax - self.kmin + 1, -1, dtype=np.int64)
-            dense[ukeys - self.kmin] = np.arange(len(ukeys))
-        if dense is not None:
-            return _table_lookup(dense, self.kmin, keys)
-        pos = np.searchsorted(ukeys, keys)
-        pos[pos == len(ukeys)] = 0
-        return np.where(ukeys[pos] == keys, pos, -1)
+        """For each of ``keys`` (any order, repeats allowed): its index in ``ukeys``, or -1
+        (`Keys.ranks` of the batch's own keys: its table serves the large searches of a
+        batch of updates)."""
+        return self.index.ranks(keys)
 
     def span(self, key: int) -> tuple[int, int] | None:
         """Where the rows of ``key`` begin and end (None: it has none)."""
@@ -215,21 +206,11 @@ class Batch(Rows):
         return lo, hi
 
 
-def _table_lookup(table: np.ndarray, low: int, values: np.ndarray) -> np.ndarray:
-    """``table[v - low]`` for each value (-1 outside the table: the table says -1 for the
-    absent values inside it)."""
-    rel = values - low
-    if not len(rel) or (int(rel.min()) >= 0 and int(rel.max()) < len(table)):
-        return table[rel]
-    out = table[np.clip(rel, 0, len(table) - 1)]
-    out[(rel < 0) | (rel >= len(table))] = -1
-    return out
-
-
 class Keys:
-    """Sorted, distinct keys asked of every batch of a spine: for many dense int keys, a
-    table from key to index, built on the first batch that looks its rows up among them
-    (`Batch.lookup`) and read by the others: a gather instead of a binary search per row."""
+    """Sorted, distinct keys that many values are looked up among: a batch's own keys
+    (`Batch.positions`), or the keys asked of every batch of a spine (`Batch.lookup`). When
+    the values are many and the keys dense ints, a table from key to index is built once and
+    read by every later lookup: a gather instead of a binary search per value."""
 
     __slots__ = ("keys", "table")
 
@@ -241,14 +222,23 @@ class Keys:
         return len(self.keys)
 
     def ranks(self, values: np.ndarray) -> np.ndarray:
-        """The index in ``keys`` of each of ``values`` (any order), or -1."""
+        """The index in ``keys`` of each of ``values`` (any order, repeats allowed), or -1."""
         keys = self.keys
         n = len(keys)
-        if self.table is None and n >= DENSE_QUERY and int(keys[-1]) - int(keys[0]) < DENSITY * n:
-            self.table = np.full(int(keys[-1]) - int(keys[0]) + 1, -1, dtype=np.int64)
-            self.table[keys - keys[0]] = np.arange(n)
-        if self.table is not None:
-            return _table_lookup(self.table, int(keys[0]), values)
+        if not n:
+            return np.full(len(values), -1, dtype=np.int64)
+        low = int(keys[0])
+        table = self.table
+        if table is None and len(values) >= DENSE_QUERY and int(keys[-1]) - low < DENSITY * n:
+            table = self.table = np.full(int(keys[-1]) - low + 1, -1, dtype=np.int64)
+            table[keys - low] = np.arange(n)
+        if table is not None:
+            rel = values - low
+            if not len(rel) or (int(rel.min()) >= 0 and int(rel.max()) < len(table)):
+                return table[rel]
+            out = table[np.clip(rel, 0, len(table) - 1)]
+            out[(rel < 0) | (rel >= len(table))] = -1  # outside the table (inside, it says -1)
+            return out
         rank = np.searchsorted(keys, values)
         np.minimum(rank, n - 1, out=rank)
         return np.where(keys[rank] == values, rank, -1)
