@@ -480,3 +480,33 @@ def test_a_full_disk_at_the_input_log_is_reported_as_such(small_disk: Path) -> N
             inp.send([(1, 2)] * 5000)
             fill(small_disk)
             inp.advance_to(1)
+
+
+def test_prune_goes_on_when_another_process_removes_a_checkpoint_it_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Processes prune the same directory at the same time: the last to leave a checkpoint's
+    directory removes it, possibly between another's listing and its look inside (a real
+    2-process run failed there with FileNotFoundError and restarted for nothing)."""
+    from timely.checkpoint import _store
+
+    for epoch in (1, 3, 5, 7):
+        checkpoint_dir(tmp_path, epoch).mkdir(parents=True)
+        for process in (0, 1):
+            _store.part_path(tmp_path, epoch, process, 2).write_bytes(b"")
+    listed = _store._epochs
+
+    def listed_then_removed_by_the_other_process(root: Path) -> list[int]:
+        epochs = listed(root)
+        if checkpoint_dir(root, 1).exists():
+            shutil.rmtree(checkpoint_dir(root, 1))  # process 1 pruned epoch 1 just now
+        return epochs
+
+    monkeypatch.setattr(_store, "_epochs", listed_then_removed_by_the_other_process)
+    _store.prune(tmp_path, 0, keep=2)
+    left = {d.name: sorted(p.name for p in d.iterdir()) for d in (tmp_path / "checkpoints").iterdir()}
+    assert left == {
+        "epoch-000000000003": ["part-1-of-2"],  # process 0's part pruned; process 1 removes the rest
+        "epoch-000000000005": ["part-0-of-2", "part-1-of-2"],
+        "epoch-000000000007": ["part-0-of-2", "part-1-of-2"],
+    }

@@ -205,8 +205,12 @@ def _epochs(root: Path) -> list[int]:
 
 
 def _complete(root: Path, epoch: int) -> tuple[int, list[Path]] | None:
-    """The process count and part paths of the checkpoint at ``epoch`` if every part is there."""
-    names = [p.name for p in checkpoint_dir(root, epoch).iterdir() if p.name.startswith("part-")]
+    """The process count and part paths of the checkpoint at ``epoch`` if every part is there.
+    None too when its directory is gone: another process pruned it after it was listed."""
+    try:
+        names = [p.name for p in checkpoint_dir(root, epoch).iterdir() if p.name.startswith("part-")]
+    except FileNotFoundError:
+        return None
     counts = {int(n.rsplit("-of-", 1)[1]) for n in names if "-of-" in n and n.rsplit("-of-", 1)[1].isdigit()}
     for processes in sorted(counts, reverse=True):
         paths = [part_path(root, epoch, i, processes) for i in range(processes)]
