@@ -279,10 +279,10 @@ class Scheduler:
 
     def _deliverable(self, guarantee: Timestamp, location: int) -> bool:
         p = (guarantee, location)
-        minimal = self.tracker.precursors.get(p)
-        if minimal is not None:
-            return minimal == 0
-        return not self.tracker.blocked(p)
+        tracker = self.tracker
+        if p in tracker.active:
+            return p in tracker.frontier
+        return not tracker.blocked(p)
 
     def deliver_notifications(self) -> bool:
         """Run the notifications that are deliverable now (if anything may have changed since the

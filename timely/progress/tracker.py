@@ -1,4 +1,4 @@
-"""The progress tracker: occurrence counts, precursor counts and the frontier (Naiad §2.3, §3.3).
+"""The progress tracker: occurrence counts, the active pointstamps and their frontier (Naiad §2.3, §3.3).
 
 Each process keeps one `ProgressTracker`: its *local view* of the pointstamps that are
 active anywhere. The view changes only by `update` with an atomic batch of
@@ -12,10 +12,14 @@ Within a batch, positive deltas are applied before negative ones, so the frontie
 moves past a pointstamp that a batch both creates and covers.
 
 The *frontier* is the set of active pointstamps (count > 0) that no other active pointstamp
-could result in (precursor count 0). Because could-result-in is transitive, a pointstamp
-``q`` can still be reached by some active event iff some frontier element reaches it, so
-every question the runtime asks (is this notification deliverable? has this probe passed
-time t?) is a scan of the frontier, which is small.
+could result in. Because could-result-in is transitive, a pointstamp ``q`` can still be
+reached by some active event iff some frontier element reaches it, so every question the
+runtime asks (is this notification deliverable? has this probe passed time t?) is a scan of
+the frontier, which is small; and so is keeping the frontier up to date when a pointstamp
+becomes active. Only when a frontier element goes are the active pointstamps scanned, for
+those it alone held back. (Naiad §3.3 keeps a precursor count per active pointstamp instead,
+which costs a scan of every active pointstamp on every change: with many epochs in flight
+through nested loops, hundreds of them on each of thousands of changes.)
 """
 
 from __future__ import annotations
@@ -47,9 +51,10 @@ class ProgressTracker:
         self.reach = reachability
         self.counts: dict[Pointstamp, int] = {}
         """Occurrence counts, nonzero entries only (may be negative transiently)."""
-        self.precursors: dict[Pointstamp, int] = {}
-        """For every active pointstamp, how many other active pointstamps could result in it."""
+        self.active: dict[Pointstamp, None] = {}
+        """The pointstamps with a positive count, in the order they became so."""
         self.frontier: set[Pointstamp] = set()
+        """The active pointstamps that no other active pointstamp could result in."""
         self.newly_minimal: list[Pointstamp] = []
         """Pointstamps that joined the frontier since the runtime last drained this list."""
         self.version = 0
@@ -85,47 +90,48 @@ class ProgressTracker:
             self._deactivate(p)
 
     def _activate(self, p: Pointstamp) -> None:
+        """``p`` became active. Some active pointstamp reaches it iff some frontier element
+        does (could-result-in is transitive), so only the frontier is looked at."""
+        self.active[p] = None
         cri = self.reach.could_result_in
-        precursors = self.precursors
-        count = 0
-        for q in precursors:
-            if cri(q, p):
-                count += 1
-            elif cri(p, q):
-                c = precursors[q]
-                precursors[q] = c + 1
-                if c == 0:
-                    self.frontier.discard(q)
-                    self.version += 1
-        precursors[p] = count
-        if count == 0:
-            self.frontier.add(p)
-            self.newly_minimal.append(p)
-            self.version += 1
+        frontier = self.frontier
+        for f in frontier:
+            if cri(f, p):
+                return
+        displaced = [f for f in frontier if cri(p, f)]
+        frontier.difference_update(displaced)
+        frontier.add(p)
+        self.newly_minimal.append(p)
+        self.version += 1
 
     def _deactivate(self, p: Pointstamp) -> None:
+        """``p`` is no longer active. Only if it was in the frontier can others join it: the
+        active pointstamps that ``p`` reached, no other frontier element reaches, and are
+        least among themselves."""
+        del self.active[p]
+        frontier = self.frontier
+        if p not in frontier:
+            return  # whatever p reached, the frontier element that reached p reaches too
+        frontier.discard(p)
+        self.version += 1
         cri = self.reach.could_result_in
-        precursors = self.precursors
-        if precursors.pop(p) == 0:
-            self.frontier.discard(p)
-            self.version += 1
-        for q in precursors:
-            if cri(p, q):
-                c = precursors[q] - 1
-                precursors[q] = c
-                if c == 0:
-                    self.frontier.add(q)
-                    self.newly_minimal.append(q)
-                    self.version += 1
+        joined: list[Pointstamp] = []
+        for q in self.active:
+            if not cri(p, q) or any(cri(f, q) for f in frontier) or any(cri(m, q) for m in joined):
+                continue
+            joined = [m for m in joined if not cri(q, m)]
+            joined.append(q)
+        frontier.update(joined)
+        self.newly_minimal.extend(joined)
 
     # Questions --------------------------------------------------------------------------
     def is_empty(self) -> bool:
         """No active pointstamp: nothing anywhere can happen any more."""
-        return not self.precursors
+        return not self.active
 
     def is_minimal(self, p: Pointstamp) -> bool:
         """``p`` is active and no other active pointstamp could result in it."""
-        return self.precursors.get(p) == 0
+        return p in self.frontier
 
     def holds(self, p: Pointstamp, exclude_self: bool = False) -> list[Pointstamp]:
         """The frontier pointstamps that could result in ``p`` (what holds ``p`` back)."""
