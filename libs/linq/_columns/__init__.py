@@ -2,7 +2,7 @@
 
 from ._block import SCALAR, Block, block_of_codes, blocks_of, codes_of, column_of, concat_blocks
 from ._codes import INTERNED, PAIRS, all_ints, code_of, route_of, route_of_value, values_of
-from ._kernels import EMPTY, consolidate, distinct, group_starts, order, ranges
+from ._kernels import EMPTY, consolidate, distinct, group_starts, order, ranges, selector
 from ._wire import register
 
 register()
@@ -27,5 +27,6 @@ __all__ = [
     "ranges",
     "route_of",
     "route_of_value",
+    "selector",
     "values_of",
 ]

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ._codes import PAIRS, codes_of_ints, codes_of_values, pack_pairs, values_of
+from ._kernels import selector
 
 __all__ = ["SCALAR", "Block", "concat_blocks", "column_of"]
 
@@ -113,6 +114,7 @@ class Block:
     # Column-wise transformations -----------------------------------------------------------------
     def take(self, idx: np.ndarray) -> Block:
         """The rows ``idx`` (indices or a boolean mask)."""
+        idx = selector(idx, len(self.cols) + 1)
         return Block([c[idx] for c in self.cols], self.arity, self.diffs[idx])
 
     def with_diffs(self, diffs: np.ndarray) -> Block:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._columns import EMPTY, consolidate, ranges
+from .._columns import EMPTY, consolidate, ranges, selector
 
 __all__ = ["Batch", "Keys", "Rows", "le_time", "lub_time", "matches"]
 
@@ -58,6 +58,7 @@ class Rows:
         return cls(keys, vals, [np.broadcast_to(np.int64(c), n) for c in time], diffs)
 
     def take(self, idx: np.ndarray | slice) -> Rows:
+        idx = selector(idx, 2 + len(self.vals) + len(self.times))
         return Rows(self.keys[idx], [v[idx] for v in self.vals], [t[idx] for t in self.times], self.diffs[idx])
 
     def columns(self) -> list[np.ndarray]:
