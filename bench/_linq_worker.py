@@ -47,7 +47,7 @@ def main(argv: list[str]) -> None:
     with timely.execute(build, timeout=3600, stall_log_after=None) as (comp, built):
         edge_input, source_input, out, index, processes = built
         started = time.perf_counter()
-        edge_input.insert_all(e for i, e in enumerate(edges) if i % processes == index)
+        edge_input.insert_all(edges[index::processes])
         del edges
         if index == 0:
             source_input.insert(0)
