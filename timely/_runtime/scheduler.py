@@ -81,6 +81,7 @@ class Scheduler:
         for w in self.workers:
             for spec in graph.stages:
                 w.vertices.append(VertexRuntime(spec, _make_vertex(spec), w, self.peers))
+        self.link = link
         self._wire(link)
 
     def _wire(self, link: ClusterLink | None) -> None:
@@ -299,6 +300,11 @@ class Scheduler:
             ready = [
                 n for n in notes if not w.vertices[n[1]].busy and fence.admits(n[0]) and self._deliverable(n[0], n[1])
             ]
+            if ready and not delivered and self.link is not None:
+                # what this process has told nobody yet (the messages it consumed, the data it
+                # sent) goes before a notification, often the long callback: the peers must not
+                # wait for it to learn that their messages were consumed
+                self.link.flush()
             for note in ready:
                 notes.remove(note)
                 guarantee, stage, cap = note
