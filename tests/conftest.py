@@ -1,13 +1,18 @@
 """Shared fixtures: ``mode`` runs a test dataflow in every mode (one process with one and
 several workers, simulated processes with several seeds, real processes over TCP; see
 tests/support/modes.py), ``workers`` runs a one-process test with one and with several workers.
-Each computation runs under a timeout."""
+Each computation runs under a timeout. ``spark_session`` is one local Spark for every Spark
+test, and ``generated_job`` the main job's run on `GENERATED_JOB`'s graph in it, which the job's
+tests check against NetworkX and the cluster tests compare their runs with."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
-from tests.support import TIMEOUT
+from tests.support import GENERATED_JOB, TIMEOUT
 from tests.support.modes import EVERY_MODE, Mode
 
 __all__ = ["TIMEOUT"]  # for test files written before tests.support held it
@@ -39,3 +44,13 @@ def spark_session():  # type: ignore[no-untyped-def]
     session = tspark.local_session(cores=2, app_name="timely-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def generated_job(spark_session: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """The main job's output directory and result after one run in ``local[2]`` with 2 timely
+    processes on `GENERATED_JOB` (run once: a job on Spark takes seconds)."""
+    from jobs.graph_analytics import JobOptions, run_job
+
+    out = tmp_path_factory.mktemp("generated-job") / "out"
+    return out, run_job(JobOptions(output=out, processes=2, **GENERATED_JOB), session=spark_session)

@@ -24,11 +24,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.graph_analytics import JobOptions, edge_changes, generate_edges, run_job
-from tests.support import ROOT
+from tests.support import GENERATED_JOB, ROOT
 
 pytestmark = pytest.mark.timeout(300)
 
-NODES, EDGES, EPOCHS, CHANGES, SEED = 300, 700, 3, 20, 5
+NODES, EDGES, EPOCHS, CHANGES, SEED = (
+    GENERATED_JOB[k] for k in ("nodes", "edges", "epochs", "changes_per_epoch", "seed")
+)
 
 
 def labels(edges: set[tuple[int, int]]) -> dict[str, dict[int, int]]:
@@ -87,14 +89,9 @@ def assert_results_match(spark: Any, out: Path, graphs: list[set[tuple[int, int]
 
 
 # The generated graph -----------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def job(spark_session: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
-    out = tmp_path_factory.mktemp("job") / "out"
-    options = JobOptions(
-        output=out, processes=2, nodes=NODES, edges=EDGES, epochs=EPOCHS, changes_per_epoch=CHANGES, seed=SEED
-    )
-    result = run_job(options, session=spark_session)
-    return out, result
+@pytest.fixture
+def job(generated_job: tuple[Path, Any]) -> tuple[Path, Any]:
+    return generated_job
 
 
 def graph_by_epoch() -> list[set[tuple[int, int]]]:

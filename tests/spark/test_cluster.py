@@ -24,15 +24,14 @@ import pytest
 pytest.importorskip("pyspark")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from jobs.graph_analytics import JobOptions, run_job  # noqa: E402
-from tests.support import ROOT  # noqa: E402
+from tests.support import GENERATED_JOB, ROOT  # noqa: E402
 from tests.support import spark_cluster_program as program  # noqa: E402
 from tests.support.spark_cluster import StandaloneCluster  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
-GRAPH: dict[str, Any] = {"nodes": 300, "edges": 700, "epochs": 3, "changes_per_epoch": 20, "seed": 5}
-"""The generated graph and changes both modes run: small, with labels that change."""
+GRAPH = GENERATED_JOB
+"""The generated graph and changes both modes run (the local run is the session's `generated_job`)."""
 APP_TIMEOUT = 360.0
 
 
@@ -45,12 +44,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
     standalone.stop()  # raises if a JVM or a Python worker of the cluster survived
 
 
-@pytest.fixture(scope="module")
-def local_answers(spark_session: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture
+def local_answers(generated_job: tuple[Path, Any]) -> Path:
     """The job's results in ``local[2]`` (tests/jobs/test_graph_analytics.py checks them against NetworkX)."""
-    out = tmp_path_factory.mktemp("local") / "out"
-    run_job(JobOptions(output=out, processes=2, **GRAPH), session=spark_session)
-    return out
+    return generated_job[0]
 
 
 def _options(output: Path) -> list[str]:

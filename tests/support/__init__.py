@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 """The repository: where programs for real processes are started from."""
@@ -29,3 +30,8 @@ def clean_env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env.update(extra)
     return env
+
+
+GENERATED_JOB: dict[str, Any] = {"nodes": 300, "edges": 700, "epochs": 3, "changes_per_epoch": 20, "seed": 5}
+"""The main job's generated graph and changes in the ``generated_job`` fixture (tests/conftest.py):
+small, with labels that change."""
