@@ -112,10 +112,11 @@ def run(
     workers: int = 2,
     every: int = 3,
     build: Any = None,
+    fsync: bool = False,
 ) -> tuple[int, list[tuple[int, list[Any]]], dict[str, Any]]:
     """Feed epochs from where the input stands to EPOCHS; with ``crash_after``, abandon the run
     once that epoch has passed. Returns the first epoch fed, what was delivered, the stats."""
-    policy = None if directory is None else timely.Checkpoints(directory, every_epochs=every, fsync=False)
+    policy = None if directory is None else timely.Checkpoints(directory, every_epochs=every, fsync=fsync)
     build = build or sums_build()
     with timely.execute(build, workers=workers, timeout=30, checkpoints=policy) as (comp, (inp, probe, delivered)):
         first = inp.epoch
@@ -510,3 +511,56 @@ def test_prune_goes_on_when_another_process_removes_a_checkpoint_it_listed(
         "epoch-000000000005": ["part-0-of-2", "part-1-of-2"],
         "epoch-000000000007": ["part-0-of-2", "part-1-of-2"],
     }
+
+
+def test_input_log_frames_are_forced_to_disk_off_the_event_loop_and_a_failure_is_raised(tmp_path: Path) -> None:
+    """The thread that fsyncs an input log: after `wait`, every write requested before it was
+    forced (one fsync may cover several); an fsync that fails (here on a pipe, which cannot be
+    synced: EINVAL) is raised by the next wait and the next request, not lost in the thread."""
+    import os
+    import threading
+
+    from timely.checkpoint._store import _Syncer
+
+    with open(tmp_path / "segment", "ab", buffering=0) as f:
+        syncer = _Syncer(f.fileno())
+        for i in range(50):
+            f.write(b"frame %d\n" % i)
+            syncer.request()
+        syncer.wait()
+        assert syncer.done == syncer.wanted == 50
+        syncer.stop()
+        assert syncer.thread is not None and not syncer.thread.is_alive()
+    assert not [t for t in threading.enumerate() if t.name == "timely-input-log-fsync"]
+
+    read, write = os.pipe()
+    try:
+        broken = _Syncer(write)
+        broken.request()
+        with pytest.raises(OSError):
+            broken.wait()
+        with pytest.raises(OSError):
+            broken.request()
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def test_a_logged_run_with_fsync_resumes_from_its_logs(tmp_path: Path) -> None:
+    """The default policy (fsync on) through a crash and a resume: what the logs hold after the
+    crash (written, forced by the thread) is replayed, and the run matches an undisturbed one."""
+    expected = undisturbed()
+    rec = Recorder(tmp_path)
+    import threading
+
+    def syncing() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "timely-input-log-fsync"]
+
+    rec.crash(7, fsync=True)
+    assert not syncing(), "the abandoned run left its log's fsync thread running"
+    first, stats = rec.finish(fsync=True)
+    assert not syncing()
+    assert first == 8 and stats["resumed"]["epoch"] == 5  # epochs 6 and 7 replayed from the log
+    assert stats["resumed"]["replayed_epochs"] == 2
+    assert rec.epochs() == list(range(EPOCHS))
+    assert merged(rec.delivered) == expected

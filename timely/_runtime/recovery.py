@@ -186,6 +186,8 @@ class Recovery:
             "notifications": notifications,
             "carried": [(names[s], w, port, t, recs) for s, w, port, t, recs in self.fence.carried()],
         }
+        for input_log in self.logs.values():
+            input_log.sync()  # the part relies on the logs up to its epoch: they reach the disk first
         size = write_part(self.root, epoch, self.process_index, self.processes, header, body, self.policy.fsync)
         for binding in inputs:
             log_ = self.logs.get(binding.name)
@@ -379,6 +381,8 @@ class Recovery:
     def completed(self) -> None:
         """The computation ran to its end here: record where each input ended and what each
         subscription delivered, for `timely.checkpoint.verify_delivery`."""
+        for input_log in self.logs.values():
+            input_log.sync()
         write_completion(
             self.root,
             self.process_index,

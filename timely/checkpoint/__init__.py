@@ -30,7 +30,9 @@ class Checkpoints:
     the others; every epoch boundary is then a fence, so epochs no longer overlap (use
     ``every_epochs`` for pipelined streams). ``keep``: complete checkpoints kept (older ones
     and the log segments only they need are deleted). ``fsync``: force parts and log frames
-    to disk, so a checkpoint survives the machine, not only the process. A directory holds
+    to disk, so a checkpoint survives the machine, not only the process (log frames by a
+    thread, while the computation goes on; a part is written once the logs it relies on are
+    on disk). A directory holds
     one computation: started on a directory with state, a computation resumes from it.
     """
 

@@ -29,6 +29,7 @@ import hashlib
 import logging
 import os
 import struct
+import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -304,13 +305,84 @@ def _segments(d: Path) -> list[Path]:
     return sorted(p for p in d.glob("seg-*") if not p.name.endswith(".tmp"))
 
 
+class _Syncer:
+    """Forces one file's writes to disk off the event loop: `request` after a write returns at
+    once, and a thread fsyncs (one fsync for every write made while the last one ran); `wait`
+    returns once everything written before it is on disk. An fsync that failed is raised by
+    the next `request` or `wait`."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.cond = threading.Condition()
+        self.wanted = self.done = 0
+        self.error: OSError | None = None
+        self.stopping = False
+        self.thread: threading.Thread | None = None
+
+    def request(self) -> None:
+        with self.cond:
+            if self.error is not None:
+                raise self.error
+            self.wanted += 1
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="timely-input-log-fsync", daemon=True)
+                self.thread.start()
+            self.cond.notify_all()
+
+    def _run(self) -> None:
+        cond = self.cond
+        while True:
+            with cond:
+                while self.done == self.wanted and not self.stopping:
+                    cond.wait()
+                if self.done == self.wanted:
+                    return
+                target = self.wanted
+            try:
+                os.fsync(self.fd)
+            except OSError as e:
+                with cond:
+                    self.error, self.done = e, self.wanted
+                    cond.notify_all()
+                return
+            with cond:
+                self.done = target
+                cond.notify_all()
+
+    def wait(self) -> None:
+        with self.cond:
+            target = self.wanted
+            while self.done < target and self.error is None:
+                self.cond.wait()
+            if self.error is not None:
+                raise self.error
+
+    def stop(self) -> None:
+        """Wait for the writes so far, then end the thread (before the file is closed)."""
+        try:
+            self.wait()
+        finally:
+            with self.cond:
+                self.stopping = True
+                self.cond.notify_all()
+            if self.thread is not None:
+                self.thread.join()
+
+
 class InputLog:
-    """Appends frames to one process's log of one input."""
+    """Appends frames to one process's log of one input.
+
+    With ``fsync``, each frame is forced to disk by a thread (`_Syncer`) while the computation
+    goes on: an fsync an epoch on the event loop cost more than a small epoch's whole work.
+    `sync` waits for it; a checkpoint part is written only after its process's logs are synced
+    (a checkpoint on disk is never ahead of the logs it relies on), and a segment is synced
+    before it is closed."""
 
     def __init__(self, root: Path, process: int, input_name: str, fsync: bool) -> None:
         self.dir = log_dir(root, process, input_name)
         self.fsync = fsync
         self._file: Any = None
+        self._syncer: _Syncer | None = None
         self.last_epoch = -1
 
     def rotate(self, epoch: int) -> None:
@@ -318,6 +390,7 @@ class InputLog:
         be deleted whole. The finished segment is renamed to say its last epoch."""
         try:
             if self._file is not None:
+                self._stop_syncer()
                 self._file.close()
                 old = Path(self._file.name)
                 self._file = None
@@ -327,6 +400,8 @@ class InputLog:
             number = int(segments[-1].name[4:10]) + 1 if segments else 1
             self._file = open(self.dir / f"seg-{number:06d}", "ab", buffering=0)  # noqa: SIM115 - kept open
             self._file.write(LOG_MAGIC)
+            if self.fsync:
+                self._syncer = _Syncer(self._file.fileno())
         except OSError as e:
             self.close()
             raise CheckpointError(f"cannot start a new segment of the input log {self.dir}: {e}") from e
@@ -342,15 +417,35 @@ class InputLog:
             data = memoryview(log_frame(CODEC.encode(frame)))
             while data:  # an unbuffered write may take only part (a disk filling up): the rest, or ENOSPC
                 data = data[self._file.write(data) :]
-            if self.fsync:
-                os.fsync(self._file.fileno())
+            if self._syncer is not None:
+                self._syncer.request()
         except OSError as e:
             name = self._file.name
             self.close()  # a frame may be half written: nothing more goes into this segment
             raise CheckpointError(f"cannot append epoch {frame[1]} to the input log {name}: {e}") from e
 
+    def sync(self) -> None:
+        """Return once every frame written so far is on disk (at once without ``fsync``)."""
+        if self._syncer is None:
+            return
+        try:
+            self._syncer.wait()
+        except OSError as e:
+            name = self._file.name if self._file is not None else self.dir
+            self.close()
+            raise CheckpointError(f"cannot force the input log {name} to disk: {e}") from e
+
+    def _stop_syncer(self) -> None:
+        syncer, self._syncer = self._syncer, None
+        if syncer is not None:
+            syncer.stop()
+
     def close(self) -> None:
         if self._file is not None:
+            try:
+                self._stop_syncer()
+            except OSError:
+                pass  # closing after a failure, or at the end: the failure is already raised or moot
             self._file.close()
             self._file = None
 
