@@ -19,7 +19,7 @@ from .._columns import EMPTY, consolidate, ranges, selector
 __all__ = ["Batch", "Keys", "Rows", "le_time", "lub_time", "matches"]
 
 FEW_KEYS = 8
-"""Up to this many keys, `Batch.find` looks them up one by one."""
+"""Up to this many keys, `Batch.lookup` and `matches` look them up one by one (`Batch.spans_of`)."""
 DENSE_QUERY = 1024
 """From this many values at once, sorted keys that are dense ints (a batch's, a query's) find them through a table
 indexed by key (`Batch.positions`), not by binary search."""
@@ -160,14 +160,7 @@ class Batch(Rows):
         if not n or self.kmin > self.kmax:
             return None
         if n <= FEW_KEYS:  # an update's case: each key's span, no arrays per key
-            spans = [(i, s) for i, s in enumerate(map(self.span, query.keys.tolist())) if s is not None]
-            if not spans:
-                return None
-            if len(spans) == 1:
-                i, (lo, hi) = spans[0]
-                return slice(lo, hi), np.full(hi - lo, i, dtype=np.int64)
-            idx = np.concatenate([np.arange(lo, hi) for _, (lo, hi) in spans])
-            return idx, np.repeat(np.array([i for i, _ in spans]), [hi - lo for _, (lo, hi) in spans])
+            return self.spans_of(query.keys.tolist())
         if len(self) <= 2 * n:
             rank = query.ranks(self.keys)
             idx = np.flatnonzero(rank >= 0)
@@ -179,6 +172,18 @@ class Batch(Rows):
         if not len(idx):
             return None
         return idx, np.repeat(np.arange(n), sizes)
+
+    def spans_of(self, keys: list[int]) -> tuple[slice | np.ndarray, np.ndarray] | None:
+        """`lookup` for a few keys (any order, repeats allowed), each by its span: the rows (a
+        slice when one key has rows) and for each row the index of its key in ``keys``."""
+        spans = [(i, s) for i, s in enumerate(map(self.span, keys)) if s is not None]
+        if not spans:
+            return None
+        if len(spans) == 1:
+            i, (lo, hi) = spans[0]
+            return slice(lo, hi), np.full(hi - lo, i, dtype=np.int64)
+        idx = np.concatenate([np.arange(lo, hi) for _, (lo, hi) in spans])
+        return idx, np.repeat(np.array([i for i, _ in spans], dtype=np.int64), [hi - lo for _, (lo, hi) in spans])
 
     def positions(self, keys: np.ndarray) -> np.ndarray:
         """For each of ``keys`` (any order, repeats allowed): its index in ``ukeys``, or -1
@@ -254,17 +259,10 @@ def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> 
     if len(keys) <= FEW_KEYS:  # an update's case: look each key up, build no arrays per key
         ks = keys.tolist()
         for batch in batches:
-            found = [(i, s) for i, s in enumerate(map(batch.span, ks)) if s is not None]
-            if not found:
-                continue
-            if len(found) == 1:
-                i, (lo, hi) = found[0]
-                lefts.append(np.full(hi - lo, i, dtype=np.int64))
-                rights.append(batch.take(slice(lo, hi)))
-                continue
-            counts = [hi - lo for _, (lo, hi) in found]
-            lefts.append(np.repeat(np.array([i for i, _ in found], dtype=np.int64), counts))
-            rights.append(batch.take(np.concatenate([np.arange(lo, hi) for _, (lo, hi) in found])))
+            found = batch.spans_of(ks)
+            if found is not None:
+                rights.append(batch.take(found[0]))
+                lefts.append(found[1])
         if not rights:
             return None
         return np.concatenate(lefts), concat_rows(rights, nvals, ntimes)
