@@ -52,7 +52,7 @@ from ._lattice import Lattice
 from ._least import line_changes, ranked_rows_of, rows_of, split_line, unchanged
 from ._linear import Route, by_destination, changes_in, split_by
 from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
-from ._trace import Batch, Rows, Spine, concat_rows, matches
+from ._trace import Batch, Rows, Spine, concat_rows, matches_each
 from .collection import Collection, _lattices, lattice_of, operator_name
 
 __all__ = ["Propagate", "by_size", "propagate"]
@@ -324,32 +324,40 @@ class Propagate(Stateful):
 
     def _join(self, delta: Rows, batches: list[Batch], edges_first: bool) -> None:
         """Label changes with edges (or edge changes with labels): a proposal ``(dst, label
-        [+ weight])`` for each match, at the join of the two times, sent round the loop."""
-        found = matches(delta.keys, batches, len(batches[0].vals), self.ntimes)
-        if found is None:
-            return
-        left, right = delta.take(found[0]), found[1]
-        edge_rows, label_rows = (left, right) if edges_first else (right, left)
-        dst = edge_rows.vals[0]
-        label = label_rows.vals[0]
-        if self.weighted:
-            label = _add(label, edge_rows.vals[1], self.op)
-        diffs = left.diffs * right.diffs
-        times = [a if int(b.max()) <= int(a.min()) else np.maximum(a, b) for a, b in zip(left.times, right.times)]
-        self._send(dst, label, times, diffs)
+        [+ weight])`` for each match, at the join of the two times, sent round the loop.
 
-    def _send(self, dst: np.ndarray, label: np.ndarray, times: list[np.ndarray], diffs: np.ndarray) -> None:
-        first = [int(c[0]) for c in times]
-        if all((c == f).all() for c, f in zip(times, first)):
-            self._send_at(dst, label, diffs, tuple(first))
-            return
-        idx = order(times)
-        times = [c[idx] for c in times]
-        starts = group_starts(times).tolist()
-        ends = [*starts[1:], len(idx)]
-        for s, e in zip(starts, ends):
-            rows = idx[s:e]
-            self._send_at(dst[rows], label[rows], diffs[rows], tuple(int(c[s]) for c in times))
+        The delta is taken a time at a time (label changes come at a few line times): a
+        batch whose times are all at or before that time (the edges, compacted into the
+        current epoch) gives every match that time, so no time column is gathered, joined
+        or sorted for it; other batches' matches are grouped by their joined times."""
+        out: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+        for u, rows in _by_time(delta):
+            for batch, idx, rank in matches_each(rows.keys, batches):
+                edge_rows, edge_idx, label_rows, label_idx = (
+                    (rows, rank, batch, idx) if edges_first else (batch, idx, rows, rank)
+                )
+                dst = edge_rows.vals[0][edge_idx]
+                label = label_rows.vals[0][label_idx]
+                if self.weighted:
+                    label = _add(label, edge_rows.vals[1][edge_idx], self.op)
+                diffs = rows.diffs[rank] * batch.diffs[idx]
+                if all(x <= c for x, c in zip(batch.upper, u)):
+                    out.setdefault(u, []).append((dst, label, diffs))
+                    continue
+                times = [np.maximum(col[idx], c) for col, c in zip(batch.times, u)]
+                order_ = order(times)
+                times = [c[order_] for c in times]
+                starts = group_starts(times).tolist()
+                for s, e in zip(starts, [*starts[1:], len(order_)]):
+                    part = order_[s:e]
+                    v = tuple(int(c[s]) for c in times)
+                    out.setdefault(v, []).append((dst[part], label[part], diffs[part]))
+        for v, parts in out.items():
+            dsts, labels, diffs_ = zip(*parts)
+            if len(parts) == 1:
+                self._send_at(dsts[0], labels[0], diffs_[0], v)
+            else:
+                self._send_at(np.concatenate(dsts), np.concatenate(labels), np.concatenate(diffs_), v)
 
     def _send_at(self, dst: np.ndarray, label: np.ndarray, diffs: np.ndarray, u: tuple[int, ...]) -> None:
         """Proposals at ``u``, for the next iteration: kept (one worker: the feedback would
@@ -418,6 +426,19 @@ class Propagate(Stateful):
                         u = tuple(int(c[i]) for c in rows.times)
                         item: Any = rows.take(slice(i, i + 1)) if tag == 3 else rows.keys[i : i + 1]
                         self.staged.setdefault(u, []).append(item)
+
+
+def _by_time(rows: Rows) -> Iterator[tuple[tuple[int, ...], Rows]]:
+    """``rows`` split by time: each distinct time with its rows (in their order)."""
+    if all(int(c.min()) == int(c.max()) for c in rows.times):
+        yield tuple(int(c[0]) for c in rows.times), rows
+        return
+    idx = order(rows.times)
+    times = [c[idx] for c in rows.times]
+    starts = group_starts(times).tolist()
+    for s, e in zip(starts, [*starts[1:], len(idx)]):
+        part = np.sort(idx[s:e])  # the rows' own order: by key
+        yield tuple(int(c[s]) for c in times), rows.take(part)
 
 
 def _runs(column: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:

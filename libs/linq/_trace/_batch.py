@@ -10,13 +10,13 @@ is one `numpy.searchsorted`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from .._columns import EMPTY, consolidate, ranges, selector
 
-__all__ = ["Batch", "Keys", "Rows", "le_time", "lub_time", "matches"]
+__all__ = ["Batch", "Keys", "Rows", "le_time", "lub_time", "matches", "matches_each"]
 
 FEW_KEYS = 8
 """Up to this many keys, `Batch.lookup` and `matches` look them up one by one (`Batch.spans_of`)."""
@@ -253,26 +253,32 @@ class Keys:
 def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> tuple[np.ndarray, Rows] | None:
     """Every row of ``batches`` whose key is among ``keys`` (any order, repeats allowed), with,
     for each, the index in ``keys`` of the key it matched (None: no match). What a join does
-    per batch: one searchsorted for all keys, `numpy.repeat` on the left, ranges on the right."""
+    per batch (`matches_each`), its rows gathered."""
     lefts: list[np.ndarray] = []
     rights: list[Rows] = []
-    if len(keys) <= FEW_KEYS:  # an update's case: look each key up, build no arrays per key
+    for batch, idx, rank in matches_each(keys, batches):
+        rights.append(batch.take(idx))
+        lefts.append(rank)
+    if not rights:
+        return None
+    return np.concatenate(lefts), concat_rows(rights, nvals, ntimes)
+
+
+def matches_each(keys: np.ndarray, batches: list[Batch]) -> Iterator[tuple[Batch, slice | np.ndarray, np.ndarray]]:
+    """For each batch with rows of ``keys`` (any order, repeats allowed): the batch, those rows
+    and for each row the index in ``keys`` of its key, so that a caller gathers only the
+    columns it needs. One searchsorted for all keys, `numpy.repeat` on the left, ranges on the
+    right; a few keys (an update's case) are looked up one by one, with no arrays per key."""
+    if len(keys) <= FEW_KEYS:
         ks = keys.tolist()
         for batch in batches:
             found = batch.spans_of(ks)
             if found is not None:
-                rights.append(batch.take(found[0]))
-                lefts.append(found[1])
-        if not rights:
-            return None
-        return np.concatenate(lefts), concat_rows(rights, nvals, ntimes)
+                yield batch, found[0], found[1]
+        return
     for batch in batches:
         begin, end = batch.key_ranges(keys)
         sizes = end - begin
         if not sizes.any():
             continue
-        lefts.append(np.repeat(np.arange(len(keys)), sizes))
-        rights.append(batch.take(ranges(begin, end)))
-    if not rights:
-        return None
-    return np.concatenate(lefts), concat_rows(rights, nvals, ntimes)
+        yield batch, ranges(begin, end), np.repeat(np.arange(len(keys)), sizes)
