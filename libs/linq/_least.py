@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._columns import EMPTY, all_ints, consolidate, distinct, group_starts, ranges, values_of
+from ._columns import COMPILED_ROWS, EMPTY, all_ints, consolidate, distinct, group_starts, ranges, values_of
 from ._errors import OperatorError
 from ._trace import Batch, Keys, Rows, Spine, concat_rows
 
@@ -412,7 +412,14 @@ def _still_proposed(proposals: Spine, keys: np.ndarray, labels: np.ndarray, td: 
     ``td`` count at all of them, and of the later rows only the removals may lower it."""
     bound = np.zeros(len(keys), dtype=np.int64)
     query = Keys(keys)
-    for b in proposals.batches():
+    batches = proposals.batches()
+    if len(keys) * len(batches) >= COMPILED_ROWS:
+        from ._columns._compiled import label_support  # numba only once arrays are large
+
+        for b in batches:
+            label_support(keys, labels, b.ukeys, b.starts, b.vals[0], b.times[-1], b.diffs, td, bound)
+        return bound >= 1
+    for b in batches:
         found = b.lookup(query)
         if found is None:
             continue

@@ -169,21 +169,23 @@ def consistent(draw: st.DrawFn) -> tuple[list[Row], list[Row], list[Row], Time]:
     return proposals, labels, delta, t
 
 
-@pytest.mark.parametrize("form", ["columns", "python", "arrangement"])
+@pytest.mark.parametrize("form", ["columns", "python", "arrangement", "compiled"])
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=consistent(), cut=st.integers(0, 30))
 def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form: str, case: Any, cut: int) -> None:
     """Also with the proposals' arrangement (in batches cut at ``cut``, and the changes' own),
-    which lets a removal of a key's label pass while the label keeps a positive count, and
-    with the label rows given with their keys' ranks (as `Propagate` reads them)."""
+    which lets a removal of a key's label pass while the label keeps a positive count (its
+    count read by numpy passes, or, ``compiled``, by the compiled walk of many keys), and with
+    the label rows given with their keys' ranks (as `Propagate` reads them)."""
     proposals, labels, delta, t = case
     if not delta:
         return
-    old = _least.FEW_ROWS
+    old = _least.FEW_ROWS, _least.COMPILED_ROWS
     _least.FEW_ROWS = 10**9 if form == "python" else 0
+    _least.COMPILED_ROWS = 1 if form == "compiled" else 1 << 40
     try:
         changes = Batch(_rows(delta, 3))
-        if form == "arrangement":
+        if form in ("arrangement", "compiled"):
             spine = Spine(1, 3)
             for part in (proposals[:cut], proposals[cut:], delta):
                 if part:
@@ -193,7 +195,7 @@ def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form:
         else:
             said = _least.unchanged(changes, _rows(labels, 3), t)
     finally:
-        _least.FEW_ROWS = old
+        _least.FEW_ROWS, _least.COMPILED_ROWS = old
     keys = changes.ukeys.tolist()
     for key, same in zip(keys, said.tolist(), strict=True):
         if same:
@@ -209,9 +211,13 @@ def _spine_of(rows: Sequence[Row]) -> Spine:
     return spine
 
 
-def test_removing_a_copy_of_the_label_while_another_stays_proposed_leaves_the_key_alone() -> None:
+@pytest.mark.parametrize("form", ["columns", "compiled"])
+def test_removing_a_copy_of_the_label_while_another_stays_proposed_leaves_the_key_alone(
+    form: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Node 3's label 4 is proposed twice from time 2 on; one copy goes at t: still label 4. The
     other copy goes later, at 6: the label would move there, so then the key is evaluated."""
+    monkeypatch.setattr(_least, "COMPILED_ROWS", 1 if form == "compiled" else 1 << 40)
     labels: list[Row] = [(3, 4, (1, 0, 2), 1)]
     t = (1, 0, 3)
     change: list[Row] = [(3, 4, t, -1)]

@@ -20,6 +20,9 @@ EMPTY = np.zeros(0, dtype=np.int64)
 
 SMALL = 16
 """Up to this many rows, `consolidate` works in Python: cheaper than a dozen numpy calls."""
+COMPILED_ROWS = 16384
+"""From this many rows, `consolidate` runs compiled loops (`_compiled`) when the rows pack
+into one int64: one pass per column instead of a dozen numpy passes."""
 
 
 MIXED_MASK = 2048
@@ -127,6 +130,12 @@ def consolidate(
         return (list(cols), diffs) if diffs[0] else ([c[:0] for c in cols], diffs[:0])
     if n <= SMALL:
         return _consolidate_small(cols, diffs)
+    if n >= COMPILED_ROWS:
+        from ._compiled import consolidate_packed  # numba only once arrays are large
+
+        done = consolidate_packed(list(cols), diffs, runs)
+        if done is not None:
+            return done
     p = _pack(cols)
     if p is None:
         idx = np.lexsort(tuple(reversed(cols)))

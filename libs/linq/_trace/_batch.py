@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from .._columns import EMPTY, consolidate, ranges, selector
+from .._columns import COMPILED_ROWS, EMPTY, consolidate, ranges, selector
 
 __all__ = ["Batch", "Keys", "Rows", "le_time", "lub_time", "matches", "matches_each"]
 
@@ -161,6 +161,12 @@ class Batch(Rows):
             return None
         if n <= FEW_KEYS:  # an update's case: each key's span, no arrays per key
             return self.spans_of(query.keys.tolist())
+        if n + len(self) >= COMPILED_ROWS:
+            from .._columns._compiled import key_rows  # numba only once arrays are large
+
+            idx, rank, ok = key_rows(query.keys, self.ukeys, self.starts)
+            if ok:
+                return (idx, rank) if len(idx) else None
         if len(self) <= 2 * n:
             rank = query.ranks(self.keys)
             idx = np.flatnonzero(rank >= 0)
@@ -276,6 +282,17 @@ def matches_each(keys: np.ndarray, batches: list[Batch]) -> Iterator[tuple[Batch
             if found is not None:
                 yield batch, found[0], found[1]
         return
+    if len(keys) >= COMPILED_ROWS // 16:
+        from .._columns._compiled import key_rows  # numba only once arrays are large
+
+        for batch in batches:
+            idx, rank, ok = key_rows(keys, batch.ukeys, batch.starts)
+            if not ok:  # keys in no order
+                break
+            if len(idx):
+                yield batch, idx, rank
+        else:
+            return
     for batch in batches:
         begin, end = batch.key_ranges(keys)
         sizes = end - begin

@@ -1,0 +1,192 @@
+"""Compiled loops (numba) for the large cases of a few column kernels.
+
+A numpy expression of a consolidation or of a count over a key's rows makes a dozen passes
+over its rows, each writing a temporary array; for the hundreds of thousands of rows an
+update of a large graph moves, those passes are most of its time. Here each is one or two
+loops over the rows, compiled to machine code by numba (cached on disk after the first
+compilation, so a process pays only the loading: about half a second, the first time it
+meets a large array). Callers use them only for many rows (`_kernels.COMPILED_ROWS`), so a small
+computation never imports numba; below that the numpy forms are as fast, and they are the
+reference the tests compare these loops with.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["consolidate_packed", "key_rows", "label_support"]
+
+
+@njit(cache=True, nogil=True)
+def _pack_into(out: np.ndarray, col: np.ndarray, lo: int, width: int) -> None:
+    for r in range(len(out)):
+        out[r] = (out[r] << width) | (col[r] - lo)
+
+
+@njit(cache=True, nogil=True)
+def _sum_runs(ordered: np.ndarray, dbits: int, dlo: int) -> tuple:  # type: ignore[type-arg]
+    """Sorted packed rows (the diff in the low ``dbits`` bits, less ``dlo``): each run of
+    equal rows summed, zero sums dropped; the packed rows kept, and their sums."""
+    n = len(ordered)
+    dmask = (1 << dbits) - 1
+    kept = np.empty(n, dtype=np.int64)
+    diffs = np.empty(n, dtype=np.int64)
+    m = 0
+    value = ordered[0] >> dbits
+    total = (ordered[0] & dmask) + dlo
+    for i in range(1, n):
+        v = ordered[i] >> dbits
+        if v != value:
+            if total != 0:
+                kept[m] = value
+                diffs[m] = total
+                m += 1
+            value = v
+            total = 0
+        total += (ordered[i] & dmask) + dlo
+    if total != 0:
+        kept[m] = value
+        diffs[m] = total
+        m += 1
+    return kept, diffs, m
+
+
+@njit(cache=True, nogil=True)
+def _unpack_into(out: np.ndarray, packed: np.ndarray, shift: int, width: int, lo: int) -> None:
+    mask = (1 << width) - 1
+    for r in range(len(out)):
+        out[r] = ((packed[r] >> shift) & mask) + lo
+
+
+def consolidate_packed(
+    cols: list[np.ndarray], diffs: np.ndarray, stable: bool
+) -> tuple[list[np.ndarray], np.ndarray] | None:
+    """`_kernels.consolidate` for many rows whose columns and diffs pack into one int64 (None
+    when they do not): one loop to find each column's range, one per column to pack, numpy's
+    sort (``stable``: a merge of sorted runs), one loop to sum the runs and unpack."""
+    n = len(diffs)
+    lows: list[int] = []
+    widths: list[int] = []
+    for c in cols:
+        lo, hi = (int(c[0]), int(c[0])) if c.strides[0] == 0 else (int(c.min()), int(c.max()))
+        lows.append(lo)
+        widths.append((hi - lo).bit_length())
+    dlo, dhi = int(diffs.min()), int(diffs.max())
+    dbits = (dhi - dlo).bit_length()
+    if sum(widths) + dbits > 62:
+        return None
+    packed = np.zeros(n, dtype=np.int64)
+    for c, lo, w in zip(cols, lows, widths):
+        if w:
+            _pack_into(packed, np.ascontiguousarray(c), lo, w)
+    _pack_into(packed, np.ascontiguousarray(diffs), dlo, dbits)
+    ordered = np.sort(packed, kind="stable" if stable else None)
+    kept, sums, m = _sum_runs(ordered, dbits, dlo)
+    kept, sums = (kept[:m].copy(), sums[:m].copy()) if m < n // 2 else (kept[:m], sums[:m])
+    out = []
+    shift = 0
+    for lo, w in zip(reversed(lows), reversed(widths)):
+        if w:
+            c = np.empty(m, dtype=np.int64)
+            _unpack_into(c, kept, shift, w, lo)
+        else:
+            c = np.broadcast_to(np.int64(lo), m)
+        out.append(c)
+        shift += w
+    out.reverse()
+    return out, sums
+
+
+@njit(cache=True, nogil=True)
+def _seek(ukeys: np.ndarray, key: int, j: int) -> int:
+    """The first index from ``j`` on whose key is not below ``key`` (galloping: a few steps
+    when the next key is near, a binary search over a doubling range when it is far)."""
+    n = len(ukeys)
+    if j >= n or ukeys[j] >= key:
+        return j
+    step = 1
+    lo = j
+    hi = j + 1
+    while hi < n and ukeys[hi] < key:
+        lo = hi
+        step *= 2
+        hi = lo + step
+    if hi > n:
+        hi = n
+    # ukeys[lo] < key, and ukeys[hi] >= key (or hi == n)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ukeys[mid] < key:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+@njit(cache=True, nogil=True)
+def key_rows(keys: np.ndarray, ukeys: np.ndarray, starts: np.ndarray) -> tuple:  # type: ignore[type-arg]
+    """The rows of a batch (its distinct sorted keys ``ukeys``, where each key's rows start)
+    whose key is among ``keys`` (sorted; repeats allowed: each repeat matches again), and for
+    each row the index in ``keys`` of its key; ``ok`` False (and nothing found) when ``keys``
+    are not sorted."""
+    n = len(keys)
+    nu = len(ukeys)
+    where = np.empty(n, dtype=np.int64)
+    total = 0
+    j = 0
+    for i in range(n):
+        key = keys[i]
+        if i and key < keys[i - 1]:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), False
+        j = _seek(ukeys, key, j)
+        if j < nu and ukeys[j] == key:
+            where[i] = j
+            total += starts[j + 1] - starts[j]
+        else:
+            where[i] = -1
+    idx = np.empty(total, dtype=np.int64)
+    rank = np.empty(total, dtype=np.int64)
+    m = 0
+    for i in range(n):
+        w = where[i]
+        if w < 0:
+            continue
+        for r in range(starts[w], starts[w + 1]):
+            idx[m] = r
+            rank[m] = i
+            m += 1
+    return idx, rank, True
+
+
+@njit(cache=True, nogil=True)
+def label_support(
+    keys: np.ndarray,
+    labels: np.ndarray,
+    ukeys: np.ndarray,
+    starts: np.ndarray,
+    vals: np.ndarray,
+    last: np.ndarray,
+    diffs: np.ndarray,
+    td: int,
+    bound: np.ndarray,
+) -> None:
+    """`_least._still_proposed` for one batch (its distinct keys ``ukeys``, where each key's
+    rows start, and the columns read): add to ``bound[i]`` the diffs of the rows of
+    ``keys[i]`` whose value is ``labels[i]`` and that are at or before ``td`` (the last time
+    coordinate) or removals. ``keys`` and ``ukeys`` are sorted: one walk through both (`_seek`)."""
+    j = 0
+    nu = len(ukeys)
+    for i in range(len(keys)):
+        key = keys[i]
+        j = _seek(ukeys, key, j)
+        if j == nu:
+            return
+        if ukeys[j] != key:
+            continue
+        label = labels[i]
+        total = 0
+        for r in range(starts[j], starts[j + 1]):
+            if vals[r] == label and (last[r] <= td or diffs[r] < 0):
+                total += diffs[r]
+        bound[i] += total

@@ -1,0 +1,63 @@
+"""The column kernels (`libs.linq._columns._kernels`): consolidation in each of its forms (a
+Python pass for a few rows, numpy passes, compiled loops for many rows) against a dictionary
+that sums the same rows."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from libs.linq._columns import _kernels
+
+ROWS = st.lists(
+    st.tuples(st.integers(0, 40), st.integers(-3, 3), st.integers(0, 5), st.sampled_from([1, -1, 2, -2])),
+    max_size=120,
+)
+
+
+def _summed(rows: list[tuple[int, int, int, int]]) -> list[tuple[int, ...]]:
+    total: Counter[tuple[int, ...]] = Counter()
+    for *row, d in rows:
+        total[tuple(row)] += d
+    return sorted((*row, d) for row, d in total.items() if d)
+
+
+def _consolidated(cols: list[np.ndarray], diffs: np.ndarray, runs: bool) -> list[tuple[int, ...]]:
+    out, sums = _kernels.consolidate(cols, diffs, runs)
+    assert all(len(c) == len(sums) for c in out)
+    return list(zip(*(c.tolist() for c in out), sums.tolist()))
+
+
+@pytest.mark.parametrize("form", ["python", "numpy", "compiled"])
+@pytest.mark.parametrize("runs", [False, True])
+@settings(max_examples=150, deadline=None)
+@given(rows=ROWS, spread=st.sampled_from([1, 1 << 20, 1 << 40]))
+def test_consolidation_sorts_sums_and_drops_zeros(form: str, runs: bool, rows: list, spread: int) -> None:
+    """Also with a wide column (``spread``: keys far apart, so that wider rows no longer pack
+    into one int64 with their diff and the forms fall back to sorting by columns)."""
+    rows = [(k * spread, v, t, d) for k, v, t, d in rows]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_kernels, "SMALL", 1 << 40 if form == "python" else 0)
+        patch.setattr(_kernels, "COMPILED_ROWS", 2 if form == "compiled" else 1 << 40)
+        if runs:  # a few sorted runs, as a merge of batches gives
+            half = len(rows) // 2
+            rows = sorted(rows[:half]) + sorted(rows[half:])
+        cols = [np.array([r[i] for r in rows], dtype=np.int64) for i in range(3)]
+        diffs = np.array([r[3] for r in rows], dtype=np.int64)
+        assert _consolidated(cols, diffs, runs) == _summed(rows)
+
+
+@pytest.mark.parametrize("form", ["numpy", "compiled"])
+def test_a_constant_column_and_one_diff_for_all_rows(form: str) -> None:
+    """A broadcast time column (one value for every row, no memory) and a load's diffs (all 1):
+    the runs' lengths are the sums."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_kernels, "COMPILED_ROWS", 2 if form == "compiled" else 1 << 40)
+        keys = np.array([5, 3, 5, 9, 3, 5] * 10, dtype=np.int64)
+        epoch = np.broadcast_to(np.int64(7), len(keys))
+        got = _consolidated([keys, epoch], np.ones(len(keys), dtype=np.int64), False)
+    assert got == [(3, 7, 20), (5, 7, 30), (9, 7, 10)]
