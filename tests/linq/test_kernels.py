@@ -61,3 +61,36 @@ def test_a_constant_column_and_one_diff_for_all_rows(form: str) -> None:
         epoch = np.broadcast_to(np.int64(7), len(keys))
         got = _consolidated([keys, epoch], np.ones(len(keys), dtype=np.int64), False)
     assert got == [(3, 7, 20), (5, 7, 30), (9, 7, 10)]
+
+
+@pytest.mark.parametrize("form", ["numpy", "compiled"])
+def test_batches_with_broadcast_and_sliced_columns_are_read_alike(form: str) -> None:
+    """A batch's time columns are often one value broadcast (read-only, no memory) and its
+    keys a slice of a larger array: the compiled loops take them as they are, and find what
+    the numpy forms find."""
+    from libs.linq import _least
+    from libs.linq._trace import Batch, Rows, Spine, _batch, matches
+
+    n = 3000
+    keys = np.repeat(np.arange(0, 2 * n, 2, dtype=np.int64), 2)[: 2 * n]
+    vals = np.tile(np.array([0, 5], dtype=np.int64), n)
+    epoch, iteration = np.broadcast_to(np.int64(1), 2 * n), np.broadcast_to(np.int64(3), 2 * n)
+    diffs = np.tile(np.array([2, -1], dtype=np.int64), n)
+    batch = Batch(Rows(keys, [vals], [epoch, iteration], diffs), tidy=True)
+    spine = Spine(1, 2)
+    spine.insert(batch)
+    asked = np.arange(0, 3 * n, 3, dtype=np.int64)[::2]  # a strided slice
+    with pytest.MonkeyPatch.context() as patch:
+        big = 1 << 40
+        patch.setattr(_least, "COMPILED_ROWS", 1 if form == "compiled" else big)
+        patch.setattr(_batch, "COMPILED_ROWS", 1 if form == "compiled" else big)
+        labels = np.where(asked % 4 == 0, 0, 5)
+        support = _least._still_proposed(spine, asked, labels, 3)
+        found = matches(asked, [batch], 1, 2)
+    # key k (even, < 2n) has label 0 twice and label 5 removed once: 0 is still proposed, 5 not
+    want = [(k % 2 == 0 and k < 2 * n and label == 0) for k, label in zip(asked.tolist(), labels.tolist())]
+    assert support.tolist() == want
+    assert found is not None
+    left, rows = found
+    assert (asked[left] == rows.keys).all()
+    assert sorted(rows.keys.tolist()) == sorted(k for k in asked.tolist() if k % 2 == 0 and k < 2 * n for _ in (0, 1))

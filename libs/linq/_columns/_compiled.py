@@ -5,7 +5,9 @@ over its rows, each writing a temporary array; for the hundreds of thousands of 
 update of a large graph moves, those passes are most of its time. Here each is one or two
 loops over the rows, compiled to machine code by numba (cached on disk after the first
 compilation, so a process pays only the loading: about half a second, the first time it
-meets a large array). Callers use them only for many rows (`_kernels.COMPILED_ROWS`), so a small
+meets a large array). Each loop is compiled for one signature, int64 arrays of any layout
+(a time column broadcast from one value, or a slice, takes the same machine code), so the
+first run on a machine compiles each once, at the import. Callers use them only for many rows (`_kernels.COMPILED_ROWS`), so a small
 computation never imports numba; below that the numpy forms are as fast, and they are the
 reference the tests compare these loops with.
 """
@@ -14,17 +16,26 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.types import Array, Tuple, b1, i8, int64, void  # type: ignore[attr-defined]
+
+I64 = Array(int64, 1, "A")
+"""An int64 array the loop writes."""
+R64 = Array(int64, 1, "A", readonly=True)
+"""An int64 array the loop only reads (writable ones too: a broadcast column is read-only)."""
 
 __all__ = ["consolidate_packed", "key_rows", "label_support"]
 
+# Each loop has one signature, int64 arrays of any layout: a time column broadcast from one
+# value, a slice or a fresh array take the same machine code.
 
-@njit(cache=True, nogil=True)
+
+@njit(void(I64, R64, i8, i8), cache=True, nogil=True)
 def _pack_into(out: np.ndarray, col: np.ndarray, lo: int, width: int) -> None:
     for r in range(len(out)):
         out[r] = (out[r] << width) | (col[r] - lo)
 
 
-@njit(cache=True, nogil=True)
+@njit(Tuple((I64, I64, i8))(R64, i8, i8), cache=True, nogil=True)
 def _sum_runs(ordered: np.ndarray, dbits: int, dlo: int) -> tuple:  # type: ignore[type-arg]
     """Sorted packed rows (the diff in the low ``dbits`` bits, less ``dlo``): each run of
     equal rows summed, zero sums dropped; the packed rows kept, and their sums."""
@@ -52,7 +63,7 @@ def _sum_runs(ordered: np.ndarray, dbits: int, dlo: int) -> tuple:  # type: igno
     return kept, diffs, m
 
 
-@njit(cache=True, nogil=True)
+@njit(void(I64, R64, i8, i8, i8), cache=True, nogil=True)
 def _unpack_into(out: np.ndarray, packed: np.ndarray, shift: int, width: int, lo: int) -> None:
     mask = (1 << width) - 1
     for r in range(len(out)):
@@ -98,7 +109,7 @@ def consolidate_packed(
     return out, sums
 
 
-@njit(cache=True, nogil=True)
+@njit(i8(R64, i8, i8), cache=True, nogil=True)
 def _seek(ukeys: np.ndarray, key: int, j: int) -> int:
     """The first index from ``j`` on whose key is not below ``key`` (galloping: a few steps
     when the next key is near, a binary search over a doubling range when it is far)."""
@@ -124,7 +135,7 @@ def _seek(ukeys: np.ndarray, key: int, j: int) -> int:
     return hi
 
 
-@njit(cache=True, nogil=True)
+@njit(Tuple((I64, I64, b1))(R64, R64, R64), cache=True, nogil=True)
 def key_rows(keys: np.ndarray, ukeys: np.ndarray, starts: np.ndarray) -> tuple:  # type: ignore[type-arg]
     """The rows of a batch (its distinct sorted keys ``ukeys``, where each key's rows start)
     whose key is among ``keys`` (sorted; repeats allowed: each repeat matches again), and for
@@ -159,7 +170,7 @@ def key_rows(keys: np.ndarray, ukeys: np.ndarray, starts: np.ndarray) -> tuple: 
     return idx, rank, True
 
 
-@njit(cache=True, nogil=True)
+@njit(void(R64, R64, R64, R64, R64, R64, R64, i8, I64), cache=True, nogil=True)
 def label_support(
     keys: np.ndarray,
     labels: np.ndarray,
