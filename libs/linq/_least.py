@@ -39,7 +39,7 @@ from ._columns import COMPILED_ROWS, EMPTY, all_ints, consolidate, distinct, gro
 from ._errors import OperatorError
 from ._trace import Batch, Keys, Rows, Spine, concat_rows
 
-__all__ = ["FEW_ROWS", "line_changes", "ranked_rows_of", "rows_of", "split_line", "unchanged"]
+__all__ = ["FEW_ROWS", "line_changes", "ranked_rows_of", "rows_of", "split_line", "unchanged", "unchanged_many"]
 
 FEW_ROWS = 192
 """Up to this many history rows, `line_changes` works in Python (no numpy call per step)."""
@@ -373,6 +373,47 @@ def unchanged(
     return out
 
 
+def unchanged_many(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np.ndarray:
+    """`unchanged` for many keys (with the proposals' arrangement), read from the label
+    arrangement itself: a compiled walk per batch counts each key's label rows and keeps its
+    first, so only the keys with several label rows (a few: most nodes have one label from one
+    time on) have their rows gathered and checked as `unchanged` does."""
+    from ._columns._compiled import first_rows, least_added_removed  # numba: arrays are large
+
+    keys = delta.ukeys
+    n = len(keys)
+    td = t[-1]
+    count = np.zeros(n, dtype=np.int64)
+    val = np.zeros(n, dtype=np.int64)
+    when = np.zeros(n, dtype=np.int64)
+    diff = np.zeros(n, dtype=np.int64)
+    for b in labels.batches():
+        first_rows(keys, b.ukeys, b.starts, b.vals[0], b.times[-1], b.diffs, count, val, when, diff)
+    one = count == 1
+    if not all_ints(val[one]) or not all_ints(delta.vals[0]):
+        return np.zeros(n, dtype=bool)
+    consistent = one & (diff == 1) & (when <= td)
+    greatest = np.where(consistent, val, np.iinfo(np.int64).min)
+    several = np.flatnonzero(count > 1)
+    if len(several):
+        rows, rank = ranked_rows_of(labels, keys[several])
+        if not all_ints(rows.vals[0]):
+            return np.zeros(n, dtype=bool)
+        bad = np.zeros(len(several), dtype=bool)
+        most = np.full(len(several), np.iinfo(np.int64).min, dtype=np.int64)
+        labelled = np.zeros(len(several), dtype=bool)
+        _consistent(rows, rank, td, bad, most, labelled)
+        consistent[several] = labelled & ~bad
+        greatest[several] = most
+    least_added, least_removed = least_added_removed(delta.starts, delta.vals[0], delta.diffs, NONE)
+    ok = consistent & (least_added >= greatest)
+    out = ok & (least_removed > greatest)
+    maybe = np.flatnonzero(ok & (least_removed == greatest))
+    if len(maybe):
+        out[maybe] = _still_proposed(proposals, keys[maybe], greatest[maybe], td)
+    return out
+
+
 def _consistent(
     labels: Rows, rank: np.ndarray, td: int, bad: np.ndarray, greatest: np.ndarray, labelled: np.ndarray
 ) -> None:
@@ -416,6 +457,7 @@ def _still_proposed(proposals: Spine, keys: np.ndarray, labels: np.ndarray, td: 
     if len(keys) * len(batches) >= COMPILED_ROWS:
         from ._columns._compiled import label_support  # numba only once arrays are large
 
+        keys = np.ascontiguousarray(keys)
         for b in batches:
             label_support(keys, labels, b.ukeys, b.starts, b.vals[0], b.times[-1], b.diffs, td, bound)
         return bound >= 1

@@ -35,6 +35,7 @@ import numpy as np
 from timely import KeyedState, LoopContext, Timestamp
 
 from ._columns import (
+    COMPILED_ROWS,
     Block,
     all_ints,
     block_of_codes,
@@ -49,7 +50,7 @@ from ._columns._codes import codes_of_values
 from ._errors import OperatorError
 from ._keys import KeyOf
 from ._lattice import Lattice
-from ._least import line_changes, ranked_rows_of, rows_of, split_line, unchanged
+from ._least import line_changes, ranked_rows_of, rows_of, split_line, unchanged, unchanged_many
 from ._linear import Route, by_destination, changes_in, split_by
 from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
 from ._trace import Batch, Rows, Spine, concat_rows, matches_each
@@ -280,6 +281,8 @@ class Propagate(Stateful):
             for b in spine.batches():
                 if any(u > c for u, c in zip(b.upper[:-1], prefix)):
                     return delta.ukeys, None
+        if len(delta.ukeys) >= COMPILED_ROWS // 16:  # many keys: their labels are not gathered
+            return delta.ukeys[~unchanged_many(delta, self.labels, t, self.proposals)], None
         labels, ranks = ranked_rows_of(self.labels, delta.ukeys)
         keep = ~unchanged(delta, labels, t, self.proposals, ranks)
         if keep.all():

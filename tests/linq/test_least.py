@@ -169,14 +169,15 @@ def consistent(draw: st.DrawFn) -> tuple[list[Row], list[Row], list[Row], Time]:
     return proposals, labels, delta, t
 
 
-@pytest.mark.parametrize("form", ["columns", "python", "arrangement", "compiled"])
+@pytest.mark.parametrize("form", ["columns", "python", "arrangement", "compiled", "many"])
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=consistent(), cut=st.integers(0, 30))
 def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form: str, case: Any, cut: int) -> None:
     """Also with the proposals' arrangement (in batches cut at ``cut``, and the changes' own),
     which lets a removal of a key's label pass while the label keeps a positive count (its
     count read by numpy passes, or, ``compiled``, by the compiled walk of many keys), and with
-    the label rows given with their keys' ranks (as `Propagate` reads them)."""
+    the label rows given with their keys' ranks (as `Propagate` reads them), or (``many``)
+    read from the labels' arrangement by `unchanged_many`."""
     proposals, labels, delta, t = case
     if not delta:
         return
@@ -185,7 +186,13 @@ def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form:
     _least.COMPILED_ROWS = 1 if form == "compiled" else 1 << 40
     try:
         changes = Batch(_rows(delta, 3))
-        if form in ("arrangement", "compiled"):
+        if form == "many":
+            spine = Spine(1, 3)
+            for part in (proposals[:cut], proposals[cut:], delta):
+                if part:
+                    spine.insert(Batch(_rows(part, 3)))
+            said = _least.unchanged_many(changes, _spine_of(labels), t, spine)
+        elif form in ("arrangement", "compiled"):
             spine = Spine(1, 3)
             for part in (proposals[:cut], proposals[cut:], delta):
                 if part:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from numba.types import Array, Tuple, b1, i8, int64, void  # type: ignore[attr-defined]
+from numba.types import Array, Tuple, i8, int64, void  # type: ignore[attr-defined]
 
 OUT = Array(int64, 1, "C")
 """An int64 array the loop writes."""
@@ -27,7 +27,7 @@ ANY = Array(int64, 1, "A", readonly=True)
 """An int64 array the loop reads, of any layout: a batch's column broadcast from one value
 (read-only) or a slice takes the same machine code."""
 
-__all__ = ["consolidate_packed", "key_rows", "label_support"]
+__all__ = ["consolidate_packed", "first_rows", "key_rows", "label_support", "least_added_removed"]
 
 # Each loop has one signature (`OUT`, `IN`, `ANY`): compiled once, at the first import on a
 # machine, then loaded from the cache.
@@ -115,67 +115,89 @@ def consolidate_packed(
 
 
 @njit(i8(IN, i8, i8), cache=True, nogil=True)
-def _seek(ukeys: np.ndarray, key: int, j: int) -> int:
+def _seek(ordered: np.ndarray, key: int, j: int) -> int:
     """The first index from ``j`` on whose key is not below ``key`` (galloping: a few steps
     when the next key is near, a binary search over a doubling range when it is far)."""
-    n = len(ukeys)
-    if j >= n or ukeys[j] >= key:
+    n = len(ordered)
+    if j >= n or ordered[j] >= key:
         return j
     step = 1
     lo = j
     hi = j + 1
-    while hi < n and ukeys[hi] < key:
+    while hi < n and ordered[hi] < key:
         lo = hi
         step *= 2
         hi = lo + step
     if hi > n:
         hi = n
-    # ukeys[lo] < key, and ukeys[hi] >= key (or hi == n)
+    # ordered[lo] < key, and ordered[hi] >= key (or hi == n)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if ukeys[mid] < key:
+        if ordered[mid] < key:
             lo = mid
         else:
             hi = mid
     return hi
 
 
-@njit(Tuple((OUT, OUT, b1))(ANY, IN, IN), cache=True, nogil=True)
+@njit(Tuple((OUT, OUT, i8))(IN, IN), cache=True, nogil=True)
+def _matches(keys: np.ndarray, ukeys: np.ndarray) -> tuple:  # type: ignore[type-arg]
+    """The pairs ``(i, j)`` with ``keys[i] == ukeys[j]`` (both sorted, ``ukeys`` distinct),
+    in order: a walk driven by the shorter of the two, galloping through the longer, so a
+    batch of a few keys asked about many costs a few seeks (and many keys asked of a large
+    batch, one pass)."""
+    n = len(keys)
+    nu = len(ukeys)
+    ia = np.empty(n, dtype=np.int64)
+    ju = np.empty(n, dtype=np.int64)
+    m = 0
+    if nu < n:
+        i = 0
+        for j in range(nu):
+            key = ukeys[j]
+            i = _seek(keys, key, i)
+            while i < n and keys[i] == key:
+                ia[m] = i
+                ju[m] = j
+                m += 1
+                i += 1
+            if i == n:
+                break
+    else:
+        j = 0
+        for i in range(n):
+            key = keys[i]
+            j = _seek(ukeys, key, j)
+            if j == nu:
+                break
+            if ukeys[j] == key:
+                ia[m] = i
+                ju[m] = j
+                m += 1
+    return ia, ju, m
+
+
+@njit(Tuple((OUT, OUT))(IN, IN, IN), cache=True, nogil=True)
 def key_rows(keys: np.ndarray, ukeys: np.ndarray, starts: np.ndarray) -> tuple:  # type: ignore[type-arg]
     """The rows of a batch (its distinct sorted keys ``ukeys``, where each key's rows start)
     whose key is among ``keys`` (sorted; repeats allowed: each repeat matches again), and for
-    each row the index in ``keys`` of its key; ``ok`` False (and nothing found) when ``keys``
-    are not sorted."""
-    n = len(keys)
-    nu = len(ukeys)
-    where = np.empty(n, dtype=np.int64)
+    each row the index in ``keys`` of its key."""
+    ia, ju, m = _matches(keys, ukeys)
     total = 0
-    j = 0
-    for i in range(n):
-        key = keys[i]
-        if i and key < keys[i - 1]:
-            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), False
-        j = _seek(ukeys, key, j)
-        if j < nu and ukeys[j] == key:
-            where[i] = j
-            total += starts[j + 1] - starts[j]
-        else:
-            where[i] = -1
+    for p in range(m):
+        total += starts[ju[p] + 1] - starts[ju[p]]
     idx = np.empty(total, dtype=np.int64)
     rank = np.empty(total, dtype=np.int64)
-    m = 0
-    for i in range(n):
-        w = where[i]
-        if w < 0:
-            continue
-        for r in range(starts[w], starts[w + 1]):
-            idx[m] = r
-            rank[m] = i
-            m += 1
-    return idx, rank, True
+    r = 0
+    for p in range(m):
+        for row in range(starts[ju[p]], starts[ju[p] + 1]):
+            idx[r] = row
+            rank[r] = ia[p]
+            r += 1
+    return idx, rank
 
 
-@njit(void(ANY, ANY, IN, IN, ANY, ANY, ANY, i8, OUT), cache=True, nogil=True)
+@njit(void(IN, ANY, IN, IN, ANY, ANY, ANY, i8, OUT), cache=True, nogil=True)
 def label_support(
     keys: np.ndarray,
     labels: np.ndarray,
@@ -190,19 +212,57 @@ def label_support(
     """`_least._still_proposed` for one batch (its distinct keys ``ukeys``, where each key's
     rows start, and the columns read): add to ``bound[i]`` the diffs of the rows of
     ``keys[i]`` whose value is ``labels[i]`` and that are at or before ``td`` (the last time
-    coordinate) or removals. ``keys`` and ``ukeys`` are sorted: one walk through both (`_seek`)."""
-    j = 0
-    nu = len(ukeys)
-    for i in range(len(keys)):
-        key = keys[i]
-        j = _seek(ukeys, key, j)
-        if j == nu:
-            return
-        if ukeys[j] != key:
-            continue
+    coordinate) or removals. ``keys`` and ``ukeys`` are sorted (`_matches`)."""
+    ia, ju, m = _matches(keys, ukeys)
+    for p in range(m):
+        i = ia[p]
+        j = ju[p]
         label = labels[i]
         total = 0
         for r in range(starts[j], starts[j + 1]):
             if vals[r] == label and (last[r] <= td or diffs[r] < 0):
                 total += diffs[r]
         bound[i] += total
+
+
+@njit(void(IN, IN, IN, ANY, ANY, ANY, OUT, OUT, OUT, OUT), cache=True, nogil=True)
+def first_rows(
+    keys: np.ndarray,
+    ukeys: np.ndarray,
+    starts: np.ndarray,
+    vals: np.ndarray,
+    last: np.ndarray,
+    diffs: np.ndarray,
+    count: np.ndarray,
+    val: np.ndarray,
+    when: np.ndarray,
+    diff: np.ndarray,
+) -> None:
+    """For each of ``keys`` (sorted, distinct) with rows in one batch: add their number to
+    ``count[i]``, and keep the first one's value, last time coordinate and diff (a key with
+    one row in all batches: its row)."""
+    ia, ju, m = _matches(keys, ukeys)
+    for p in range(m):
+        i = ia[p]
+        r = starts[ju[p]]
+        count[i] += starts[ju[p] + 1] - r
+        val[i] = vals[r]
+        when[i] = last[r]
+        diff[i] = diffs[r]
+
+
+@njit(Tuple((OUT, OUT))(IN, ANY, ANY, i8), cache=True, nogil=True)
+def least_added_removed(starts: np.ndarray, vals: np.ndarray, diffs: np.ndarray, none: int) -> tuple:  # type: ignore[type-arg]
+    """For rows sorted by (key, value) (``starts``: where each key's rows begin): the least
+    value each key adds and the least it removes (``none`` if it has no such row)."""
+    n = len(starts) - 1
+    added = np.full(n, none, dtype=np.int64)
+    removed = np.full(n, none, dtype=np.int64)
+    for i in range(n):
+        for r in range(starts[i], starts[i + 1]):
+            if diffs[r] > 0:
+                if added[i] == none:
+                    added[i] = vals[r]
+            elif removed[i] == none:
+                removed[i] = vals[r]
+    return added, removed

@@ -164,9 +164,8 @@ class Batch(Rows):
         if n + len(self) >= COMPILED_ROWS:
             from .._columns._compiled import key_rows  # numba only once arrays are large
 
-            idx, rank, ok = key_rows(query.keys, self.ukeys, self.starts)
-            if ok:
-                return (idx, rank) if len(idx) else None
+            idx, rank = key_rows(np.ascontiguousarray(query.keys), self.ukeys, self.starts)
+            return (idx, rank) if len(idx) else None
         if len(self) <= 2 * n:
             rank = query.ranks(self.keys)
             idx = np.flatnonzero(rank >= 0)
@@ -282,17 +281,15 @@ def matches_each(keys: np.ndarray, batches: list[Batch]) -> Iterator[tuple[Batch
             if found is not None:
                 yield batch, found[0], found[1]
         return
-    if len(keys) >= COMPILED_ROWS // 16:
+    if len(keys) >= COMPILED_ROWS // 16 and bool((keys[1:] >= keys[:-1]).all()):  # a delta sorted by key
         from .._columns._compiled import key_rows  # numba only once arrays are large
 
+        keys = np.ascontiguousarray(keys)
         for batch in batches:
-            idx, rank, ok = key_rows(keys, batch.ukeys, batch.starts)
-            if not ok:  # keys in no order
-                break
+            idx, rank = key_rows(keys, batch.ukeys, batch.starts)
             if len(idx):
                 yield batch, idx, rank
-        else:
-            return
+        return
     for batch in batches:
         begin, end = batch.key_ranges(keys)
         sizes = end - begin
