@@ -94,3 +94,24 @@ def test_batches_with_broadcast_and_sliced_columns_are_read_alike(form: str) -> 
     left, rows = found
     assert (asked[left] == rows.keys).all()
     assert sorted(rows.keys.tolist()) == sorted(k for k in asked.tolist() if k % 2 == 0 and k < 2 * n for _ in (0, 1))
+
+
+@pytest.mark.parametrize("form", ["numpy", "compiled"])
+@settings(max_examples=100, deadline=None)
+@given(first=ROWS, second=ROWS, floor=st.integers(0, 6))
+def test_a_merge_of_two_parts_raises_the_epoch_column_then_consolidates(
+    form: str, first: list, second: list, floor: int
+) -> None:
+    """What a spine's merge does with its two inputs' rows: times of epochs before the
+    compaction epoch move to it (column 2 here), then equal rows are summed."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_kernels, "COMPILED_ROWS", 1 if form == "compiled" else 1 << 40)
+        parts = []
+        for rows in (sorted(first), sorted(second)):
+            cols = [np.array([r[i] for r in rows], dtype=np.int64) for i in range(3)]
+            parts.append((cols, np.array([r[3] for r in rows], dtype=np.int64)))
+        if not first and not second:
+            return
+        out, sums = _kernels.consolidate_parts(parts, (2, floor), runs=True)
+    got = list(zip(*(c.tolist() for c in out), sums.tolist()))
+    assert got == _summed([(k, v, max(t, floor), d) for k, v, t, d in first + second])

@@ -2,7 +2,17 @@
 
 from ._block import SCALAR, Block, block_of_codes, blocks_of, codes_of, column_of, concat_blocks
 from ._codes import INTERNED, PAIRS, all_ints, code_of, route_of, route_of_value, values_of
-from ._kernels import COMPILED_ROWS, EMPTY, consolidate, distinct, group_starts, order, ranges, selector
+from ._kernels import (
+    COMPILED_ROWS,
+    EMPTY,
+    consolidate,
+    consolidate_parts,
+    distinct,
+    group_starts,
+    order,
+    ranges,
+    selector,
+)
 from ._wire import register
 
 register()
@@ -22,6 +32,7 @@ __all__ = [
     "column_of",
     "concat_blocks",
     "consolidate",
+    "consolidate_parts",
     "distinct",
     "group_starts",
     "order",

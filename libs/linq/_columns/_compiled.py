@@ -14,6 +14,8 @@ reference the tests compare these loops with.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 from numba import njit
 from numba.types import Array, Tuple, i8, int64, void  # type: ignore[attr-defined]
@@ -27,16 +29,23 @@ ANY = Array(int64, 1, "A", readonly=True)
 """An int64 array the loop reads, of any layout: a batch's column broadcast from one value
 (read-only) or a slice takes the same machine code."""
 
+NO_FLOOR = np.iinfo(np.int64).min
+"""A floor that raises nothing."""
+
 __all__ = ["consolidate_packed", "first_rows", "key_rows", "label_support", "least_added_removed"]
 
 # Each loop has one signature (`OUT`, `IN`, `ANY`): compiled once, at the first import on a
 # machine, then loaded from the cache.
 
 
-@njit(void(OUT, IN, i8, i8), cache=True, nogil=True)
-def _pack_into(out: np.ndarray, col: np.ndarray, lo: int, width: int) -> None:
+@njit(void(OUT, IN, i8, i8, i8), cache=True, nogil=True)
+def _pack_into(out: np.ndarray, col: np.ndarray, lo: int, width: int, floor: int) -> None:
+    """Shift ``width`` bits of ``col`` (raised to ``floor``, less ``lo``) into ``out``."""
     for r in range(len(out)):
-        out[r] = (out[r] << width) | (col[r] - lo)
+        v = col[r]
+        if v < floor:
+            v = floor
+        out[r] = (out[r] << width) | (v - lo)
 
 
 @njit(Tuple((OUT, OUT, i8))(IN, i8, i8), cache=True, nogil=True)
@@ -75,28 +84,51 @@ def _unpack_into(out: np.ndarray, packed: np.ndarray, shift: int, width: int, lo
         out[r] = ((packed[r] >> shift) & mask) + lo
 
 
+def _range(columns: Iterable[np.ndarray]) -> tuple[int, int]:
+    """The least and greatest value of some columns together (a broadcast one: its value)."""
+    lo = hi = None
+    for c in columns:
+        a, b = (int(c[0]), int(c[0])) if c.strides[0] == 0 else (int(c.min()), int(c.max()))
+        lo = a if lo is None else min(lo, a)
+        hi = b if hi is None else max(hi, b)
+    assert lo is not None and hi is not None
+    return lo, hi
+
+
 def consolidate_packed(
-    cols: list[np.ndarray], diffs: np.ndarray, stable: bool
+    parts: list[tuple[list[np.ndarray], np.ndarray]], stable: bool, floor: tuple[int, int] = (0, NO_FLOOR)
 ) -> tuple[list[np.ndarray], np.ndarray] | None:
     """`_kernels.consolidate` for many rows whose columns and diffs pack into one int64 (None
-    when they do not): one loop to find each column's range, one per column to pack, numpy's
-    sort (``stable``: a merge of sorted runs), one loop to sum the runs and unpack."""
-    n = len(diffs)
+    when they do not), given in ``parts`` (columns and diffs each: a merge's two inputs need
+    no concatenation), column ``floor[0]`` raised to at least ``floor[1]`` (a merge's logical
+    compaction). One pass per column to pack, numpy's sort (``stable``: a merge of sorted
+    runs), one loop to sum the runs and unpack."""
+    parts = [(cols, diffs) for cols, diffs in parts if len(diffs)]
+    n = sum(len(diffs) for _, diffs in parts)
+    if not n:
+        return None
+    ncols = len(parts[0][0])
     lows: list[int] = []
     widths: list[int] = []
-    for c in cols:
-        lo, hi = (int(c[0]), int(c[0])) if c.strides[0] == 0 else (int(c.min()), int(c.max()))
+    for j in range(ncols):
+        lo, hi = _range(c[j] for c, _ in parts)
+        if j == floor[0]:
+            lo, hi = max(lo, floor[1]), max(hi, floor[1])
         lows.append(lo)
         widths.append((hi - lo).bit_length())
-    dlo, dhi = int(diffs.min()), int(diffs.max())
+    dlo, dhi = _range(diffs for _, diffs in parts)
     dbits = (dhi - dlo).bit_length()
     if sum(widths) + dbits > 62:
         return None
     packed = np.zeros(n, dtype=np.int64)
-    for c, lo, w in zip(cols, lows, widths):
-        if w:
-            _pack_into(packed, np.ascontiguousarray(c), lo, w)
-    _pack_into(packed, np.ascontiguousarray(diffs), dlo, dbits)
+    start = 0
+    for cols, diffs in parts:
+        region = packed[start : start + len(diffs)]
+        start += len(diffs)
+        for j, (c, lo, w) in enumerate(zip(cols, lows, widths)):
+            if w:
+                _pack_into(region, np.ascontiguousarray(c), lo, w, floor[1] if j == floor[0] else NO_FLOOR)
+        _pack_into(region, np.ascontiguousarray(diffs), dlo, dbits, NO_FLOOR)
     ordered = np.sort(packed, kind="stable" if stable else None)
     kept, sums, m = _sum_runs(ordered, dbits, dlo)
     kept, sums = (kept[:m].copy(), sums[:m].copy()) if m < n // 2 else (kept[:m], sums[:m])

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EMPTY", "consolidate", "distinct", "group_starts", "order", "ranges", "selector"]
+__all__ = ["EMPTY", "consolidate", "consolidate_parts", "distinct", "group_starts", "order", "ranges", "selector"]
 
 EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -133,7 +133,7 @@ def consolidate(
     if n >= COMPILED_ROWS:
         from ._compiled import consolidate_packed  # numba only once arrays are large
 
-        done = consolidate_packed(list(cols), diffs, runs)
+        done = consolidate_packed([(list(cols), diffs)], runs)
         if done is not None:
             return done
     p = _pack(cols)
@@ -179,6 +179,27 @@ def consolidate(
         cols = [c[keep] for c in cols]
         diffs = diffs[keep]
     return cols, diffs
+
+
+def consolidate_parts(
+    parts: Sequence[tuple[Sequence[np.ndarray], np.ndarray]], floor: tuple[int, int], runs: bool = False
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """`consolidate` of the rows of several ``parts`` (columns and diffs each; a merge's two
+    inputs), column ``floor[0]`` first raised to at least ``floor[1]`` (logical compaction):
+    for many rows packed straight from the parts, with no concatenation."""
+    if sum(len(diffs) for _, diffs in parts) >= COMPILED_ROWS:
+        from ._compiled import consolidate_packed  # numba only once arrays are large
+
+        done = consolidate_packed([(list(cols), diffs) for cols, diffs in parts], runs, floor)
+        if done is not None:
+            return done
+    ncols = len(parts[0][0])
+    cols = [np.concatenate([c[j] for c, _ in parts]) for j in range(ncols)]
+    diffs = np.concatenate([d for _, d in parts])
+    j, least = floor
+    if len(diffs) and int(cols[j].min()) < least:
+        cols[j] = np.maximum(cols[j], least)
+    return consolidate(cols, diffs, runs)
 
 
 def _consolidate_small(cols: Sequence[np.ndarray], diffs: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:

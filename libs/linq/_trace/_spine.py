@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._columns import consolidate_parts
 from ._batch import Batch, Rows, concat_rows
 
 __all__ = ["Spine"]
@@ -85,12 +86,14 @@ class _Merge:
                 if ea == pa and eb == pb:  # one key larger than the step: take it whole
                     ea = int(np.searchsorted(a.keys, bound, "right"))
                     eb = int(np.searchsorted(b.keys, bound, "right"))
-            chunk = concat_rows(
-                [a.take(slice(pa, ea)), b.take(slice(pb, eb))],
-                self.nvals,
-                self.ntimes,  # type: ignore[arg-type]
+            sa, sb = slice(pa, ea), slice(pb, eb)
+            cols, diffs = consolidate_parts(
+                [([c[sa] for c in a.columns()], a.diffs[sa]), ([c[sb] for c in b.columns()], b.diffs[sb])],
+                (1 + self.nvals, self.epoch),  # the epoch column, compacted
+                runs=True,
             )
-            self.out.append(chunk.advanced(self.epoch).consolidated(runs=True))
+            nv = self.nvals
+            self.out.append(Rows(cols[0], cols[1 : 1 + nv], cols[1 + nv :], diffs))
             fuel -= (ea - pa) + (eb - pb)
             self.pa, self.pb = ea, eb
         return self.done()
