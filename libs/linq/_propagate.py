@@ -335,7 +335,29 @@ class Propagate(Stateful):
         or sorted for it; other batches' matches are grouped by their joined times."""
         out: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         for u, rows in _by_time(delta):
-            for batch, idx, rank in matches_each(rows.keys, batches):
+            rest = batches
+            keys = rows.keys
+            if not self.weighted and len(keys) >= COMPILED_ROWS // 16 and bool((keys[1:] >= keys[:-1]).all()):
+                from ._columns._compiled import join_values  # numba: arrays are large
+
+                rest = []
+                for batch in batches:
+                    if not all(x <= c for x, c in zip(batch.upper, u)):
+                        rest.append(batch)
+                        continue
+                    # every match at u: the pairs' values and diffs in one compiled loop
+                    mine, theirs, diffs = join_values(
+                        np.ascontiguousarray(keys),
+                        rows.vals[0],
+                        rows.diffs,
+                        batch.ukeys,
+                        batch.starts,
+                        batch.vals[0],
+                        batch.diffs,
+                    )
+                    if len(diffs):
+                        out.setdefault(u, []).append((mine, theirs, diffs) if edges_first else (theirs, mine, diffs))
+            for batch, idx, rank in matches_each(keys, rest):
                 edge_rows, edge_idx, label_rows, label_idx = (
                     (rows, rank, batch, idx) if edges_first else (batch, idx, rows, rank)
                 )

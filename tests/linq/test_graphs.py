@@ -81,6 +81,19 @@ def test_against_networkx(name: str) -> None:
     assert len(w.edges) == CASES[name].epochs + 1
 
 
+@pytest.mark.parametrize("name", ["cc-skewed", "cc-skewed-in-flight-w2", "scc-skewed-in-flight-w2", "sssp-uniform"])
+def test_against_networkx_with_compiled_loops_for_every_size(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled loops (numba) take over from many rows on; here from one row, so every
+    step of these cases runs through them: a few keys, empty batches, one time or several."""
+    from libs.linq import _least, _propagate
+    from libs.linq._columns import _kernels
+    from libs.linq._trace import _batch
+
+    for module in (_kernels, _least, _propagate, _batch):
+        monkeypatch.setattr(module, "COMPILED_ROWS", 1)
+    run(CASES[name], timeout=100)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", sorted(SLOW_CASES))

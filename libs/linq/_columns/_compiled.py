@@ -32,7 +32,7 @@ ANY = Array(int64, 1, "A", readonly=True)
 NO_FLOOR = np.iinfo(np.int64).min
 """A floor that raises nothing."""
 
-__all__ = ["consolidate_packed", "first_rows", "key_rows", "label_support", "least_added_removed"]
+__all__ = ["consolidate_packed", "first_rows", "join_values", "key_rows", "label_support", "least_added_removed"]
 
 # Each loop has one signature (`OUT`, `IN`, `ANY`): compiled once, at the first import on a
 # machine, then loaded from the cache.
@@ -298,3 +298,36 @@ def least_added_removed(starts: np.ndarray, vals: np.ndarray, diffs: np.ndarray,
             elif removed[i] == none:
                 removed[i] = vals[r]
     return added, removed
+
+
+@njit(Tuple((OUT, OUT, OUT))(IN, ANY, ANY, IN, IN, ANY, ANY), cache=True, nogil=True)
+def join_values(
+    keys: np.ndarray,
+    vals: np.ndarray,
+    diffs: np.ndarray,
+    ukeys: np.ndarray,
+    starts: np.ndarray,
+    bvals: np.ndarray,
+    bdiffs: np.ndarray,
+) -> tuple:  # type: ignore[type-arg]
+    """A join of rows ``(keys, vals, diffs)`` (sorted by key) with a batch's rows of the same
+    keys: for each pair, the row's value, the batch row's value and the product of the diffs
+    (what `key_rows` and four gathers give, in one loop)."""
+    ia, ju, m = _matches(keys, ukeys)
+    total = 0
+    for p in range(m):
+        total += starts[ju[p] + 1] - starts[ju[p]]
+    left = np.empty(total, dtype=np.int64)
+    right = np.empty(total, dtype=np.int64)
+    product = np.empty(total, dtype=np.int64)
+    r = 0
+    for p in range(m):
+        i = ia[p]
+        v = vals[i]
+        d = diffs[i]
+        for row in range(starts[ju[p]], starts[ju[p] + 1]):
+            left[r] = v
+            right[r] = bvals[row]
+            product[r] = d * bdiffs[row]
+            r += 1
+    return left, right, product
