@@ -357,6 +357,7 @@ class Propagate(Stateful):
                     )
                     if len(diffs):
                         out.setdefault(u, []).append((mine, theirs, diffs) if edges_first else (theirs, mine, diffs))
+            later: list[tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]] = []
             for batch, idx, rank in matches_each(keys, rest):
                 edge_rows, edge_idx, label_rows, label_idx = (
                     (rows, rank, batch, idx) if edges_first else (batch, idx, rows, rank)
@@ -368,8 +369,13 @@ class Propagate(Stateful):
                 diffs = rows.diffs[rank] * batch.diffs[idx]
                 if all(x <= c for x, c in zip(batch.upper, u)):
                     out.setdefault(u, []).append((dst, label, diffs))
-                    continue
-                times = [np.maximum(col[idx], c) for col, c in zip(batch.times, u)]
+                else:
+                    later.append((dst, label, diffs, [np.maximum(col[idx], c) for col, c in zip(batch.times, u)]))
+            if later:  # the matches with rows at later times, grouped by their joined times at once
+                dst = np.concatenate([p[0] for p in later])
+                label = np.concatenate([p[1] for p in later])
+                diffs = np.concatenate([p[2] for p in later])
+                times = [np.concatenate([p[3][i] for p in later]) for i in range(len(u))]
                 order_ = order(times)
                 times = [c[order_] for c in times]
                 starts = group_starts(times).tolist()
