@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._columns import COMPILED_ROWS, EMPTY, all_ints, consolidate, distinct, group_starts, ranges, values_of
+from ._columns import COMPILED_KEYS, EMPTY, all_ints, consolidate, distinct, group_starts, ranges, values_of
 from ._errors import OperatorError
 from ._trace import Batch, Keys, Rows, Spine, concat_rows
 
@@ -454,7 +454,7 @@ def _still_proposed(proposals: Spine, keys: np.ndarray, labels: np.ndarray, td: 
     bound = np.zeros(len(keys), dtype=np.int64)
     query = Keys(keys)
     batches = proposals.batches()
-    if len(keys) * len(batches) >= COMPILED_ROWS:
+    if len(keys) >= COMPILED_KEYS:
         from ._columns._compiled import label_support  # numba only once arrays are large
 
         keys = np.ascontiguousarray(keys)

@@ -35,7 +35,7 @@ import numpy as np
 from timely import KeyedState, LoopContext, Timestamp
 
 from ._columns import (
-    COMPILED_ROWS,
+    COMPILED_KEYS,
     Block,
     all_ints,
     block_of_codes,
@@ -281,7 +281,7 @@ class Propagate(Stateful):
             for b in spine.batches():
                 if any(u > c for u, c in zip(b.upper[:-1], prefix)):
                     return delta.ukeys, None
-        if len(delta.ukeys) >= COMPILED_ROWS // 16:  # many keys: their labels are not gathered
+        if len(delta.ukeys) >= COMPILED_KEYS:  # many keys: their labels are not gathered
             return delta.ukeys[~unchanged_many(delta, self.labels, t, self.proposals)], None
         labels, ranks = ranked_rows_of(self.labels, delta.ukeys)
         keep = ~unchanged(delta, labels, t, self.proposals, ranks)
@@ -337,7 +337,7 @@ class Propagate(Stateful):
         for u, rows in _by_time(delta):
             rest = batches
             keys = rows.keys
-            if not self.weighted and len(keys) >= COMPILED_ROWS // 16 and bool((keys[1:] >= keys[:-1]).all()):
+            if not self.weighted and len(keys) >= COMPILED_KEYS and bool((keys[1:] >= keys[:-1]).all()):
                 from ._columns._compiled import join_values  # numba: arrays are large
 
                 rest = []

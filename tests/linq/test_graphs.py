@@ -89,8 +89,9 @@ def test_against_networkx_with_compiled_loops_for_every_size(name: str, monkeypa
     from libs.linq._columns import _kernels
     from libs.linq._trace import _batch
 
-    for module in (_kernels, _least, _propagate, _batch):
-        monkeypatch.setattr(module, "COMPILED_ROWS", 1)
+    monkeypatch.setattr(_kernels, "COMPILED_ROWS", 1)
+    for module in (_least, _propagate, _batch):
+        monkeypatch.setattr(module, "COMPILED_KEYS", 1)
     run(CASES[name], timeout=100)
 
 

@@ -82,8 +82,8 @@ def test_batches_with_broadcast_and_sliced_columns_are_read_alike(form: str) -> 
     asked = np.arange(0, 3 * n, 3, dtype=np.int64)[::2]  # a strided slice
     with pytest.MonkeyPatch.context() as patch:
         big = 1 << 40
-        patch.setattr(_least, "COMPILED_ROWS", 1 if form == "compiled" else big)
-        patch.setattr(_batch, "COMPILED_ROWS", 1 if form == "compiled" else big)
+        patch.setattr(_least, "COMPILED_KEYS", 1 if form == "compiled" else big)
+        patch.setattr(_batch, "COMPILED_KEYS", 1 if form == "compiled" else big)
         labels = np.where(asked % 4 == 0, 0, 5)
         support = _least._still_proposed(spine, asked, labels, 3)
         found = matches(asked, [batch], 1, 2)

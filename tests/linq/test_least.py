@@ -181,9 +181,9 @@ def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form:
     proposals, labels, delta, t = case
     if not delta:
         return
-    old = _least.FEW_ROWS, _least.COMPILED_ROWS
+    old = _least.FEW_ROWS, _least.COMPILED_KEYS
     _least.FEW_ROWS = 10**9 if form == "python" else 0
-    _least.COMPILED_ROWS = 1 if form == "compiled" else 1 << 40
+    _least.COMPILED_KEYS = 1 if form == "compiled" else 1 << 40
     try:
         changes = Batch(_rows(delta, 3))
         if form == "many":
@@ -202,7 +202,7 @@ def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form:
         else:
             said = _least.unchanged(changes, _rows(labels, 3), t)
     finally:
-        _least.FEW_ROWS, _least.COMPILED_ROWS = old
+        _least.FEW_ROWS, _least.COMPILED_KEYS = old
     keys = changes.ukeys.tolist()
     for key, same in zip(keys, said.tolist(), strict=True):
         if same:
@@ -224,7 +224,7 @@ def test_removing_a_copy_of_the_label_while_another_stays_proposed_leaves_the_ke
 ) -> None:
     """Node 3's label 4 is proposed twice from time 2 on; one copy goes at t: still label 4. The
     other copy goes later, at 6: the label would move there, so then the key is evaluated."""
-    monkeypatch.setattr(_least, "COMPILED_ROWS", 1 if form == "compiled" else 1 << 40)
+    monkeypatch.setattr(_least, "COMPILED_KEYS", 1 if form == "compiled" else 1 << 40)
     labels: list[Row] = [(3, 4, (1, 0, 2), 1)]
     t = (1, 0, 3)
     change: list[Row] = [(3, 4, t, -1)]

@@ -35,9 +35,9 @@ def _batch_of(keys: list[int]) -> Batch:
 def test_find_and_matches_give_the_rows_a_scan_gives(way: str, stored: list[int], asked: list[int]) -> None:
     with pytest.MonkeyPatch.context() as patch:
         # large queries by binary search, (DENSE_QUERY lowered to 1) through the key table, or
-        # (COMPILED_ROWS lowered) by the compiled walk through sorted keys
+        # (COMPILED_KEYS lowered) by the compiled walk through sorted keys
         patch.setattr(_batch, "DENSE_QUERY", 1 if way == "dense" else 1 << 40)
-        patch.setattr(_batch, "COMPILED_ROWS", 1 if way == "compiled" else 1 << 40)
+        patch.setattr(_batch, "COMPILED_KEYS", 1 if way == "compiled" else 1 << 40)
         _check(stored, asked)
         _check(stored, sorted(asked))  # a join's delta comes sorted by key
 

@@ -3,6 +3,7 @@
 from ._block import SCALAR, Block, block_of_codes, blocks_of, codes_of, column_of, concat_blocks
 from ._codes import INTERNED, PAIRS, all_ints, code_of, route_of, route_of_value, values_of
 from ._kernels import (
+    COMPILED_KEYS,
     COMPILED_ROWS,
     EMPTY,
     consolidate,
@@ -18,6 +19,7 @@ from ._wire import register
 register()
 
 __all__ = [
+    "COMPILED_KEYS",
     "COMPILED_ROWS",
     "EMPTY",
     "INTERNED",

@@ -7,7 +7,7 @@ loops over the rows, compiled to machine code by numba (cached on disk after the
 compilation, so a process pays only the loading: about half a second, the first time it
 meets a large array). Each loop is compiled for one signature, int64 arrays of any layout
 (a time column broadcast from one value, or a slice, takes the same machine code), so the
-first run on a machine compiles each once, at the import. Callers use them only for many rows (`_kernels.COMPILED_ROWS`), so a small
+first run on a machine compiles each once, at the import. Callers use them only for many rows or keys (`_kernels.COMPILED_ROWS`, `COMPILED_KEYS`), so a small
 computation never imports numba; below that the numpy forms are as fast, and they are the
 reference the tests compare these loops with.
 """

@@ -14,7 +14,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EMPTY", "consolidate", "consolidate_parts", "distinct", "group_starts", "order", "ranges", "selector"]
+__all__ = [
+    "COMPILED_KEYS",
+    "COMPILED_ROWS",
+    "EMPTY",
+    "consolidate",
+    "consolidate_parts",
+    "distinct",
+    "group_starts",
+    "order",
+    "ranges",
+    "selector",
+]
 
 EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -23,6 +34,10 @@ SMALL = 16
 COMPILED_ROWS = 16384
 """From this many rows, `consolidate` runs compiled loops (`_compiled`) when the rows pack
 into one int64: one pass per column instead of a dozen numpy passes."""
+COMPILED_KEYS = 1024
+"""From this many keys, finding their rows in a batch (and what is computed from them) runs
+compiled loops: below, a call's fixed cost (numba checks each array argument's type) is
+more than the loop saves, and an update asks about a few keys of many batches."""
 
 
 MIXED_MASK = 2048

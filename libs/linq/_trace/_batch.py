@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from .._columns import COMPILED_ROWS, EMPTY, consolidate, ranges, selector
+from .._columns import COMPILED_KEYS, EMPTY, consolidate, ranges, selector
 
 __all__ = ["Batch", "Keys", "Rows", "le_time", "lub_time", "matches", "matches_each"]
 
@@ -161,7 +161,7 @@ class Batch(Rows):
             return None
         if n <= FEW_KEYS:  # an update's case: each key's span, no arrays per key
             return self.spans_of(query.keys.tolist())
-        if n + len(self) >= COMPILED_ROWS:
+        if n >= COMPILED_KEYS:
             from .._columns._compiled import key_rows  # numba only once arrays are large
 
             idx, rank = key_rows(np.ascontiguousarray(query.keys), self.ukeys, self.starts)
@@ -281,7 +281,7 @@ def matches_each(keys: np.ndarray, batches: list[Batch]) -> Iterator[tuple[Batch
             if found is not None:
                 yield batch, found[0], found[1]
         return
-    if len(keys) >= COMPILED_ROWS // 16 and bool((keys[1:] >= keys[:-1]).all()):  # a delta sorted by key
+    if len(keys) >= COMPILED_KEYS and bool((keys[1:] >= keys[:-1]).all()):  # a delta sorted by key
         from .._columns._compiled import key_rows  # numba only once arrays are large
 
         keys = np.ascontiguousarray(keys)
