@@ -209,15 +209,22 @@ def _matches(keys: np.ndarray, ukeys: np.ndarray) -> tuple:  # type: ignore[type
     return ia, ju, m
 
 
+@njit(i8(IN, i8, IN), cache=True, nogil=True)
+def _rows_of(ju: np.ndarray, m: int, starts: np.ndarray) -> int:
+    """How many rows the first ``m`` matched keys ``ju`` (indices into a batch's keys) have."""
+    total = 0
+    for p in range(m):
+        total += starts[ju[p] + 1] - starts[ju[p]]
+    return total
+
+
 @njit(Tuple((OUT, OUT))(IN, IN, IN), cache=True, nogil=True)
 def key_rows(keys: np.ndarray, ukeys: np.ndarray, starts: np.ndarray) -> tuple:  # type: ignore[type-arg]
     """The rows of a batch (its distinct sorted keys ``ukeys``, where each key's rows start)
     whose key is among ``keys`` (sorted; repeats allowed: each repeat matches again), and for
     each row the index in ``keys`` of its key."""
     ia, ju, m = _matches(keys, ukeys)
-    total = 0
-    for p in range(m):
-        total += starts[ju[p] + 1] - starts[ju[p]]
+    total = _rows_of(ju, m, starts)
     idx = np.empty(total, dtype=np.int64)
     rank = np.empty(total, dtype=np.int64)
     r = 0
@@ -314,9 +321,7 @@ def join_values(
     keys: for each pair, the row's value, the batch row's value and the product of the diffs
     (what `key_rows` and four gathers give, in one loop)."""
     ia, ju, m = _matches(keys, ukeys)
-    total = 0
-    for p in range(m):
-        total += starts[ju[p] + 1] - starts[ju[p]]
+    total = _rows_of(ju, m, starts)
     left = np.empty(total, dtype=np.int64)
     right = np.empty(total, dtype=np.int64)
     product = np.empty(total, dtype=np.int64)
