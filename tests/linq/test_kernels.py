@@ -4,7 +4,11 @@ that sums the same rows."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -115,3 +119,23 @@ def test_a_merge_of_two_parts_raises_the_epoch_column_then_consolidates(
         out, sums = _kernels.consolidate_parts(parts, (2, floor), runs=True)
     got = list(zip(*(c.tolist() for c in out), sums.tolist()))
     assert got == _summed([(k, v, max(t, floor), d) for k, v, t, d in first + second])
+
+
+def test_the_first_import_on_a_machine_says_it_compiles_and_later_ones_load_quietly(tmp_path: Path) -> None:
+    """Compiling the loops takes seconds inside whatever step first meets a large array: the
+    first process (an empty numba cache) says so, once; the next loads them without a word."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    said = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", "import libs.linq._columns._compiled"],
+            env=env,
+            cwd=Path(__file__).parents[2],
+            capture_output=True,
+            text=True,
+            timeout=100,
+            check=True,
+        )
+        said.append(done.stderr)
+    assert "compiled 11 numeric loops with numba" in said[0] and "once per machine" in said[0]
+    assert said[1] == ""

@@ -14,11 +14,16 @@ reference the tests compare these loops with.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterable
 
 import numpy as np
 from numba import njit
 from numba.types import Array, Tuple, i8, int64, void  # type: ignore[attr-defined]
+
+_STARTED = time.perf_counter()
+"""When the loops began to compile or load (numba itself imported)."""
 
 OUT = Array(int64, 1, "C")
 """An int64 array the loop writes."""
@@ -336,3 +341,21 @@ def join_values(
             product[r] = d * bdiffs[row]
             r += 1
     return left, right, product
+
+
+def _say_if_compiled() -> None:
+    """The first import on a machine compiles every loop (a few seconds inside whatever step
+    first met a large array): say so once, rather than leave the pause unexplained."""
+    loops = [_pack_into, _sum_runs, _unpack_into, _seek, _matches, _rows_of, key_rows, label_support]
+    loops += [first_rows, least_added_removed, join_values]
+    compiled = [f for f in loops if f.stats.cache_misses]
+    if compiled:
+        logging.getLogger("timely").warning(
+            "libs.linq compiled %d numeric loops with numba in %.1f s; once per machine (cached in %s)",
+            len(compiled),
+            time.perf_counter() - _STARTED,
+            compiled[0].stats.cache_path,
+        )
+
+
+_say_if_compiled()
