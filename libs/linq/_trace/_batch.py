@@ -70,13 +70,6 @@ class Rows:
         nv = len(self.vals)
         return Rows(cols[0], cols[1 : 1 + nv], cols[1 + nv :], diffs)
 
-    def advanced(self, epoch: int) -> Rows:
-        """Times of epochs before ``epoch`` moved to ``epoch`` (logical compaction; not consolidated)."""
-        first = self.times[0]
-        if not len(first) or int(first.min()) >= epoch:
-            return self
-        return Rows(self.keys, self.vals, (np.maximum(first, epoch), *self.times[1:]), self.diffs)
-
     def negated(self) -> Rows:
         return Rows(self.keys, self.vals, self.times, -self.diffs)
 

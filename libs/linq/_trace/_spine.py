@@ -24,6 +24,8 @@ know what it has already seen (a join's delta) keeps that itself.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from .._columns import consolidate_parts
@@ -42,6 +44,14 @@ TAIL = 1024
 """Batches up to this many rows join the spine's tail (`Spine.tail`), not a level."""
 TAIL_BATCHES = 8
 """The tail's batches are merged into one when there are this many."""
+
+
+def _compacted(parts: Sequence[Rows], nvals: int, epoch: int) -> Rows:
+    """The rows of ``parts`` (each sorted: a few batches or slices of them) with the times of
+    epochs before ``epoch`` moved to it (logical compaction), then consolidated: what every
+    merge of a spine makes, packed straight from the parts (`consolidate_parts`)."""
+    cols, diffs = consolidate_parts([(p.columns(), p.diffs) for p in parts], (1 + nvals, epoch), runs=True)
+    return Rows(cols[0], cols[1 : 1 + nvals], cols[1 + nvals :], diffs)
 
 
 def _level(n: int) -> int:
@@ -86,14 +96,7 @@ class _Merge:
                 if ea == pa and eb == pb:  # one key larger than the step: take it whole
                     ea = int(np.searchsorted(a.keys, bound, "right"))
                     eb = int(np.searchsorted(b.keys, bound, "right"))
-            sa, sb = slice(pa, ea), slice(pb, eb)
-            cols, diffs = consolidate_parts(
-                [([c[sa] for c in a.columns()], a.diffs[sa]), ([c[sb] for c in b.columns()], b.diffs[sb])],
-                (1 + self.nvals, self.epoch),  # the epoch column, compacted
-                runs=True,
-            )
-            nv = self.nvals
-            self.out.append(Rows(cols[0], cols[1 : 1 + nv], cols[1 + nv :], diffs))
+            self.out.append(_compacted([a.take(slice(pa, ea)), b.take(slice(pb, eb))], self.nvals, self.epoch))
             fuel -= (ea - pa) + (eb - pb)
             self.pa, self.pb = ea, eb
         return self.done()
@@ -126,9 +129,7 @@ class Spine:
             tail.append(batch)
             if len(tail) < TAIL_BATCHES:
                 return
-            merged = Batch(
-                concat_rows(tail, self.nvals, self.ntimes).advanced(self.epoch).consolidated(runs=True), tidy=True
-            )
+            merged = Batch(_compacted(tail, self.nvals, self.epoch), tidy=True)
             if len(merged) <= TAIL:
                 self.tail = [merged] if len(merged) else []
                 return
@@ -184,8 +185,7 @@ class Spine:
         self.tail = []
         if not batches:
             return
-        rows = concat_rows(batches, self.nvals, self.ntimes).advanced(self.epoch)
-        self._place(Batch(rows))
+        self._place(Batch(_compacted(batches, self.nvals, self.epoch), tidy=True))
 
     # Reading -------------------------------------------------------------------------------------
     def batches(self) -> list[Batch]:
