@@ -364,13 +364,7 @@ def unchanged(
     added = delta.diffs > 0
     least_added = _least_of(which, added, delta.vals[0], len(keys))
     least_removed = _least_of(which, ~added, delta.vals[0], len(keys))
-    ok = labelled & ~bad & (least_added >= greatest)
-    out = ok & (least_removed > greatest)
-    if proposals is not None:
-        maybe = np.flatnonzero(ok & (least_removed == greatest))
-        if len(maybe):
-            out[maybe] = _still_proposed(proposals, keys[maybe], greatest[maybe], td)
-    return out
+    return _decided(keys, labelled & ~bad, greatest, least_added, least_removed, td, proposals)
 
 
 def unchanged_many(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np.ndarray:
@@ -406,11 +400,27 @@ def unchanged_many(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np
         consistent[several] = labelled & ~bad
         greatest[several] = most
     least_added, least_removed = least_added_removed(delta.starts, delta.vals[0], delta.diffs, NONE)
+    return _decided(keys, consistent, greatest, least_added, least_removed, td, proposals)
+
+
+def _decided(
+    keys: np.ndarray,
+    consistent: np.ndarray,
+    greatest: np.ndarray,
+    least_added: np.ndarray,
+    least_removed: np.ndarray,
+    td: int,
+    proposals: Spine | None,
+) -> np.ndarray:
+    """`unchanged`'s answer from each key's labels (``consistent`` ones, their ``greatest``)
+    and its changes (the least label added, the least removed): adding no smaller, removing
+    greater, or removing the greatest while it stays proposed (if ``proposals`` are given)."""
     ok = consistent & (least_added >= greatest)
     out = ok & (least_removed > greatest)
-    maybe = np.flatnonzero(ok & (least_removed == greatest))
-    if len(maybe):
-        out[maybe] = _still_proposed(proposals, keys[maybe], greatest[maybe], td)
+    if proposals is not None:
+        maybe = np.flatnonzero(ok & (least_removed == greatest))
+        if len(maybe):
+            out[maybe] = _still_proposed(proposals, keys[maybe], greatest[maybe], td)
     return out
 
 

@@ -325,29 +325,32 @@ class Propagate(Stateful):
             block = block_of_codes([changes.keys[rows], changes.vals[0][rows]], 2, changes.diffs[rows])
             self.send_by(self.outputs[1], [block], (*prefix, x))  # type: ignore[arg-type]
 
-    def _join(self, delta: Rows, batches: list[Batch], edges_first: bool) -> None:
+    def _join(self, delta: Batch, batches: list[Batch], edges_first: bool) -> None:
         """Label changes with edges (or edge changes with labels): a proposal ``(dst, label
         [+ weight])`` for each match, at the join of the two times, sent round the loop.
 
         The delta is taken a time at a time (label changes come at a few line times): a
         batch whose times are all at or before that time (the edges, compacted into the
         current epoch) gives every match that time, so no time column is gathered, joined
-        or sorted for it; other batches' matches are grouped by their joined times."""
+        or sorted for it; other batches' matches are grouped by their joined times. The
+        delta is a batch, so each time's rows come sorted by key (`_by_time`), as the compiled
+        join wants them."""
         out: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         for u, rows in _by_time(delta):
             rest = batches
             keys = rows.keys
-            if not self.weighted and len(keys) >= COMPILED_KEYS and bool((keys[1:] >= keys[:-1]).all()):
+            if not self.weighted and len(keys) >= COMPILED_KEYS:
                 from ._columns._compiled import join_values  # numba: arrays are large
 
+                sorted_keys = np.ascontiguousarray(keys)
                 rest = []
                 for batch in batches:
-                    if not all(x <= c for x, c in zip(batch.upper, u)):
+                    if not _at_or_before(batch, u):
                         rest.append(batch)
                         continue
                     # every match at u: the pairs' values and diffs in one compiled loop
                     mine, theirs, diffs = join_values(
-                        np.ascontiguousarray(keys),
+                        sorted_keys,
                         rows.vals[0],
                         rows.diffs,
                         batch.ukeys,
@@ -367,7 +370,7 @@ class Propagate(Stateful):
                 if self.weighted:
                     label = _add(label, edge_rows.vals[1][edge_idx], self.op)
                 diffs = rows.diffs[rank] * batch.diffs[idx]
-                if all(x <= c for x, c in zip(batch.upper, u)):
+                if _at_or_before(batch, u):
                     out.setdefault(u, []).append((dst, label, diffs))
                 else:
                     later.append((dst, label, diffs, [np.maximum(col[idx], c) for col, c in zip(batch.times, u)]))
@@ -457,6 +460,11 @@ class Propagate(Stateful):
                         u = tuple(int(c[i]) for c in rows.times)
                         item: Any = rows.take(slice(i, i + 1)) if tag == 3 else rows.keys[i : i + 1]
                         self.staged.setdefault(u, []).append(item)
+
+
+def _at_or_before(batch: Batch, u: tuple[int, ...]) -> bool:
+    """Whether every row of ``batch`` is at or before ``u`` (so its join with ``u`` is ``u``)."""
+    return all(x <= c for x, c in zip(batch.upper, u))
 
 
 def _by_time(rows: Rows) -> Iterator[tuple[tuple[int, ...], Rows]]:

@@ -5,6 +5,7 @@ that sums the same rows."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -137,5 +138,5 @@ def test_the_first_import_on_a_machine_says_it_compiles_and_later_ones_load_quie
             check=True,
         )
         said.append(done.stderr)
-    assert "compiled 11 numeric loops with numba" in said[0] and "once per machine" in said[0]
+    assert re.search(r"compiled \d+ numeric loops with numba in [\d.]+ s; once per machine", said[0]), said[0]
     assert said[1] == ""

@@ -3,13 +3,13 @@
 A numpy expression of a consolidation or of a count over a key's rows makes a dozen passes
 over its rows, each writing a temporary array; for the hundreds of thousands of rows an
 update of a large graph moves, those passes are most of its time. Here each is one or two
-loops over the rows, compiled to machine code by numba (cached on disk after the first
-compilation, so a process pays only the loading: about half a second, the first time it
-meets a large array). Each loop is compiled for one signature, int64 arrays of any layout
-(a time column broadcast from one value, or a slice, takes the same machine code), so the
-first run on a machine compiles each once, at the import. Callers use them only for many rows or keys (`_kernels.COMPILED_ROWS`, `COMPILED_KEYS`), so a small
-computation never imports numba; below that the numpy forms are as fast, and they are the
-reference the tests compare these loops with.
+loops over the rows, compiled to machine code by numba. Each loop has one signature (`OUT`,
+`IN`, `ANY`), compiled at the first import on a machine (a few seconds, which the import
+then says) and loaded from numba's cache afterwards (with numba's own import, about 0.9 s
+the first time a process meets a large array). Callers use them only for many rows or keys
+(`_kernels.COMPILED_ROWS`, `COMPILED_KEYS`), so a small computation never imports numba;
+below that the numpy forms are as fast, and they are the reference the tests compare these
+loops with.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Iterable
 
 import numpy as np
 from numba import njit
+from numba.core.dispatcher import Dispatcher
 from numba.types import Array, Tuple, i8, int64, void  # type: ignore[attr-defined]
 
 _STARTED = time.perf_counter()
@@ -38,9 +39,6 @@ NO_FLOOR = np.iinfo(np.int64).min
 """A floor that raises nothing."""
 
 __all__ = ["consolidate_packed", "first_rows", "join_values", "key_rows", "label_support", "least_added_removed"]
-
-# Each loop has one signature (`OUT`, `IN`, `ANY`): compiled once, at the first import on a
-# machine, then loaded from the cache.
 
 
 @njit(void(OUT, IN, i8, i8, i8), cache=True, nogil=True)
@@ -346,8 +344,7 @@ def join_values(
 def _say_if_compiled() -> None:
     """The first import on a machine compiles every loop (a few seconds inside whatever step
     first met a large array): say so once, rather than leave the pause unexplained."""
-    loops = [_pack_into, _sum_runs, _unpack_into, _seek, _matches, _rows_of, key_rows, label_support]
-    loops += [first_rows, least_added_removed, join_values]
+    loops = [f for f in globals().values() if isinstance(f, Dispatcher)]
     compiled = [f for f in loops if f.stats.cache_misses]
     if compiled:
         logging.getLogger("timely").warning(
