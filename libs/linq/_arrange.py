@@ -24,8 +24,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from timely import KeyedState, Timestamp
 
 from ._join import arrangement_pieces, meet, restored
@@ -34,7 +32,7 @@ from ._lattice import Lattice
 from ._layout import Layout, widened
 from ._linear import changes_in
 from ._stateful import Stateful, paused_gc
-from ._trace import Batch, Rows, Spine, concat_rows
+from ._trace import Batch, Rows, Spine, concat_rows, time_columns
 
 __all__ = ["Arrange", "Arranged", "JoinArranged", "SharedArrangement"]
 
@@ -218,7 +216,7 @@ class JoinArranged(Stateful):
         keys = self.keyof.codes(block)
         t = tuple(time)
         if self.shared is not None:
-            times = [np.broadcast_to(np.int64(c), len(block)) for c in t]
+            times = time_columns(t, len(block))
             meet(self, self.selector, block, keys, times, self.shared.batches(self.reader), self.shared.layout, True)
         if not self.layout.accept(block):
             self.trace = widened(self.trace, self.layout, self.ntimes)

@@ -32,7 +32,7 @@ from ._lattice import Lattice
 from ._layout import Layout, widened
 from ._linear import changes_in
 from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
-from ._trace import Batch, Rows, Spine, matches
+from ._trace import Batch, Rows, Spine, matches, time_columns
 
 
 class Join(Stateful):
@@ -73,7 +73,7 @@ class Join(Stateful):
 
     def _meet(self, edge: int, block: Block, keys: np.ndarray, t: tuple[int, ...], other: Spine) -> None:
         """``block`` (at ``t``) against every batch of the other input's arrangement."""
-        times = [np.broadcast_to(np.int64(c), len(keys)) for c in t]
+        times = time_columns(t, len(keys))
         meet(self, self.selector, block, keys, times, other.batches(), self.layouts[1 - edge], edge == 0)
 
     def on_notify(self, time: Timestamp) -> None:

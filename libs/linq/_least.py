@@ -38,6 +38,7 @@ import numpy as np
 from ._columns import COMPILED_KEYS, EMPTY, all_ints, consolidate, distinct, group_starts, ranges, values_of
 from ._errors import OperatorError
 from ._trace import Batch, Keys, Rows, Spine, concat_rows
+from ._trace._batch import FEW_KEYS
 
 __all__ = ["FEW_ROWS", "line_changes", "ranked_rows_of", "rows_of", "split_line", "unchanged", "unchanged_many"]
 
@@ -60,8 +61,9 @@ def ranked_rows_of(spine: Spine, keys: np.ndarray) -> tuple[Rows, np.ndarray]:
     """`rows_of`, and for each row the index of its key in ``keys``."""
     parts, ranks = [], []
     query = Keys(keys)
+    few = keys.tolist() if len(keys) <= FEW_KEYS else None  # an update's case: spans, no arrays
     for b in spine.batches():
-        found = b.lookup(query)
+        found = b.lookup(query) if few is None else b.spans_of(few)
         if found is not None:
             parts.append(b.take(found[0]))
             ranks.append(found[1])

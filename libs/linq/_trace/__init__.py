@@ -1,6 +1,17 @@
 """Arrangements: keyed differences sorted into batches (`Batch`) and kept as a spine (`Spine`)."""
 
-from ._batch import Batch, Keys, Rows, concat_rows, le_time, lub_time, matches, matches_each
+from ._batch import Batch, Keys, Rows, concat_rows, le_time, lub_time, matches, matches_each, time_columns
 from ._spine import Spine
 
-__all__ = ["Batch", "Keys", "Rows", "Spine", "concat_rows", "le_time", "lub_time", "matches", "matches_each"]
+__all__ = [
+    "Batch",
+    "Keys",
+    "Rows",
+    "Spine",
+    "concat_rows",
+    "le_time",
+    "lub_time",
+    "matches",
+    "matches_each",
+    "time_columns",
+]

@@ -11,12 +11,13 @@ is one `numpy.searchsorted`.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import pairwise
 
 import numpy as np
 
 from .._columns import COMPILED_KEYS, EMPTY, consolidate, ranges, selector
 
-__all__ = ["Batch", "Keys", "Rows", "le_time", "lub_time", "matches", "matches_each"]
+__all__ = ["Batch", "Keys", "Rows", "le_time", "lub_time", "matches", "matches_each", "time_columns"]
 
 FEW_KEYS = 8
 """Up to this many keys, `Batch.lookup` and `matches` look them up one by one (`Batch.spans_of`)."""
@@ -25,6 +26,13 @@ DENSE_QUERY = 1024
 indexed by key (`Batch.positions`), not by binary search."""
 DENSITY = 8
 """A batch's keys are dense when they span less than this many ints per distinct key."""
+SPAN_TABLE = 1024
+"""A batch with up to this many distinct keys answers `Batch.span` from a dict built on the
+first ask (a tenth of a binary search's cost; an update asks the small batches of a spine
+hundreds of times, mostly about keys they do not have)."""
+SMALL_ROWS = 64
+"""Up to this many rows, a new batch finds its key starts and time bounds in Python lists
+(numpy's per-call cost exceeds the work)."""
 
 
 class Rows:
@@ -51,11 +59,7 @@ class Rows:
     @classmethod
     def at(cls, keys: np.ndarray, vals: Sequence[np.ndarray], time: Sequence[int], diffs: np.ndarray) -> Rows:
         """Rows all at one ``time``."""
-        n = len(diffs)
-        if n <= 4096:
-            return cls(keys, vals, [np.full(n, c, dtype=np.int64) for c in time], diffs)
-        # zero-stride views: a time column of one value costs no memory until rows are taken
-        return cls(keys, vals, [np.broadcast_to(np.int64(c), n) for c in time], diffs)
+        return cls(keys, vals, time_columns(time, len(diffs)), diffs)
 
     def take(self, idx: np.ndarray | slice) -> Rows:
         idx = selector(idx, 2 + len(self.vals) + len(self.times))
@@ -72,6 +76,14 @@ class Rows:
 
     def negated(self) -> Rows:
         return Rows(self.keys, self.vals, self.times, -self.diffs)
+
+
+def time_columns(time: Sequence[int], n: int) -> list[np.ndarray]:
+    """The time columns of ``n`` rows all at ``time``: zero-stride views when many (a column of
+    one value costs no memory until rows are taken), plain arrays when few (cheaper to make)."""
+    if n <= 4096:
+        return [np.full(n, c, dtype=np.int64) for c in time]
+    return [np.broadcast_to(np.int64(c), n) for c in time]
 
 
 def concat_rows(parts: Sequence[Rows], nvals: int, ntimes: int) -> Rows:
@@ -105,7 +117,7 @@ class Batch(Rows):
     """Sorted, consolidated rows, with ``ukeys`` (distinct keys) and ``starts`` (offset of
     each key's first row, and the length at the end); ``upper`` is the join of every time."""
 
-    __slots__ = ("index", "kmax", "kmin", "starts", "ukeys", "upper")
+    __slots__ = ("index", "kmax", "kmin", "spans", "starts", "ukeys", "upper")
 
     def __init__(self, rows: Rows, tidy: bool = False) -> None:
         if not tidy:
@@ -113,17 +125,20 @@ class Batch(Rows):
         super().__init__(rows.keys, rows.vals, rows.times, rows.diffs)
         keys = self.keys
         n = len(keys)
+        self.spans: dict[int, tuple[int, int]] | None = None
+        """Key to its rows' span, for a batch of at most `SPAN_TABLE` keys (built by `span`)."""
         if n:
-            if n <= 16:
+            if n <= SMALL_ROWS:
                 ks = keys.tolist()
                 starts = [0, *(i for i in range(1, n) if ks[i] != ks[i - 1]), n]
                 self.starts = np.array(starts, dtype=np.int64)
                 self.ukeys = np.array([ks[i] for i in starts[:-1]], dtype=np.int64)
+                self.upper = tuple(max(t.tolist()) for t in self.times)
             else:
                 change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
                 self.starts = np.concatenate([[0], change, [n]]).astype(np.int64)
                 self.ukeys = keys[self.starts[:-1]]
-            self.upper = tuple(int(t.max()) for t in self.times)
+                self.upper = tuple(int(t.max()) for t in self.times)
             self.kmin = int(keys[0])
             self.kmax = int(keys[-1])
         else:
@@ -174,6 +189,12 @@ class Batch(Rows):
     def spans_of(self, keys: list[int]) -> tuple[slice | np.ndarray, np.ndarray] | None:
         """`lookup` for a few keys (any order, repeats allowed), each by its span: the rows (a
         slice when one key has rows) and for each row the index of its key in ``keys``."""
+        if len(keys) == 1:  # most asks, and most find nothing
+            found = self.span(keys[0])
+            if found is None:
+                return None
+            lo, hi = found
+            return slice(lo, hi), np.zeros(hi - lo, dtype=np.int64)
         spans = [(i, s) for i, s in enumerate(map(self.span, keys)) if s is not None]
         if not spans:
             return None
@@ -193,6 +214,13 @@ class Batch(Rows):
         """Where the rows of ``key`` begin and end (None: it has none)."""
         if key < self.kmin or key > self.kmax:
             return None
+        spans = self.spans
+        if spans is not None:
+            return spans.get(key)
+        if len(self.ukeys) <= SPAN_TABLE:
+            bounds = self.starts.tolist()
+            spans = self.spans = dict(zip(self.ukeys.tolist(), pairwise(bounds)))
+            return spans.get(key)
         pos = int(self.ukeys.searchsorted(key))
         if self.ukeys[pos] != key:
             return None
