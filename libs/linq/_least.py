@@ -35,12 +35,21 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._columns import COMPILED_KEYS, EMPTY, all_ints, consolidate, distinct, group_starts, ranges, values_of
+from ._columns import COMPILED_KEYS, EMPTY, PAIRS, all_ints, consolidate, distinct, group_starts, ranges, values_of
 from ._errors import OperatorError
 from ._trace import Batch, Keys, Rows, Spine, concat_rows
 from ._trace._batch import FEW_KEYS
 
-__all__ = ["FEW_ROWS", "line_changes", "ranked_rows_of", "rows_of", "split_line", "unchanged", "unchanged_many"]
+__all__ = [
+    "FEW_ROWS",
+    "few_line_changes",
+    "line_changes",
+    "ranked_rows_of",
+    "rows_of",
+    "split_line",
+    "unchanged",
+    "unchanged_many",
+]
 
 FEW_ROWS = 192
 """Up to this many history rows, `line_changes` works in Python (no numpy call per step)."""
@@ -223,9 +232,7 @@ def _line_python(
     p: Rows, pos_p: np.ndarray, lab: Rows, pos_l: np.ndarray, keys: np.ndarray, t: Time, ints: bool, op: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """`line_changes` one key at a time: its rows sorted by line position, replayed."""
-    td = t[-1]
     history: dict[int, list[tuple[int, int, int, int]]] = {}
-    """Per key: (position, 0 for a proposal / 1 for a label, label, diff)."""
     for side, rows, pos in ((0, p, pos_p), (1, lab, pos_l)):
         for k, x, label, d in zip(rows.keys.tolist(), pos.tolist(), rows.vals[0].tolist(), rows.diffs.tolist()):
             h = history.get(k)
@@ -234,11 +241,69 @@ def _line_python(
             else:
                 h.append((x, side, label, d))
     order = None if ints else _value_order(p.vals[0], op)
+    return _replay(history, keys.tolist(), t, order, op)
+
+
+def few_line_changes(proposals: Spine, labels: Spine, keys: list[int], t: Time, op: str) -> tuple[Rows, Rows] | None:
+    """`line_changes` for a few ``keys`` (sorted, distinct) read from the ``proposals`` and
+    ``labels`` arrangements as Python values, with no array per batch (an update's case:
+    `rows_of`, `split_line` and the column form cost a few dozen numpy calls on a handful of
+    rows). Returns the changes and the keys' rows off ``t``'s line (``(key, time)``, what
+    `Propagate` schedules); None when the keys have more than `FEW_ROWS` rows or labels that
+    are not ints (the general path then)."""
+    prefix = t[:-1]
+    td = t[-1]
+    history: dict[int, list[tuple[int, int, int, int]]] = {}
+    off_keys: list[int] = []
+    off_times: list[tuple[int, ...]] = []
+    total = 0
+    for side, spine in ((0, proposals), (1, labels)):
+        for b in spine.batches():
+            on_line = all(u <= c for u, c in zip(b.upper[:-1], prefix))
+            for k in keys:
+                found = b.span(k)
+                if found is None:
+                    continue
+                lo, hi = found
+                total += hi - lo
+                if total > FEW_ROWS:
+                    return None
+                vals = b.vals[0][lo:hi].tolist()
+                if max(vals) >= PAIRS:
+                    return None
+                diffs = b.diffs[lo:hi].tolist()
+                h = history.setdefault(k, [])
+                if on_line:
+                    for x, label, d in zip(b.times[-1][lo:hi].tolist(), vals, diffs):
+                        h.append((x if x > td else td, side, label, d))
+                    continue
+                for time, label, d in zip(zip(*(c[lo:hi].tolist() for c in b.times)), vals, diffs):
+                    if all(u <= c for u, c in zip(time, prefix)):
+                        h.append((time[-1] if time[-1] > td else td, side, label, d))
+                    else:
+                        off_keys.append(k)
+                        off_times.append(time)
+    k, label, pos, d = _replay(history, keys, t, None, op)
+    changes = _at_line(k, label, pos, d, t)
+    if not off_keys:
+        return changes, Rows.empty(0, len(t))
+    times = np.array(off_times, dtype=np.int64).reshape(len(off_times), len(t))
+    off = np.array(off_keys, dtype=np.int64)
+    return changes, Rows(off, (), [times[:, i] for i in range(len(t))], np.ones(len(off), dtype=np.int64))
+
+
+def _replay(
+    history: dict[int, list[tuple[int, int, int, int]]], keys: list[int], t: Time, order: _Order | None, op: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each key's ``history`` (``(line position, 0 for a proposal / 1 for a label, label,
+    diff)``, in any order) replayed along the line: the label changes ``(key, label,
+    position, diff)``. ``order``: the labels' order when they are not ints."""
+    td = t[-1]
     out_k: list[int] = []
     out_label: list[int] = []
     out_pos: list[int] = []
     out_d: list[int] = []
-    for k in keys.tolist():
+    for k in keys:
         line = history.get(k)
         if line is None:
             continue

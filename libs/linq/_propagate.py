@@ -50,10 +50,11 @@ from ._columns._codes import codes_of_values
 from ._errors import OperatorError
 from ._keys import KeyOf
 from ._lattice import Lattice
-from ._least import line_changes, ranked_rows_of, rows_of, split_line, unchanged, unchanged_many
+from ._least import few_line_changes, line_changes, ranked_rows_of, rows_of, split_line, unchanged, unchanged_many
 from ._linear import Route, by_destination, changes_in, split_by
 from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
 from ._trace import Batch, Rows, Spine, concat_rows, matches_each
+from ._trace._batch import FEW_KEYS
 from .collection import Collection, _lattices, lattice_of, operator_name
 
 __all__ = ["Propagate", "by_size", "propagate"]
@@ -295,20 +296,27 @@ class Propagate(Stateful):
         if the caller has read them."""
         if not len(keys):
             return
-        on_p, off_p = split_line(rows_of(self.proposals, keys), t)
-        on_l, off_l = split_line(rows_of(self.labels, keys) if labels is None else labels, t)
-        changes = Batch(line_changes(on_p, on_l, keys, t, self.op))
+        few = None
+        if len(keys) <= FEW_KEYS:
+            few = few_line_changes(self.proposals, self.labels, keys.tolist(), t, self.op)
+        if few is not None:
+            found, later = few
+        else:
+            on_p, off_p = split_line(rows_of(self.proposals, keys), t)
+            on_l, off_l = split_line(rows_of(self.labels, keys) if labels is None else labels, t)
+            found = line_changes(on_p, on_l, keys, t, self.op)
+            later = concat_rows(
+                [Rows(off_p.keys, (), off_p.times, off_p.diffs), Rows(off_l.keys, (), off_l.times, off_l.diffs)],
+                0,
+                self.ntimes,
+            )
+        changes = Batch(found)
         if len(changes):
             self.labels.insert(changes)
             self._emit(changes)
             edges = self.edges.batches()
             if edges:
                 self._join(changes, edges, edges_first=False)
-        later = concat_rows(
-            [Rows(off_p.keys, (), off_p.times, off_p.diffs), Rows(off_l.keys, (), off_l.times, off_l.diffs)],
-            0,
-            self.ntimes,
-        )
         if len(later):
             self._schedule(later, t)
 

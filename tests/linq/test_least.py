@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -129,6 +130,51 @@ def test_a_negative_count_of_a_proposal_at_t_is_an_error(few: int) -> None:
     proposals = [(3, 5, (0, 0, 1), 1), (3, 5, (0, 0, 2), -2), (3, 9, (0, 0, 0), 1)]
     with pytest.raises(OperatorError, match="label 5 of node 3 has multiplicity -1"):
         _check(proposals, [], (0, 0, 2), few)
+
+
+def _spine(rows: Sequence[Row], cuts: Sequence[int]) -> Spine:
+    """``rows`` arranged as a spine of several batches (cut at ``cuts``)."""
+    spine = Spine(1, 3)
+    bounds = sorted({0, len(rows), *(c % (len(rows) + 1) for c in cuts)})
+    for lo, hi in pairwise(bounds):
+        spine.insert(Batch(_rows(rows[lo:hi], 3)))
+    return spine
+
+
+def _consolidated(rows: Rows) -> list[tuple[int, ...]]:
+    return sorted(
+        Counter(zip(rows.keys.tolist(), *(c.tolist() for c in (*rows.vals, *rows.times)), rows.diffs.tolist()))
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories(), cuts=st.lists(st.integers(0, 80), max_size=6))
+def test_a_few_keys_read_from_the_spines_change_as_the_column_form_says(history: Any, cuts: list[int]) -> None:
+    """`few_line_changes` (an update's path: Python values straight from each batch) gives the
+    changes `line_changes` gives on the rows `split_line` keeps, and the rows it leaves."""
+    proposals, labels, t = history
+    keys = np.array(KEYS, dtype=np.int64)
+    p_spine, l_spine = _spine(proposals, cuts), _spine(labels, cuts[::-1])
+    few = _least.few_line_changes(p_spine, l_spine, KEYS, t, "test")
+    if len(proposals) + len(labels) > _least.FEW_ROWS:
+        assert few is None
+        return
+    assert few is not None
+    changes, later = few
+    on_p, off_p = _least.split_line(_least.rows_of(p_spine, keys), t)
+    on_l, off_l = _least.split_line(_least.rows_of(l_spine, keys), t)
+    want = Batch(_least.line_changes(on_p, on_l, keys, t, "test"))
+    assert _consolidated(Batch(changes)) == _consolidated(want)
+    off = sorted(zip(later.keys.tolist(), *(c.tolist() for c in later.times)))
+    assert off == sorted(
+        (k, *time) for rows in (off_p, off_l) for k, *time in zip(rows.keys.tolist(), *(c.tolist() for c in rows.times))
+    )
+
+
+def test_a_few_keys_with_labels_that_are_not_ints_take_the_general_path() -> None:
+    labels = Spine(1, 3)
+    labels.insert(Batch(_rows([(3, "a", (0, 0, 0), 1)], 3)))
+    assert _least.few_line_changes(Spine(1, 3), labels, [3], (0, 0, 0), "test") is None
 
 
 # Changes that cannot move a label ----------------------------------------------------------------

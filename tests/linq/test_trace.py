@@ -74,3 +74,25 @@ def test_a_large_query_builds_the_key_table_once_and_reads_it(monkeypatch: pytes
     assert batch.index.table is None
     assert batch.positions(np.array([0, 3, 4, 10, 11], dtype=np.int64)).tolist() == [-1, 1, -1, 4, -1]
     assert batch.index.table is not None and len(batch.index.table) == 9
+
+
+@pytest.mark.parametrize("way", ["dict", "table"])
+@settings(max_examples=150, deadline=None)
+@given(stored=st.lists(st.integers(-50, 200), min_size=1, max_size=300), spread=st.sampled_from([1, 1000]))
+def test_a_few_keys_find_their_span_as_a_scan_does(way: str, stored: list[int], spread: int) -> None:
+    """`Batch.span` (an update's lookups) through the dict of a small batch, or, in a large
+    one, through the key table when the keys are dense or a binary search when they are not
+    (spread far apart)."""
+    keys = [k * spread for k in stored]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_batch, "SPAN_TABLE", 1 << 40 if way == "dict" else 0)
+        batch = _batch_of(keys)
+        in_batch = batch.keys.tolist()
+        for k in range((min(stored) - 3) * spread, (max(stored) + 4) * spread, spread):
+            rows = [i for i, s in enumerate(in_batch) if s == k]
+            assert batch.span(k) == ((rows[0], rows[-1] + 1) if rows else None)
+            found = batch.spans_of([k, k])  # the many-keys form: both asks, same rows
+            assert (found is None) == (not rows)
+        dense = max(keys) - min(keys) < _batch.DENSITY * len(set(keys))
+        assert (batch.index.table is not None) == (way == "table" and dense)
+        assert (batch.spans is not None) == (way == "dict")

@@ -221,9 +221,15 @@ class Batch(Rows):
             bounds = self.starts.tolist()
             spans = self.spans = dict(zip(self.ukeys.tolist(), pairwise(bounds)))
             return spans.get(key)
-        pos = int(self.ukeys.searchsorted(key))
-        if self.ukeys[pos] != key:
-            return None
+        table = self.index.dense_table()  # built once per batch: then a read, not a search
+        if table is not None:
+            pos = int(table[key - self.kmin])
+            if pos < 0:
+                return None
+        else:
+            pos = int(self.ukeys.searchsorted(key))
+            if self.ukeys[pos] != key:
+                return None
         return int(self.starts[pos]), int(self.starts[pos + 1])
 
     def key_ranges(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -244,14 +250,32 @@ class Keys:
     the values are many and the keys dense ints, a table from key to index is built once and
     read by every later lookup: a gather instead of a binary search per value."""
 
-    __slots__ = ("keys", "table")
+    __slots__ = ("keys", "sparse", "table")
 
     def __init__(self, keys: np.ndarray) -> None:
         self.keys = keys
         self.table: np.ndarray | None = None
+        self.sparse = False
+        """The keys were found too sparse for a table (asked once)."""
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def dense_table(self) -> np.ndarray | None:
+        """The table from key (less the least key) to index, -1 where no key, built now if the
+        keys are dense ints; None if they are not (a binary search is then the way)."""
+        if self.table is None:
+            keys = self.keys
+            n = len(keys)
+            if self.sparse or not n:
+                return None
+            low = int(keys[0])
+            if int(keys[-1]) - low >= DENSITY * n:
+                self.sparse = True
+                return None
+            self.table = np.full(int(keys[-1]) - low + 1, -1, dtype=np.int64)
+            self.table[keys - low] = np.arange(n)
+        return self.table
 
     def ranks(self, values: np.ndarray) -> np.ndarray:
         """The index in ``keys`` of each of ``values`` (any order, repeats allowed), or -1."""
@@ -261,9 +285,8 @@ class Keys:
             return np.full(len(values), -1, dtype=np.int64)
         low = int(keys[0])
         table = self.table
-        if table is None and len(values) >= DENSE_QUERY and int(keys[-1]) - low < DENSITY * n:
-            table = self.table = np.full(int(keys[-1]) - low + 1, -1, dtype=np.int64)
-            table[keys - low] = np.arange(n)
+        if table is None and len(values) >= DENSE_QUERY:
+            table = self.dense_table()
         if table is not None:
             rel = values - low
             if not len(rel) or (int(rel.min()) >= 0 and int(rel.max()) < len(table)):
