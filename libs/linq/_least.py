@@ -37,8 +37,7 @@ import numpy as np
 
 from ._columns import COMPILED_KEYS, EMPTY, PAIRS, all_ints, consolidate, distinct, group_starts, ranges, values_of
 from ._errors import OperatorError
-from ._trace import Batch, Keys, Rows, Spine, concat_rows
-from ._trace._batch import FEW_KEYS
+from ._trace import FEW_KEYS, Batch, Keys, Rows, Spine, concat_rows
 
 __all__ = [
     "FEW_ROWS",
@@ -72,7 +71,12 @@ def ranked_rows_of(spine: Spine, keys: np.ndarray) -> tuple[Rows, np.ndarray]:
     query = Keys(keys)
     few = keys.tolist() if len(keys) <= FEW_KEYS else None  # an update's case: spans, no arrays
     for b in spine.batches():
-        found = b.lookup(query) if few is None else b.spans_of(few)
+        if few is None:
+            found = b.lookup(query)
+        elif few and few[0] <= b.kmax and b.kmin <= few[-1]:
+            found = b.spans_of(few)
+        else:
+            continue
         if found is not None:
             parts.append(b.take(found[0]))
             ranks.append(found[1])
@@ -257,13 +261,18 @@ def few_line_changes(proposals: Spine, labels: Spine, keys: list[int], t: Time, 
     off_keys: list[int] = []
     off_times: list[tuple[int, ...]] = []
     total = 0
+    least, greatest = keys[0], keys[-1]
     for side, spine in ((0, proposals), (1, labels)):
         for b in spine.batches():
-            on_line = all(u <= c for u, c in zip(b.upper[:-1], prefix))
+            if b.kmax < least or b.kmin > greatest:
+                continue
+            on_line = None
             for k in keys:
                 found = b.span(k)
                 if found is None:
                     continue
+                if on_line is None:
+                    on_line = all(u <= c for u, c in zip(b.upper[:-1], prefix))
                 lo, hi = found
                 total += hi - lo
                 if total > FEW_ROWS:

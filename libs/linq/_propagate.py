@@ -53,8 +53,7 @@ from ._lattice import Lattice
 from ._least import few_line_changes, line_changes, ranked_rows_of, rows_of, split_line, unchanged, unchanged_many
 from ._linear import Route, by_destination, changes_in, split_by
 from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
-from ._trace import Batch, Rows, Spine, concat_rows, matches_each
-from ._trace._batch import FEW_KEYS
+from ._trace import FEW_KEYS, Batch, Rows, Spine, concat_rows, matches_each
 from .collection import Collection, _lattices, lattice_of, operator_name
 
 __all__ = ["Propagate", "by_size", "propagate"]

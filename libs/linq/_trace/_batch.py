@@ -320,7 +320,10 @@ def matches_each(keys: np.ndarray, batches: list[Batch]) -> Iterator[tuple[Batch
     right; a few keys (an update's case) are looked up one by one, with no arrays per key."""
     if len(keys) <= FEW_KEYS:
         ks = keys.tolist()
+        least, greatest = (min(ks), max(ks)) if ks else (1, 0)
         for batch in batches:
+            if batch.kmax < least or batch.kmin > greatest:
+                continue
             found = batch.spans_of(ks)
             if found is not None:
                 yield batch, found[0], found[1]
