@@ -32,16 +32,29 @@ Two forms: column-wise for int labels (a row meets each line time at or after it
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import le
 
 import numpy as np
 
-from ._columns import COMPILED_KEYS, EMPTY, PAIRS, all_ints, consolidate, distinct, group_starts, ranges, values_of
+from ._columns import (
+    COMPILED_KEYS,
+    EMPTY,
+    PAIRS,
+    all_ints,
+    consolidate,
+    distinct,
+    group_starts,
+    order,
+    ranges,
+    values_of,
+)
 from ._errors import OperatorError
 from ._trace import FEW_KEYS, Batch, Keys, Rows, Spine, concat_rows
 
 __all__ = [
     "FEW_ROWS",
     "few_line_changes",
+    "later_keys",
     "line_changes",
     "ranked_rows_of",
     "rows_of",
@@ -81,6 +94,24 @@ def ranked_rows_of(spine: Spine, keys: np.ndarray) -> tuple[Rows, np.ndarray]:
             parts.append(b.take(found[0]))
             ranks.append(found[1])
     return concat_rows(parts, spine.nvals, spine.ntimes), np.concatenate(ranks) if ranks else EMPTY
+
+
+def later_keys(off: Sequence[Rows], t: Time) -> dict[Time, np.ndarray]:
+    """The keys of rows ``off`` ``t``'s line (`split_line`), sorted and distinct, at each join
+    of their times with ``t``: where they must be evaluated again (TR §4.3)."""
+    off = [r for r in off if len(r)]
+    if not off:
+        return {}
+    keys = np.concatenate([r.keys for r in off])
+    times = [np.maximum(np.concatenate([r.times[i] for r in off]), c) for i, c in enumerate(t)]
+    idx = order([*times, keys])
+    times = [c[idx] for c in times]
+    keys = keys[idx]
+    starts = group_starts(times).tolist()
+    return {
+        tuple(int(c[s]) for c in times): distinct(keys[s:e], ordered=True)
+        for s, e in zip(starts, [*starts[1:], len(idx)])
+    }
 
 
 def split_line(rows: Rows, t: Time) -> tuple[Rows, Rows]:
@@ -248,18 +279,19 @@ def _line_python(
     return _replay(history, keys.tolist(), t, order, op)
 
 
-def few_line_changes(proposals: Spine, labels: Spine, keys: list[int], t: Time, op: str) -> tuple[Rows, Rows] | None:
+def few_line_changes(
+    proposals: Spine, labels: Spine, keys: list[int], t: Time, op: str
+) -> tuple[Rows, dict[Time, np.ndarray]] | None:
     """`line_changes` for a few ``keys`` (sorted, distinct) read from the ``proposals`` and
     ``labels`` arrangements as Python values, with no array per batch (an update's case:
     `rows_of`, `split_line` and the column form cost a few dozen numpy calls on a handful of
-    rows). Returns the changes and the keys' rows off ``t``'s line (``(key, time)``, what
-    `Propagate` schedules); None when the keys have more than `FEW_ROWS` rows or labels that
-    are not ints (the general path then)."""
+    rows). Returns the changes, and the keys to evaluate later (sorted, per time: at the join
+    with ``t`` of each of their rows off ``t``'s line, `later_keys`). None when the keys have
+    more than `FEW_ROWS` rows or labels that are not ints (the general path then)."""
     prefix = t[:-1]
     td = t[-1]
     history: dict[int, list[tuple[int, int, int, int]]] = {}
-    off_keys: list[int] = []
-    off_times: list[tuple[int, ...]] = []
+    later: dict[Time, set[int]] = {}
     total = 0
     least, greatest = keys[0], keys[-1]
     for side, spine in ((0, proposals), (1, labels)):
@@ -272,7 +304,7 @@ def few_line_changes(proposals: Spine, labels: Spine, keys: list[int], t: Time, 
                 if found is None:
                     continue
                 if on_line is None:
-                    on_line = all(u <= c for u, c in zip(b.upper[:-1], prefix))
+                    on_line = all(map(le, b.upper[:-1], prefix))
                 lo, hi = found
                 total += hi - lo
                 if total > FEW_ROWS:
@@ -287,18 +319,12 @@ def few_line_changes(proposals: Spine, labels: Spine, keys: list[int], t: Time, 
                         h.append((x if x > td else td, side, label, d))
                     continue
                 for time, label, d in zip(zip(*(c[lo:hi].tolist() for c in b.times)), vals, diffs):
-                    if all(u <= c for u, c in zip(time, prefix)):
+                    if all(map(le, time, prefix)):
                         h.append((time[-1] if time[-1] > td else td, side, label, d))
                     else:
-                        off_keys.append(k)
-                        off_times.append(time)
-    k, label, pos, d = _replay(history, keys, t, None, op)
-    changes = _at_line(k, label, pos, d, t)
-    if not off_keys:
-        return changes, Rows.empty(0, len(t))
-    times = np.array(off_times, dtype=np.int64).reshape(len(off_times), len(t))
-    off = np.array(off_keys, dtype=np.int64)
-    return changes, Rows(off, (), [times[:, i] for i in range(len(t))], np.ones(len(off), dtype=np.int64))
+                        later.setdefault(tuple(map(max, time, t)), set()).add(k)
+    changes = _at_line(*_replay(history, keys, t, None, op), t)
+    return changes, {u: np.array(sorted(ks), dtype=np.int64) for u, ks in later.items()}
 
 
 def _replay(

@@ -50,7 +50,16 @@ from ._columns._codes import codes_of_values
 from ._errors import OperatorError
 from ._keys import KeyOf
 from ._lattice import Lattice
-from ._least import few_line_changes, line_changes, ranked_rows_of, rows_of, split_line, unchanged, unchanged_many
+from ._least import (
+    few_line_changes,
+    later_keys,
+    line_changes,
+    ranked_rows_of,
+    rows_of,
+    split_line,
+    unchanged,
+    unchanged_many,
+)
 from ._linear import Route, by_destination, changes_in, split_by
 from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
 from ._trace import FEW_KEYS, Batch, Rows, Spine, concat_rows, matches_each
@@ -295,20 +304,16 @@ class Propagate(Stateful):
         if the caller has read them."""
         if not len(keys):
             return
-        few = None
-        if len(keys) <= FEW_KEYS:
-            few = few_line_changes(self.proposals, self.labels, keys.tolist(), t, self.op)
+        few = (
+            few_line_changes(self.proposals, self.labels, keys.tolist(), t, self.op) if len(keys) <= FEW_KEYS else None
+        )
         if few is not None:
             found, later = few
         else:
             on_p, off_p = split_line(rows_of(self.proposals, keys), t)
             on_l, off_l = split_line(rows_of(self.labels, keys) if labels is None else labels, t)
             found = line_changes(on_p, on_l, keys, t, self.op)
-            later = concat_rows(
-                [Rows(off_p.keys, (), off_p.times, off_p.diffs), Rows(off_l.keys, (), off_l.times, off_l.diffs)],
-                0,
-                self.ntimes,
-            )
+            later = later_keys([off_p, off_l], t)
         changes = Batch(found)
         if len(changes):
             self.labels.insert(changes)
@@ -316,8 +321,8 @@ class Propagate(Stateful):
             edges = self.edges.batches()
             if edges:
                 self._join(changes, edges, edges_first=False)
-        if len(later):
-            self._schedule(later, t)
+        for u, ks in later.items():
+            self._stage(ks, u)
 
     def _emit(self, changes: Rows) -> None:
         """The label changes out of the loop, one message per time."""
@@ -410,17 +415,6 @@ class Propagate(Stateful):
             return
         block = block_of_codes([dst, label], 2, diffs)  # values, not codes (ints are both)
         self.send_by(self.outputs[0], split_by(block, route_of(dst) % peers, peers), u)  # type: ignore[arg-type]
-
-    def _schedule(self, later: Rows, t: tuple[int, ...]) -> None:
-        times = [np.maximum(c, x) for c, x in zip(later.times, t)]
-        idx = order([*times, later.keys])
-        times = [c[idx] for c in times]
-        keys = later.keys[idx]
-        starts = group_starts(times).tolist()
-        ends = [*starts[1:], len(idx)]
-        for s, e in zip(starts, ends):
-            u = tuple(int(c[s]) for c in times)
-            self._stage(distinct(keys[s:e], ordered=True), u)
 
     # Checkpoints -------------------------------------------------------------------------------
     def checkpoint(self) -> KeyedState | None:

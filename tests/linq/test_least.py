@@ -151,7 +151,8 @@ def _consolidated(rows: Rows) -> list[tuple[int, ...]]:
 @given(history=histories(), cuts=st.lists(st.integers(0, 80), max_size=6))
 def test_a_few_keys_read_from_the_spines_change_as_the_column_form_says(history: Any, cuts: list[int]) -> None:
     """`few_line_changes` (an update's path: Python values straight from each batch) gives the
-    changes `line_changes` gives on the rows `split_line` keeps, and the rows it leaves."""
+    changes `line_changes` gives on the rows `split_line` keeps, and schedules the keys of the
+    rows it leaves where `later_keys` does: at the join of each such row's time with ``t``."""
     proposals, labels, t = history
     keys = np.array(KEYS, dtype=np.int64)
     p_spine, l_spine = _spine(proposals, cuts), _spine(labels, cuts[::-1])
@@ -165,10 +166,14 @@ def test_a_few_keys_read_from_the_spines_change_as_the_column_form_says(history:
     on_l, off_l = _least.split_line(_least.rows_of(l_spine, keys), t)
     want = Batch(_least.line_changes(on_p, on_l, keys, t, "test"))
     assert _consolidated(Batch(changes)) == _consolidated(want)
-    off = sorted(zip(later.keys.tolist(), *(c.tolist() for c in later.times)))
-    assert off == sorted(
-        (k, *time) for rows in (off_p, off_l) for k, *time in zip(rows.keys.tolist(), *(c.tolist() for c in rows.times))
-    )
+    want_later = _least.later_keys([off_p, off_l], t)
+    assert {u: ks.tolist() for u, ks in later.items()} == {u: ks.tolist() for u, ks in want_later.items()}
+    # what is scheduled: each off-line row's key at the join of its time with t
+    rows = [r for r in (*proposals, *labels) if not _le(r[2][:-1], t[:-1])]
+    joined: dict[Time, set[int]] = {}
+    for k, _, time, _ in rows:
+        joined.setdefault(tuple(max(a, b) for a, b in zip(time, t)), set()).add(k)
+    assert {u: sorted(ks) for u, ks in joined.items()} == {u: ks.tolist() for u, ks in later.items()}
 
 
 def test_a_few_keys_with_labels_that_are_not_ints_take_the_general_path() -> None:
