@@ -81,6 +81,8 @@ class Rows:
 def time_columns(time: Sequence[int], n: int) -> list[np.ndarray]:
     """The time columns of ``n`` rows all at ``time``: zero-stride views when many (a column of
     one value costs no memory until rows are taken), plain arrays when few (cheaper to make)."""
+    if n <= SMALL_ROWS:  # from a list: half numpy.full's cost at these sizes
+        return [np.array([c] * n, dtype=np.int64) for c in time]
     if n <= 4096:
         return [np.full(n, c, dtype=np.int64) for c in time]
     return [np.broadcast_to(np.int64(c), n) for c in time]
