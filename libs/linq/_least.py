@@ -97,8 +97,9 @@ def ranked_rows_of(spine: Spine, keys: np.ndarray) -> tuple[Rows, np.ndarray]:
 
 
 def later_keys(off: Sequence[Rows], t: Time) -> dict[Time, np.ndarray]:
-    """The keys of rows ``off`` ``t``'s line (`split_line`), sorted and distinct, at each join
-    of their times with ``t``: where they must be evaluated again (TR §4.3)."""
+    """The keys of the rows ``off`` (those `split_line` leaves off ``t``'s line), sorted and
+    distinct, at each join of their times with ``t``: where they must be evaluated again
+    (TR §4.3)."""
     off = [r for r in off if len(r)]
     if not off:
         return {}

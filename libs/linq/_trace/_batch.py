@@ -20,7 +20,8 @@ from .._columns import COMPILED_KEYS, EMPTY, consolidate, ranges, selector
 __all__ = ["Batch", "Keys", "Rows", "le_time", "lub_time", "matches", "matches_each", "time_columns"]
 
 FEW_KEYS = 8
-"""Up to this many keys, `Batch.lookup` and `matches` look them up one by one (`Batch.spans_of`)."""
+"""Up to this many keys (an update's case), readers look them up one by one (`Batch.span`),
+with no arrays built per batch: `Batch.lookup`, `matches_each`, and `_least`'s few-keys reads."""
 DENSE_QUERY = 1024
 """From this many values at once, sorted keys that are dense ints (a batch's, a query's) find them through a table
 indexed by key (`Batch.positions`), not by binary search."""
