@@ -49,7 +49,7 @@ from ._columns import (
     values_of,
 )
 from ._errors import OperatorError
-from ._trace import FEW_KEYS, Batch, Keys, Rows, Spine, concat_rows
+from ._trace import Batch, Keys, Rows, Spine, concat_rows
 
 __all__ = [
     "FEW_ROWS",
@@ -82,14 +82,8 @@ def ranked_rows_of(spine: Spine, keys: np.ndarray) -> tuple[Rows, np.ndarray]:
     """`rows_of`, and for each row the index of its key in ``keys``."""
     parts, ranks = [], []
     query = Keys(keys)
-    few = keys.tolist() if len(keys) <= FEW_KEYS else None  # an update's case: spans, no arrays
     for b in spine.batches():
-        if few is None:
-            found = b.lookup(query)
-        elif few and few[0] <= b.kmax and b.kmin <= few[-1]:
-            found = b.spans_of(few)
-        else:
-            continue
+        found = b.lookup(query)
         if found is not None:
             parts.append(b.take(found[0]))
             ranks.append(found[1])

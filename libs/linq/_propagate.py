@@ -301,7 +301,8 @@ class Propagate(Stateful):
     def _evaluate(self, keys: np.ndarray, t: tuple[int, ...], labels: Rows | None = None) -> None:
         """``keys`` at ``t`` and at the later times of ``t``'s line (`_least`); the joins of
         ``t`` with the rest of their history are scheduled. ``labels``: the keys' label rows,
-        if the caller has read them."""
+        if the caller has read them (used for many keys; a few are read again, as Python
+        values, by `few_line_changes`)."""
         if not len(keys):
             return
         few = (

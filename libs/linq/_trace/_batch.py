@@ -171,7 +171,10 @@ class Batch(Rows):
         if not n or self.kmin > self.kmax:
             return None
         if n <= FEW_KEYS:  # an update's case: each key's span, no arrays per key
-            return self.spans_of(query.keys.tolist())
+            few = query.few
+            if few[0] > self.kmax or few[-1] < self.kmin:  # the keys miss this batch's range
+                return None
+            return self.spans_of(few)
         if n >= COMPILED_KEYS:
             from .._columns._compiled import key_rows  # numba only once arrays are large
 
@@ -253,10 +256,12 @@ class Keys:
     the values are many and the keys dense ints, a table from key to index is built once and
     read by every later lookup: a gather instead of a binary search per value."""
 
-    __slots__ = ("keys", "sparse", "table")
+    __slots__ = ("few", "keys", "sparse", "table")
 
     def __init__(self, keys: np.ndarray) -> None:
         self.keys = keys
+        self.few: list[int] = keys.tolist() if len(keys) <= FEW_KEYS else []
+        """The keys as Python ints when they are few (`Batch.lookup` asks each batch about them)."""
         self.table: np.ndarray | None = None
         self.sparse = False
         """The keys were found too sparse for a table (asked once)."""
