@@ -455,8 +455,12 @@ def test_a_process_running_a_different_program_is_refused_on_both_sides(cluster:
     err = failure(p1.out)
     assert err["type"] == "HandshakeError"
     assert err["message"] == f"process 0 at 127.0.0.1:{c.addresses[0][1]} refused us: different program"
-    reasons = [reason for _, reason in refusals(p0, 0)]  # one or both of its two connections
-    assert set(reasons) == {f"process 1 runs a different program (graph {theirs!r}, ours {ours!r})"}, reasons
+    # One or both of its two connections: the first refused names the program; process 1 exits
+    # on that refusal, so the second may close before its hello is read.
+    different = f"process 1 runs a different program (graph {theirs!r}, ours {ours!r})"
+    reasons = [reason for _, reason in refusals(p0, 0)]
+    assert different in reasons, reasons
+    assert set(reasons) <= {different, "the connection closed during the handshake"}, reasons
     assert len(reasons) <= 2
     assert failure(p0.out)["message"] == f"process 0: processes [1] did not join within {CONNECT_TIMEOUT} s"
 
