@@ -18,6 +18,38 @@ from tests.support.modes import EVERY_MODE, Mode
 __all__ = ["TIMEOUT"]  # for test files written before tests.support held it
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--slow", action="store_true", help="run the tests marked slow too (the default run leaves them out)"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The default run (``pytest`` with no paths) leaves out the tests marked slow: the runs
+    of the main job, of Spark (three of them on a cluster, about 45 s each) and of many
+    processes, seven minutes in all, which took the default run past 15 minutes. ``-m slow``
+    runs just those (CI runs them after the default run), ``--slow`` runs everything, and
+    tests asked for by path or name always run."""
+    if config.getoption("--slow") or config.option.markexpr or config.args_source == pytest.Config.ArgsSource.ARGS:
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+        config.stash[_SLOW_LEFT_OUT] = len(slow)
+
+
+_SLOW_LEFT_OUT = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    left_out = config.stash.get(_SLOW_LEFT_OUT, 0)
+    if left_out:
+        terminalreporter.write_line(
+            f"{left_out} slow tests were left out: run them with `python -m pytest -m slow` (CI does)"
+        )
+
+
 @pytest.fixture(params=EVERY_MODE, ids=str)
 def mode(request: pytest.FixtureRequest) -> Mode:
     """Where the test's dataflow runs: one of `tests.support.modes.EVERY_MODE`."""
