@@ -96,3 +96,37 @@ def test_a_few_keys_find_their_span_as_a_scan_does(way: str, stored: list[int], 
         dense = max(keys) - min(keys) < _batch.DENSITY * len(set(keys))
         assert (batch.index.table is not None) == (way == "table" and dense)
         assert (batch.spans is not None) == (way == "dict")
+
+
+ROW = st.tuples(st.integers(0, 6), st.integers(-2, 2), st.integers(0, 3), st.integers(0, 2), st.integers(-2, 2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(ROW, max_size=90), tidy_input=st.booleans())
+def test_a_batch_is_its_rows_sorted_and_summed_with_key_starts_and_time_bounds(
+    rows: list[tuple[int, int, int, int, int]], tidy_input: bool
+) -> None:
+    """A batch of any size (a few rows are made in Python values, more with numpy) against a
+    dictionary: its rows sorted by (key, value, time), summed, zeros dropped; each key's
+    start, its distinct keys, the join of its times, and every key's span."""
+    total: dict[tuple[int, ...], int] = {}
+    for *row, d in rows:
+        total[tuple(row)] = total.get(tuple(row), 0) + d
+    want = sorted((row, d) for row, d in total.items() if d)
+    given_rows = want if tidy_input else [(tuple(r[:4]), r[4]) for r in rows]
+    cols = [np.array([r[i] for r, _ in given_rows], dtype=np.int64) for i in range(4)]
+    diffs = np.array([d for _, d in given_rows], dtype=np.int64)
+    batch = Batch(Rows(cols[0], [cols[1]], cols[2:], diffs), tidy=tidy_input)
+
+    got = list(zip(zip(*(c.tolist() for c in batch.columns())), batch.diffs.tolist()))
+    assert got == want
+    keys = [r[0] for r, _ in want]
+    assert batch.ukeys.tolist() == sorted(set(keys))
+    assert batch.starts.tolist() == [keys.index(k) for k in sorted(set(keys))] + [len(keys)]
+    if want:
+        assert batch.upper == (max(r[2] for r, _ in want), max(r[3] for r, _ in want))
+        assert (batch.kmin, batch.kmax) == (min(keys), max(keys))
+    for k in range(-1, 8):
+        rows_of_k = [i for i, key in enumerate(keys) if key == k]
+        assert batch.span(k) == ((rows_of_k[0], rows_of_k[-1] + 1) if rows_of_k else None)
+    assert batch.index.few == (batch.ukeys.tolist() if len(batch.ukeys) <= _batch.FEW_KEYS else [])

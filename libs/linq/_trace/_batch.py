@@ -32,8 +32,8 @@ SPAN_TABLE = 1024
 first ask (a tenth of a binary search's cost; an update asks the small batches of a spine
 hundreds of times, mostly about keys they do not have)."""
 SMALL_ROWS = 64
-"""Up to this many rows, a new batch finds its key starts and time bounds in Python lists
-(numpy's per-call cost exceeds the work)."""
+"""Up to this many rows, a new batch finds its key starts, time bounds and spans in Python
+lists (numpy's per-call cost exceeds the work)."""
 
 
 class Rows:
@@ -123,34 +123,73 @@ class Batch(Rows):
     __slots__ = ("index", "kmax", "kmin", "spans", "starts", "ukeys", "upper")
 
     def __init__(self, rows: Rows, tidy: bool = False) -> None:
+        self.spans: dict[int, tuple[int, int]] | None = None
+        """Key to its rows' span, for a batch of at most `SPAN_TABLE` keys (built by `span`)."""
+        if 1 < len(rows.diffs) <= SMALL_ROWS:
+            self._small(rows, tidy)
+            return
         if not tidy:
             rows = rows.consolidated()
         super().__init__(rows.keys, rows.vals, rows.times, rows.diffs)
         keys = self.keys
         n = len(keys)
-        self.spans: dict[int, tuple[int, int]] | None = None
-        """Key to its rows' span, for a batch of at most `SPAN_TABLE` keys (built by `span`)."""
-        if n:
-            if n <= SMALL_ROWS:
-                ks = keys.tolist()
-                starts = [0, *(i for i in range(1, n) if ks[i] != ks[i - 1]), n]
-                self.starts = np.array(starts, dtype=np.int64)
-                self.ukeys = np.array([ks[i] for i in starts[:-1]], dtype=np.int64)
-                self.upper = tuple(max(t.tolist()) for t in self.times)
-            else:
-                change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-                self.starts = np.concatenate([[0], change, [n]]).astype(np.int64)
-                self.ukeys = keys[self.starts[:-1]]
-                self.upper = tuple(int(t.max()) for t in self.times)
-            self.kmin = int(keys[0])
-            self.kmax = int(keys[-1])
+        if not n:
+            self._empty()
+            return
+        if n == 1:
+            self.starts = np.array([0, 1], dtype=np.int64)
+            self.ukeys = keys
+            self.upper = tuple(int(t[0]) for t in self.times)
         else:
-            self.starts = np.zeros(1, dtype=np.int64)
-            self.ukeys = EMPTY
-            self.upper = ()
-            self.kmin, self.kmax = 1, 0
+            change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+            self.starts = np.concatenate([[0], change, [n]]).astype(np.int64)
+            self.ukeys = keys[self.starts[:-1]]
+            self.upper = tuple(int(t.max()) for t in self.times)
+        self.kmin = int(keys[0])
+        self.kmax = int(keys[-1])
         self.index = Keys(self.ukeys)
         """Where each key is in ``ukeys`` (its table is built on the first large query)."""
+
+    def _empty(self) -> None:
+        self.starts = np.zeros(1, dtype=np.int64)
+        self.ukeys = EMPTY
+        self.upper = ()
+        self.kmin, self.kmax = 1, 0
+        self.index = Keys(EMPTY)
+
+    def _small(self, rows: Rows, tidy: bool) -> None:
+        """A batch of a few rows (an update's), made in Python values: summed in a dict, the
+        arrays built again only if the rows did not come sorted and summed, and the key starts
+        and time bounds read from the lists (numpy's per-call cost exceeds the work here)."""
+        nv = len(rows.vals)
+        cols = rows.columns()
+        diffs = rows.diffs
+        lists = [c.tolist() for c in cols]
+        if not tidy:
+            given = list(zip(*lists))
+            total: dict[tuple[int, ...], int] = {}
+            for row, d in zip(given, diffs.tolist()):
+                total[row] = total.get(row, 0) + d
+            table = sorted(row for row, d in total.items() if d)
+            if not table:
+                super().__init__(EMPTY, [EMPTY] * nv, [EMPTY] * (len(cols) - 1 - nv), EMPTY)
+                self._empty()
+                return
+            if table != given:  # else the rows came sorted, distinct and non-zero: the arrays serve
+                cols = list(np.array(table, dtype=np.int64).T.copy())  # one contiguous row per column
+                diffs = np.array([total[row] for row in table], dtype=np.int64)
+                lists = [list(c) for c in zip(*table)]
+        super().__init__(cols[0], cols[1 : 1 + nv], cols[1 + nv :], diffs)
+        ks = lists[0]
+        n = len(ks)
+        starts = [0, *(i for i in range(1, n) if ks[i] != ks[i - 1]), n]
+        ukeys = [ks[i] for i in starts[:-1]]
+        self.starts = np.array(starts, dtype=np.int64)
+        self.ukeys = np.array(ukeys, dtype=np.int64)
+        self.upper = tuple(map(max, lists[1 + nv :]))
+        self.kmin = ukeys[0]
+        self.kmax = ukeys[-1]
+        self.index = Keys(self.ukeys, ukeys)
 
     def find(self, keys: np.ndarray | Keys) -> slice | np.ndarray | None:
         """The rows of ``keys`` (sorted, distinct), in batch order: a slice when they are one
@@ -258,9 +297,10 @@ class Keys:
 
     __slots__ = ("few", "keys", "sparse", "table")
 
-    def __init__(self, keys: np.ndarray) -> None:
+    def __init__(self, keys: np.ndarray, listed: list[int] | None = None) -> None:
         self.keys = keys
-        self.few: list[int] = keys.tolist() if len(keys) <= FEW_KEYS else []
+        n = len(keys)
+        self.few: list[int] = (keys.tolist() if listed is None else listed) if n <= FEW_KEYS else []
         """The keys as Python ints when they are few (`Batch.lookup` asks each batch about them)."""
         self.table: np.ndarray | None = None
         self.sparse = False
