@@ -13,6 +13,7 @@ from ._kernels import (
     order,
     ranges,
     selector,
+    summed_rows,
 )
 from ._wire import register
 
@@ -42,5 +43,6 @@ __all__ = [
     "route_of",
     "route_of_value",
     "selector",
+    "summed_rows",
     "values_of",
 ]

@@ -9,7 +9,7 @@ that sort plus `numpy.add.reduceat` over the runs of equal rows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ __all__ = [
     "order",
     "ranges",
     "selector",
+    "summed_rows",
 ]
 
 EMPTY = np.zeros(0, dtype=np.int64)
@@ -217,16 +218,23 @@ def consolidate_parts(
     return consolidate(cols, diffs, runs)
 
 
-def _consolidate_small(cols: Sequence[np.ndarray], diffs: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
-    """`consolidate` in Python, for a few rows (where numpy's cost per call dominates)."""
+def summed_rows(rows: Iterable[tuple[int, ...]], diffs: Iterable[int]) -> tuple[list[tuple[int, ...]], list[int]]:
+    """`consolidate` in Python values, for a few rows (where numpy's cost per call dominates):
+    the rows sorted, equal ones' diffs summed, zero sums dropped; and their sums."""
     total: dict[tuple[int, ...], int] = {}
-    for row, d in zip(zip(*(c.tolist() for c in cols)), diffs.tolist()):
+    for row, d in zip(rows, diffs):
         total[row] = total.get(row, 0) + d
-    rows = sorted(r for r, d in total.items() if d)
+    table = sorted(r for r, d in total.items() if d)
+    return table, [total[r] for r in table]
+
+
+def _consolidate_small(cols: Sequence[np.ndarray], diffs: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """`consolidate` of a few rows through `summed_rows`, back as columns."""
+    rows, sums = summed_rows(zip(*(c.tolist() for c in cols)), diffs.tolist())
     if not rows:
         return [c[:0] for c in cols], diffs[:0]
     out = np.array(rows, dtype=np.int64).reshape(len(rows), len(cols))
-    return [out[:, i] for i in range(len(cols))], np.array([total[r] for r in rows], dtype=np.int64)
+    return [out[:, i] for i in range(len(cols))], np.array(sums, dtype=np.int64)
 
 
 def distinct(values: np.ndarray, ordered: bool = False) -> np.ndarray:

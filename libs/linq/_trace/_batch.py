@@ -15,7 +15,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from .._columns import COMPILED_KEYS, EMPTY, consolidate, ranges, selector
+from .._columns import COMPILED_KEYS, EMPTY, consolidate, ranges, selector, summed_rows
 
 __all__ = ["Batch", "Keys", "Rows", "le_time", "lub_time", "matches", "matches_each", "time_columns"]
 
@@ -32,8 +32,8 @@ SPAN_TABLE = 1024
 first ask (a tenth of a binary search's cost; an update asks the small batches of a spine
 hundreds of times, mostly about keys they do not have)."""
 SMALL_ROWS = 64
-"""Up to this many rows, a new batch finds its key starts, time bounds and spans in Python
-lists (numpy's per-call cost exceeds the work)."""
+"""Up to this many rows, a new batch is summed (`summed_rows`) and finds its key starts and
+time bounds in Python lists (numpy's per-call cost exceeds the work)."""
 
 
 class Rows:
@@ -167,17 +167,14 @@ class Batch(Rows):
         lists = [c.tolist() for c in cols]
         if not tidy:
             given = list(zip(*lists))
-            total: dict[tuple[int, ...], int] = {}
-            for row, d in zip(given, diffs.tolist()):
-                total[row] = total.get(row, 0) + d
-            table = sorted(row for row, d in total.items() if d)
+            table, sums = summed_rows(given, diffs.tolist())
             if not table:
                 super().__init__(EMPTY, [EMPTY] * nv, [EMPTY] * (len(cols) - 1 - nv), EMPTY)
                 self._empty()
                 return
             if table != given:  # else the rows came sorted, distinct and non-zero: the arrays serve
                 cols = list(np.array(table, dtype=np.int64).T.copy())  # one contiguous row per column
-                diffs = np.array([total[row] for row in table], dtype=np.int64)
+                diffs = np.array(sums, dtype=np.int64)
                 lists = [list(c) for c in zip(*table)]
         super().__init__(cols[0], cols[1 : 1 + nv], cols[1 + nv :], diffs)
         ks = lists[0]
