@@ -23,7 +23,7 @@ from tests.support import ROOT, clean_env, ft_program
 from tests.support.ft_harness import delivered, launch
 from tests.support.launcher import script
 from tests.support.launcher import timely as timely_cli
-from timely.checkpoint._store import completion_path, write_completion
+from timely.checkpoint._store import SEAL, InputLog, completion_path, write_completion
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -195,3 +195,84 @@ def test_the_summary_names_the_process_that_died_first(tmp_path: Path) -> None:
             launcher.kill()
     summary = err.strip().splitlines()[-1]
     assert "p2 killed by SIGKILL (first)" in summary, summary
+
+
+PRELOGGED = """
+import os, sys
+import timely
+
+index = int(os.environ["TIMELY_PROCESS_INDEX"])
+
+def build(scope):
+    inp = scope.new_input("values")
+    out = inp.map("same", lambda r: r)
+    out.subscribe(lambda t, recs: print("EPOCH", t.epoch, *sorted(recs), flush=True), name="out")
+    return inp, out.probe()
+
+with timely.execute(build, timeout=60) as (comp, (inp, probe)):
+    print("INPUT", inp.epoch, inp.closed, flush=True)
+    for epoch in range(inp.epoch, 6):
+        inp.send([epoch * 10 + index])
+        inp.advance_to(epoch + 1)
+    if not inp.closed:
+        inp.close()
+"""
+
+
+def prelogged(ck: Path, process: int, processes: int, closed_at: int) -> dict[int, list[int]]:
+    """Write the input log process ``process`` of a run of ``processes`` processes leaves when
+    it fed the program's records for epochs 0 to ``closed_at - 1`` and closed its input there
+    (written by the runtime's own log writer). Returns its records by epoch."""
+    fed = {epoch: [epoch * 10 + process] for epoch in range(closed_at)}
+    log = InputLog(ck, process, "values", fsync=False, processes=processes)
+    log.rotate(0)
+    for epoch, records in fed.items():
+        log.write((SEAL, epoch, records, epoch + 1))
+    log.write((SEAL, closed_at, [], None))
+    log.close()
+    return fed
+
+
+def outputs(stdout: str) -> tuple[dict[int, list[int]], set[str]]:
+    """What the run delivered (records by epoch, merged over its processes) and how its inputs
+    stood when the program took over."""
+    delivered: dict[int, list[int]] = {}
+    for line in stdout.splitlines():
+        words = line.split()
+        if "EPOCH" in words:
+            at = words.index("EPOCH")
+            delivered.setdefault(int(words[at + 1]), []).extend(int(w) for w in words[at + 2 :])
+    inputs = {" ".join(line.split()[-3:]) for line in stdout.splitlines() if "INPUT" in line}
+    return {e: sorted(r) for e, r in delivered.items()}, inputs
+
+
+def test_a_process_that_died_before_its_first_log_frame_holds_the_replay_at_the_start(tmp_path: Path) -> None:
+    """Process 1 of three fed every epoch and closed its input; processes 0 and 2 were killed
+    between the join and their first log frame (a restart found only process 1's log, and every
+    process then failed sending to an input the replay had closed). Their records were never
+    logged: every process feeds again from epoch 0, and each epoch is delivered once, whole."""
+    ck = tmp_path / "ck"
+    prelogged(ck, 1, 3, closed_at=6)
+    prog = script(tmp_path, PRELOGGED)
+    done = timely_cli("run", "-n", "3", "--checkpoint-dir", ck, prog, timeout=90)
+    assert done.returncode == 0, done.stderr[-3000:]
+    delivered, inputs = outputs(done.stdout)
+    assert inputs == {"INPUT 0 False"}
+    assert delivered == {epoch: [epoch * 10, epoch * 10 + 1, epoch * 10 + 2] for epoch in range(6)}
+
+
+def test_inputs_logged_closed_at_different_epochs_are_all_closed_at_the_last(tmp_path: Path) -> None:
+    """Three processes closed their inputs at epochs 4, 6 and 5; two processes resume from their
+    logs. Each replays the logs it was dealt and closes its input at epoch 6, the last: a
+    program that feeds ``range(inp.epoch, 6)`` feeds nothing more, on either process."""
+    ck = tmp_path / "ck"
+    expected: dict[int, list[int]] = {}
+    for process, closed_at in enumerate((4, 6, 5)):
+        for epoch, records in prelogged(ck, process, 3, closed_at).items():
+            expected.setdefault(epoch, []).extend(records)
+    prog = script(tmp_path, PRELOGGED)
+    done = timely_cli("run", "-n", "2", "--checkpoint-dir", ck, prog, timeout=90)
+    assert done.returncode == 0, done.stderr[-3000:]
+    delivered, inputs = outputs(done.stdout)
+    assert inputs == {"INPUT 6 True"}
+    assert delivered == {e: sorted(r) for e, r in expected.items()}

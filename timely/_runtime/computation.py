@@ -170,7 +170,7 @@ class _Setup(Generic[T]):
         if self.replay is None:
             return self.graph.fingerprint()
         epoch = -1 if self.resume is None else self.resume.epoch
-        inputs = ",".join(f"{until}" for _, _, until in self.replay.values())
+        inputs = ",".join(f"{r.resume_at}:{r.closed_at}" for r in self.replay.values())
         return f"{self.graph.fingerprint()}@{epoch}/{inputs}"
 
     async def join(self) -> Transport | None:

@@ -25,7 +25,7 @@ import logging
 import math
 import time as _time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..checkpoint import Checkpoints
 from ..checkpoint._store import (
@@ -57,20 +57,40 @@ from .worker import VertexRuntime
 log = logging.getLogger("timely")
 
 
-ReplayPlan = dict[str, tuple[list[int], dict[int, list[Any]], int | None]]
-"""Per input: the old processes whose logs this process replays, their records by epoch, and
-the epoch the input resumes at (None: every log says it was closed)."""
+class InputReplay(NamedTuple):
+    """What one process replays of one input after a restart."""
+
+    logs: list[int]
+    """The old processes whose logs this process replays."""
+    records: dict[int, list[Any]]
+    """Their records by epoch, from the start epoch up to ``resume_at``."""
+    resume_at: int | None
+    """The epoch the program takes the input over at; None: every log says it was closed."""
+    closed_at: int
+    """When closed: the latest epoch a log says its input was closed at. Every process's input
+    is closed there, so a program that feeds ``range(inp.epoch, last)`` feeds nothing, whichever
+    old logs (if any) its process replays."""
+
+
+ReplayPlan = dict[str, InputReplay]
 
 
 def plan_replay(policy: Checkpoints, inputs: list[str], process: int, processes: int, start: int) -> ReplayPlan:
     """Read the input logs and decide what this process replays. Every process reads before it
     joins the others and none writes a log before all have joined, so all read the same logs
-    and agree on where each input resumes: the earliest epoch some log has not sealed."""
+    and agree on where each input resumes: the earliest epoch some log has not sealed.
+
+    A process of the logged run that has no log (it died, or its run was stopped, between the
+    join and its first frame) sealed nothing: its input is at the start. Each segment says how
+    many processes its run had, so its absence is seen; without that, the other processes' logs
+    alone could say the input was closed, and its records would be lost."""
     plan: ReplayPlan = {}
     root = policy.path
     for name in inputs:
         states = {j: read_log(root, j, name, start) for j in log_processes(root, name)}
+        ran = max((s.processes for s in states.values() if s is not None), default=0)
         positions = [s.position for s in states.values() if s is not None and not s.retired]
+        positions += [start for j in range(ran) if states.get(j) is None]
         resume_at: float = float(start)
         if positions:
             resume_at = max(min(math.inf if p is None else p for p in positions), start)
@@ -82,7 +102,12 @@ def plan_replay(policy: Checkpoints, inputs: list[str], process: int, processes:
             for epoch, records in state.records.items():
                 if start <= epoch < resume_at:
                     by_epoch.setdefault(epoch, []).extend(records)
-        plan[name] = (mine, by_epoch, None if resume_at == math.inf else int(resume_at))
+        closed_at = max(
+            (s.closed_at for s in states.values() if s is not None and s.closed_at is not None), default=start
+        )
+        plan[name] = InputReplay(
+            mine, by_epoch, None if resume_at == math.inf else int(resume_at), max(closed_at, start)
+        )
     return plan
 
 
@@ -324,17 +349,17 @@ class Recovery:
         replayed_records = 0
         replayed_epochs = 0
         for binding in self.bindings.inputs:
-            mine, by_epoch, until = self.plan[binding.name]
+            mine, by_epoch, until, closed_at = self.plan[binding.name]
             if binding.closed:  # closed by the checkpoint's epoch: nothing after it to replay
                 continue
             if self.policy.log_inputs and until is not None:
-                log_ = InputLog(self.root, me, binding.name, self.policy.fsync)
+                log_ = InputLog(self.root, me, binding.name, self.policy.fsync, processes)
                 log_.rotate(start)
                 log_.write((RESUME, until, False))
                 self.logs[binding.name] = log_
                 for j in mine:
                     if j >= processes:  # its process is gone: retire its log
-                        append_frame(self.root, j, binding.name, (RESUME, until, True))
+                        append_frame(self.root, j, binding.name, (RESUME, until, True), processes)
             binding.log_to(None)
             for epoch in sorted(by_epoch):
                 if epoch > binding.epoch:
@@ -343,6 +368,8 @@ class Recovery:
                 replayed_records += len(by_epoch[epoch])
                 replayed_epochs += 1
             if until is None:
+                if closed_at > binding.epoch:
+                    binding.advance_to(closed_at)
                 binding.close()
             elif until > binding.epoch:
                 binding.advance_to(until)

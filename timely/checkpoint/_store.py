@@ -292,7 +292,8 @@ def prune(root: Path, process: int, keep: int) -> None:
 #   (RESUME, epoch, retired)       a restart resumed this input at ``epoch``: frames before it
 #                                  at ``epoch`` or later are void (the program feeds them
 #                                  again); ``retired``: no process writes this log any more
-#   (AT, epoch)                    the input is at ``epoch`` (first frame of a new segment)
+#   (AT, epoch, processes)         the input is at ``epoch`` (first frame of a new segment), in
+#                                  a run of ``processes`` processes (older logs: (AT, epoch))
 
 SEAL, RESUME, AT = 0, 1, 2
 
@@ -378,9 +379,12 @@ class InputLog:
     (a checkpoint on disk is never ahead of the logs it relies on), and a segment is synced
     before it is closed."""
 
-    def __init__(self, root: Path, process: int, input_name: str, fsync: bool) -> None:
+    def __init__(self, root: Path, process: int, input_name: str, fsync: bool, processes: int) -> None:
         self.dir = log_dir(root, process, input_name)
         self.fsync = fsync
+        self.processes = processes
+        """How many processes the run has: each segment says so, so that a restart knows whose
+        log is missing (a process that died before it wrote one sealed nothing)."""
         self._file: Any = None
         self._syncer: _Syncer | None = None
         self.last_epoch = -1
@@ -406,7 +410,7 @@ class InputLog:
             self.close()
             raise CheckpointError(f"cannot start a new segment of the input log {self.dir}: {e}") from e
         self.last_epoch = -1
-        self.write((AT, epoch))
+        self.write((AT, epoch, self.processes))
 
     def write(self, frame: tuple[Any, ...]) -> None:
         if self._file is None:
@@ -456,9 +460,10 @@ def log_frame(payload: bytes) -> bytes:
     return head + struct.pack(">I", zlib.crc32(head)) + payload
 
 
-def append_frame(root: Path, process: int, input_name: str, frame: tuple[Any, ...]) -> None:
-    """Append one frame to another (retired) process's log, in a segment of its own."""
-    log = InputLog(root, process, input_name, fsync=True)
+def append_frame(root: Path, process: int, input_name: str, frame: tuple[Any, ...], processes: int) -> None:
+    """Append one frame to another (retired) process's log, in a segment of its own, written
+    by a run of ``processes`` processes."""
+    log = InputLog(root, process, input_name, fsync=True, processes=processes)
     log.rotate(frame[1])
     log.write(frame)
     log.close()
@@ -472,6 +477,10 @@ class LogState:
     position: int | None
     """The epoch the input is at after the last valid frame; None: closed."""
     retired: bool
+    closed_at: int | None = None
+    """The epoch the input was at when it was closed (None: open)."""
+    processes: int = 0
+    """The most processes a run that wrote this log had (0: its segments do not say)."""
 
 
 def _upto(segment: Path) -> int | None:
@@ -552,13 +561,17 @@ def read_log(root: Path, process: int, input_name: str, needed_from: int = 0, co
                 _, epoch, records, next_epoch = frame
                 state.records.setdefault(epoch, []).extend(records)
                 state.position = next_epoch
+                state.closed_at = epoch if next_epoch is None else None
             elif frame[0] == RESUME:
                 _, epoch, retired = frame
                 for voided in [e for e in state.records if e >= epoch]:
                     del state.records[voided]
-                state.position, state.retired = epoch, bool(retired)
-            elif frame[0] == AT and state.position is not None:
-                state.position = frame[1]
+                state.position, state.retired, state.closed_at = epoch, bool(retired), None
+            elif frame[0] == AT:
+                if state.position is not None:
+                    state.position = frame[1]
+                if len(frame) > 2:
+                    state.processes = max(state.processes, frame[2])
     return state
 
 
