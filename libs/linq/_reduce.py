@@ -36,6 +36,7 @@ import numpy as np
 from timely import KeyedState, Timestamp
 
 from ._columns import (
+    COMPILED_KEYS,
     EMPTY,
     SCALAR,
     Block,
@@ -310,6 +311,8 @@ class Reduce(Stateful):
         t = tuple(time)
         if self.input_trace is None:
             return
+        if len(keys) >= COMPILED_KEYS and type(self.reducer) is Distinct and self._distinct(keys, time):
+            return
         acc, later = accumulate(self.input_trace, keys, t)
         if len(acc) and (acc.diffs < 0).any():
             self._negative(acc, time)
@@ -335,6 +338,41 @@ class Reduce(Stateful):
                 self.send_by(self.outputs[0], [self.out_layout.decode(delta.vals, delta.diffs)], time)
         if len(later):
             self.schedule(later, t)
+
+    def _distinct(self, keys: np.ndarray, time: Timestamp) -> bool:
+        """`process` for `distinct` and many keys, from each key's count alone: the key is the
+        record, so a key's rows sum to its record's count with no sort, and its output changes
+        only when that count crosses zero (a batch of edge changes touches thousands of nodes,
+        and few appear or vanish). False, having changed nothing, where the general path must
+        answer: a negative count (it names the record), an output layout still to settle."""
+        t = tuple(time)
+        arity = self.layout.arity or SCALAR
+        if self.out_layout.arity != arity or self.input_trace is None:
+            return False
+        counts, vals, later = key_totals(self.input_trace, keys, t)
+        if (counts < 0).any():
+            return False
+        if self.output_trace is not None:
+            before, old, out_later = key_totals(self.output_trace, keys, t)
+            later = concat_rows([later, out_later], 0, self.ntimes)
+        else:
+            before, old = np.zeros(len(keys), dtype=np.int64), vals
+        # The output accumulated at t may be any count in a partial order (rows at (0, 1) and
+        # (1, 0) both count at (1, 1)): the change is what makes it 1 or 0.
+        present = counts > 0
+        delta = present.astype(np.int64) - before
+        changed = np.flatnonzero(delta)
+        if len(changed):
+            diffs = delta[changed]
+            here = present[changed]  # its values from the input's rows, else from the output's
+            cols = [np.where(here, v[changed], o[changed]) for v, o in zip(vals, old)]
+            if self.output_trace is None:
+                self.output_trace = Spine(len(cols), self.ntimes)
+            self.output_trace.insert(Batch(Rows.at(keys[changed], cols, t, diffs), tidy=True))
+            self.send_by(self.outputs[0], [self.out_layout.decode(cols, diffs)], time)
+        if len(later):
+            self.schedule(later, t)
+        return True
 
     def _accept_output(self, cols: list[np.ndarray], arity: int) -> list[np.ndarray]:
         layout = self.out_layout
@@ -471,6 +509,34 @@ def accumulate(spine: Spine, keys: np.ndarray, t: tuple[int, ...]) -> tuple[Rows
 
 FEW_ROWS = 64
 """Up to this many rows, `accumulate` sums in Python."""
+
+
+def key_totals(spine: Spine, keys: np.ndarray, t: tuple[int, ...]) -> tuple[np.ndarray, list[np.ndarray], Rows]:
+    """For each of ``keys`` (sorted, distinct): the sum of the diffs of its rows at times
+    ``<= t``, the values of one of its rows (any: where the key is the record, every row of
+    it holds the same values), and the (key, time) of its rows at times not ``<= t``.
+    `accumulate` for keys of one record each, summed with no sort."""
+    n = len(keys)
+    totals = np.zeros(n, dtype=np.int64)
+    vals = [np.zeros(n, dtype=np.int64) for _ in range(spine.nvals)]
+    later: list[Rows] = []
+    query = Keys(keys)
+    for b in spine.batches():
+        found = b.lookup(query)
+        if found is None:
+            continue
+        idx, rank = found
+        diffs = b.diffs[idx]
+        for out, col in zip(vals, b.vals):
+            out[rank] = col[idx]
+        times = [c[idx] for c in b.times]
+        now = le_time(times, t)
+        if not now.all():
+            gone = ~now
+            later.append(Rows(keys[rank[gone]], (), [c[gone] for c in times], diffs[gone]))
+            rank, diffs = rank[now], diffs[now]
+        totals += np.bincount(rank, weights=diffs, minlength=n).round().astype(np.int64)
+    return totals, vals, concat_rows(later, 0, spine.ntimes)
 
 
 def _accumulate_few(parts: list[Rows], t: tuple[int, ...], nvals: int, ntimes: int) -> tuple[Rows, Rows]:

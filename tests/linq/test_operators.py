@@ -9,6 +9,7 @@ workers.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
@@ -143,6 +144,57 @@ def test_inspect(workers: int, epochs: Epochs) -> None:
 @given(epochs=ref.nonnegative_epochs(small))
 def test_distinct(workers: int, epochs: Epochs) -> None:
     check(lambda c: c.distinct(), ref.distinct, together(epochs), workers)
+
+
+def _many_changes(rng: random.Random, universe: list[Any], epochs: int, per_epoch: int) -> list[list[ref.Change]]:
+    """Epochs of additions and removals (multiplicities up to 3, never below zero) of records
+    drawn from ``universe``: thousands of keys a notification, as a batch of graph changes has."""
+    counts: dict[Any, int] = {}
+    out = []
+    for _ in range(epochs):
+        changes = []
+        for r in rng.sample(universe, per_epoch):
+            d = max(rng.choice([1, 2, -1, -3]), -counts.get(r, 0))
+            if d:
+                changes.append((r, d))
+                counts[r] = counts.get(r, 0) + d
+        out.append(changes)
+    return out
+
+
+MANY = {
+    "ints": [i * 7 for i in range(4500)],
+    "pairs": [(i % 90, i // 90) for i in range(4500)],
+    "strings": [f"r{i}" for i in range(4500)],
+}
+
+
+@WORKERS
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), kind=st.sampled_from(sorted(MANY)))
+def test_distinct_of_thousands_of_records_an_epoch(workers: int, seed: int, kind: str) -> None:
+    """Thousands of keys a notification: `distinct` sums each key's count column-wise (no
+    group is built) and must still agree with the reference, removals to zero included."""
+    epochs = _many_changes(random.Random(seed), MANY[kind], epochs=4, per_epoch=4000)
+    check(lambda c: c.distinct(), ref.distinct, together(epochs), workers)
+
+
+@WORKERS
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16))
+def test_transitive_closure_of_thousands_of_pairs(workers: int, seed: int) -> None:
+    """The closure's `distinct` inside the loop meets thousands of paths a notification, and
+    rows of earlier epochs at later iterations (not before its time: scheduled, not summed)."""
+    rng = random.Random(seed)
+    universe = [(a, b) for a in range(60) for b in range(60) if a != b]
+    epochs = []
+    present: set[tuple[int, int]] = set()
+    for _ in range(3):
+        changes: list[ref.Change] = [(e, 1) for e in rng.sample([e for e in universe if e not in present], 90)]
+        changes += [(e, -1) for e in rng.sample(sorted(present), len(present) // 4)]
+        present = (present | {e for e, d in changes if d > 0}) - {e for e, d in changes if d < 0}
+        epochs.append(changes)
+    check(lambda c: c.fixed_point(lambda x: _step(x, c.enter(x.scope))), ref.closure, together(epochs), workers)
 
 
 @WORKERS
