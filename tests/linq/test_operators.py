@@ -162,7 +162,7 @@ def _many_changes(rng: random.Random, universe: list[Any], epochs: int, per_epoc
     return out
 
 
-MANY = {
+MANY: dict[str, list[Any]] = {
     "ints": [i * 7 for i in range(4500)],
     "pairs": [(i % 90, i // 90) for i in range(4500)],
     "strings": [f"r{i}" for i in range(4500)],
