@@ -149,6 +149,35 @@ def test_a_user_exception_ends_the_computation_chained_with_stage_and_time(worke
         inp.send([1])
 
 
+def test_a_user_exception_during_a_synchronous_wait_is_raised_by_that_wait() -> None:
+    """A process on its own runs the scheduler on the waiting caller's stack, not the event
+    loop's: a callback's exception must still come out of that wait as the chained
+    `VertexError` the loop raises, once, and leave the computation failed."""
+
+    def build(scope: timely.Scope) -> tuple[timely.Input, timely.Probe]:
+        inp = scope.new_input("in")
+        return inp, inp.stage("explodes", Explodes).probe()
+
+    seen: list[BaseException] = []
+    with pytest.raises(timely.VertexError) as info:
+        with timely.execute(build, timeout=TIMEOUT) as (comp, (inp, probe)):
+            inp.send([1, 2])
+            inp.advance_to(1)
+            comp.wait_passed(probe, 0)  # passes: the same path, with nothing raised
+            inp.send([13])
+            inp.advance_to(2)
+            try:
+                comp.wait_passed(probe, 1)
+            except timely.VertexError as exc:
+                seen.append(exc)
+            with pytest.raises(timely.ComputationFailed):
+                comp.wait_passed(probe, 1)
+    assert len(seen) == 1 and seen[0] is info.value
+    err = info.value
+    assert isinstance(err.__cause__, ValueError) and str(err.__cause__) == "unlucky record"
+    assert err.stage == "explodes" and err.time == timely.Timestamp(1) and err.callback == "on_recv"
+
+
 class ALibrarysError(timely.LibraryError):
     """What a library raises: a TimelyError, but one that reports a user function's failure."""
 

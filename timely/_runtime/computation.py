@@ -244,9 +244,12 @@ class Computation(_Handle):
         """Run the computation until nothing at or before ``time`` can reach ``probe``."""
         binding = self.runtime.bindings.probe(probe)
         t = binding.time(time)
+        frontier_at, location = self.runtime.tracker.frontier_at, binding.location
+        if self._inline(lambda: not frontier_at(location).less_equal(t)):
+            return
 
         async def wait() -> None:
-            await self.runtime.wait_passed(binding.location, t)
+            await self.runtime.wait_passed(location, t)
 
         self._run(wait(), timeout, f"probe {probe.name!r} did not pass {t}")
 
@@ -275,10 +278,30 @@ class Computation(_Handle):
         return explanation if failure is None else f"the computation failed: {failure}\n{explanation}"
 
     def _drive(self, predicate: Callable[[], bool], timeout: float | None) -> None:
+        if self._inline(predicate):
+            return
+
         async def wait() -> None:
             await self.runtime.when(predicate)
 
         self._run(wait(), timeout, "the computation did not drain its inputs")
+
+    def _inline(self, done: Callable[[], bool]) -> bool:
+        """Whether ``done()`` holds after the scheduler ran on this stack
+        (`ProcessRuntime.run_inline`); a callback's error ends the runtime's task as it would
+        have ended inside the loop, and is raised as `_run` raises it."""
+        self._check_failed()
+        if self._loop.is_running() or self._task.done():
+            return False
+        try:
+            return self.runtime.run_inline(done)
+        except Exception as exc:
+            failed = exc
+        if self.runtime.failure is None:
+            self.runtime.failure = failed
+        self.runtime.wake()
+        self._loop.run_until_complete(asyncio.wait({self._task}))
+        raise self._task.exception() or failed
 
     def _run(self, coro: Any, timeout: float | None, what: str) -> None:
         self._check_failed()

@@ -68,6 +68,9 @@ log = logging.getLogger("timely")
 
 SLICE_SECONDS = 0.002
 """How long the scheduler runs callbacks before it yields to the event loop."""
+INLINE_SECONDS = 0.05
+"""How long a synchronous wait may run the scheduler on its own stack before it hands over to
+the event loop (`ProcessRuntime.run_inline`)."""
 SHUTDOWN_SECONDS = 10.0
 """How long a finished process waits for its peers' goodbyes (or a failed one flushes its error)."""
 FAILED_FLUSH_SECONDS = 1.0
@@ -424,6 +427,39 @@ class ProcessRuntime:
                 await self._wake.wait()
                 self._idle = False
                 self._wakeups += 1
+
+    def run_inline(self, done: Callable[[], bool], seconds: float = INLINE_SECONDS) -> bool:
+        """Run the scheduler on the caller's stack, not as the event loop's task, until
+        ``done()``, until it has nothing left to do, or for ``seconds``; whether ``done()``.
+
+        A synchronous handle's wait otherwise starts and stops the event loop on every call
+        (with uvloop, a socket pair for signals each time: about 100 µs of a wait that has
+        nothing to run, against 5 µs here), and yields to the loop between scheduler steps.
+        A process with peers or a console must not skip the loop (it carries their frames and
+        samples), nor one with ``async def`` callbacks (they run as the loop's tasks). What is
+        left (waiting for time or I/O) goes to the loop, whose scheduler looks again when it
+        next runs. A callback's error propagates, as it does out of the loop's task."""
+        if (
+            self.transport is not None
+            or self.sampler is not None
+            or self.failure is not None
+            or not self.scheduler.synchronous
+        ):
+            return done()
+        deadline = _time.perf_counter() + seconds
+        stepped = False
+        try:
+            while not done():
+                stepped = True
+                more = self.step()
+                if self.waiters.conditions:
+                    self.waiters.check_conditions()
+                if not more or _time.perf_counter() > deadline:
+                    break
+        finally:
+            if stepped:
+                self.wake()
+        return done()
 
     async def settled(self) -> None:
         """Return once the scheduler has taken in everything that was waiting — input changes

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import time as _time
 from collections.abc import Callable, Iterator
+from functools import cached_property
 from typing import Any
 
 from ..errors import CodecError, LibraryError, TimelyError, VertexError
@@ -102,6 +103,11 @@ class Scheduler:
                 for port, conn in enumerate(g.incoming[vr.stage]):
                     assert conn is not None
                     vr.input_locations[port] = g.connector_location(conn.index)
+
+    @cached_property
+    def synchronous(self) -> bool:
+        """Every callback is a plain function (none is ``async def``): steps need no task group."""
+        return not any(v.async_recv or v.async_notify for v in self.instances())
 
     def start(self, task_group: Any) -> None:
         """Run ``async def`` callbacks in ``task_group`` from now on (the runtime's, while it runs)."""
