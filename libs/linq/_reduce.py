@@ -29,6 +29,7 @@ empty between epochs unless a later time had records before it was complete).
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import le
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,6 @@ import numpy as np
 from timely import KeyedState, Timestamp
 
 from ._columns import (
-    COMPILED_KEYS,
     EMPTY,
     SCALAR,
     Block,
@@ -58,7 +58,7 @@ from ._keys import KeyOf
 from ._lattice import Lattice
 from ._layout import Layout, widened
 from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, routed, rows_of_piece, rows_pieces
-from ._trace import Batch, Keys, Rows, Spine, concat_rows, le_time, lub_time
+from ._trace import FEW_KEYS, Batch, Keys, Rows, Spine, concat_rows, le_time, lub_time
 
 Counts = dict[Any, int]
 Evaluate = Callable[[Any, Counts], Counts]
@@ -311,7 +311,7 @@ class Reduce(Stateful):
         t = tuple(time)
         if self.input_trace is None:
             return
-        if len(keys) >= COMPILED_KEYS and type(self.reducer) is Distinct and self._distinct(keys, time):
+        if type(self.reducer) is Distinct and self._distinct(keys, time):
             return
         acc, later = accumulate(self.input_trace, keys, t)
         if len(acc) and (acc.diffs < 0).any():
@@ -340,11 +340,12 @@ class Reduce(Stateful):
             self.schedule(later, t)
 
     def _distinct(self, keys: np.ndarray, time: Timestamp) -> bool:
-        """`process` for `distinct` and many keys, from each key's count alone: the key is the
-        record, so a key's rows sum to its record's count with no sort, and its output changes
+        """`process` for `distinct`, from each key's count alone: the key is the record, so a
+        key's rows sum to its record's count with no sort and no group, and its output changes
         only when that count crosses zero (a batch of edge changes touches thousands of nodes,
-        and few appear or vanish). False, having changed nothing, where the general path must
-        answer: a negative count (it names the record), an output layout still to settle."""
+        and few appear or vanish; an update, a few). False, having changed nothing, where the
+        general path must answer: a negative count (it names the record), an output layout
+        still to settle."""
         t = tuple(time)
         arity = self.layout.arity or SCALAR
         if self.out_layout.arity != arity or self.input_trace is None:
@@ -515,8 +516,11 @@ def key_totals(spine: Spine, keys: np.ndarray, t: tuple[int, ...]) -> tuple[np.n
     """For each of ``keys`` (sorted, distinct): the sum of the diffs of its rows at times
     ``<= t``, the values of one of its rows (any: where the key is the record, every row of
     it holds the same values), and the (key, time) of its rows at times not ``<= t``.
-    `accumulate` for keys of one record each, summed with no sort."""
+    `accumulate` for keys of one record each, summed with no sort; a few keys (an update's)
+    in Python values, span by span."""
     n = len(keys)
+    if n <= FEW_KEYS:
+        return _key_totals_few(spine, keys.tolist(), t)
     totals = np.zeros(n, dtype=np.int64)
     vals = [np.zeros(n, dtype=np.int64) for _ in range(spine.nvals)]
     later: list[Rows] = []
@@ -537,6 +541,35 @@ def key_totals(spine: Spine, keys: np.ndarray, t: tuple[int, ...]) -> tuple[np.n
             rank, diffs = rank[now], diffs[now]
         totals += np.bincount(rank, weights=diffs, minlength=n).round().astype(np.int64)
     return totals, vals, concat_rows(later, 0, spine.ntimes)
+
+
+def _key_totals_few(spine: Spine, keys: list[int], t: tuple[int, ...]) -> tuple[np.ndarray, list[np.ndarray], Rows]:
+    n = len(keys)
+    totals = [0] * n
+    vals = [[0] * n for _ in range(spine.nvals)]
+    later: list[tuple[int, ...]] = []
+    least, greatest = keys[0], keys[-1]
+    for b in spine.batches():
+        if b.kmax < least or b.kmin > greatest:
+            continue
+        for i, k in enumerate(keys):
+            found = b.span(k)
+            if found is None:
+                continue
+            lo, hi = found
+            for out, col in zip(vals, b.vals):
+                out[i] = int(col[lo])
+            for time, d in zip(zip(*(c[lo:hi].tolist() for c in b.times)), b.diffs[lo:hi].tolist()):
+                if all(map(le, time, t)):
+                    totals[i] += d
+                else:
+                    later.append((k, *time, d))
+    if later:
+        table = np.array(later, dtype=np.int64).reshape(len(later), 2 + spine.ntimes)
+        gone = Rows(table[:, 0], (), [table[:, 1 + i] for i in range(spine.ntimes)], table[:, -1])
+    else:
+        gone = Rows.empty(0, spine.ntimes)
+    return np.array(totals, dtype=np.int64), [np.array(v, dtype=np.int64) for v in vals], gone
 
 
 def _accumulate_few(parts: list[Rows], t: tuple[int, ...], nvals: int, ntimes: int) -> tuple[Rows, Rows]:
