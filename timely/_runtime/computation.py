@@ -45,7 +45,7 @@ from .config import (
     peer_timeout_from_env,
     pickle_from_env,
 )
-from .process import SHUTDOWN_SECONDS, ProcessRuntime
+from .process import INLINE_SECONDS, SHUTDOWN_SECONDS, ProcessRuntime
 from .recovery import ReplayPlan, plan_replay
 from .report import install as install_failure_report
 from .statistics import ComputationStatistics
@@ -245,7 +245,7 @@ class Computation(_Handle):
         binding = self.runtime.bindings.probe(probe)
         t = binding.time(time)
         frontier_at, location = self.runtime.tracker.frontier_at, binding.location
-        if self._inline(lambda: not frontier_at(location).less_equal(t)):
+        if self._inline(lambda: not frontier_at(location).less_equal(t), timeout):
             return
 
         async def wait() -> None:
@@ -278,7 +278,7 @@ class Computation(_Handle):
         return explanation if failure is None else f"the computation failed: {failure}\n{explanation}"
 
     def _drive(self, predicate: Callable[[], bool], timeout: float | None) -> None:
-        if self._inline(predicate):
+        if self._inline(predicate, timeout):
             return
 
         async def wait() -> None:
@@ -286,15 +286,19 @@ class Computation(_Handle):
 
         self._run(wait(), timeout, "the computation did not drain its inputs")
 
-    def _inline(self, done: Callable[[], bool]) -> bool:
+    def _inline(self, done: Callable[[], bool], timeout: float | None) -> bool:
         """Whether ``done()`` holds after the scheduler ran on this stack
-        (`ProcessRuntime.run_inline`); a callback's error ends the runtime's task as it would
-        have ended inside the loop, and is raised as `_run` raises it."""
+        (`ProcessRuntime.run_inline`), for no longer than the wait's ``timeout`` allows; a
+        callback's error ends the runtime's task as it would have ended inside the loop, and
+        is raised as `_run` raises it."""
         self._check_failed()
         if self._loop.is_running() or self._task.done():
             return False
         try:
-            return self.runtime.run_inline(done)
+            remaining = self._remaining(timeout)
+            return self.runtime.run_inline(
+                done, INLINE_SECONDS if remaining is None else min(INLINE_SECONDS, remaining)
+            )
         except Exception as exc:
             failed = exc
         if self.runtime.failure is None:
