@@ -348,8 +348,9 @@ class Reduce(Stateful):
         still to settle."""
         t = tuple(time)
         arity = self.layout.arity or SCALAR
-        if self.out_layout.arity != arity or self.input_trace is None:
+        if self.out_layout.arity != arity:
             return False
+        assert self.input_trace is not None  # `process` returns before without one
         counts, vals, later = key_totals(self.input_trace, keys, t)
         if (counts < 0).any():
             return False
@@ -563,13 +564,17 @@ def _key_totals_few(spine: Spine, keys: list[int], t: tuple[int, ...]) -> tuple[
                 if all(map(le, time, t)):
                     totals[i] += d
                 else:
-                    later.append((k, *time, d))
-    if later:
-        table = np.array(later, dtype=np.int64).reshape(len(later), 2 + spine.ntimes)
-        gone = Rows(table[:, 0], (), [table[:, 1 + i] for i in range(spine.ntimes)], table[:, -1])
-    else:
-        gone = Rows.empty(0, spine.ntimes)
-    return np.array(totals, dtype=np.int64), [np.array(v, dtype=np.int64) for v in vals], gone
+                    later.append((k, *time))
+    vals_ = [np.array(v, dtype=np.int64) for v in vals]
+    return np.array(totals, dtype=np.int64), vals_, _later_rows(later, spine.ntimes)
+
+
+def _later_rows(later: list[tuple[int, ...]], ntimes: int) -> Rows:
+    """``(key, *time)`` tuples as the rows `Reduce.schedule` takes (their diffs unused)."""
+    if not later:
+        return Rows.empty(0, ntimes)
+    cols = np.array(later, dtype=np.int64).reshape(len(later), 1 + ntimes)
+    return Rows(cols[:, 0], (), [cols[:, 1 + i] for i in range(ntimes)], np.ones(len(later), dtype=np.int64))
 
 
 def _accumulate_few(parts: list[Rows], t: tuple[int, ...], nvals: int, ntimes: int) -> tuple[Rows, Rows]:
@@ -578,7 +583,7 @@ def _accumulate_few(parts: list[Rows], t: tuple[int, ...], nvals: int, ntimes: i
     for rows in parts:
         times = list(zip(*(c.tolist() for c in rows.times)))
         for row, d, s in zip(zip(rows.keys.tolist(), *(v.tolist() for v in rows.vals)), rows.diffs.tolist(), times):
-            if all(a <= b for a, b in zip(s, t)):
+            if all(map(le, s, t)):
                 total[row] = total.get(row, 0) + d
             else:
                 later.append((row[0], *s))
@@ -590,9 +595,4 @@ def _accumulate_few(parts: list[Rows], t: tuple[int, ...], nvals: int, ntimes: i
         )
     else:
         acc = Rows.empty(nvals, 0)
-    if later:
-        cols = np.array(later, dtype=np.int64).reshape(len(later), 1 + ntimes)
-        gone = Rows(cols[:, 0], (), [cols[:, 1 + i] for i in range(ntimes)], np.ones(len(later), dtype=np.int64))
-    else:
-        gone = Rows.empty(0, ntimes)
-    return acc, gone
+    return acc, _later_rows(later, ntimes)

@@ -244,8 +244,8 @@ class Computation(_Handle):
         """Run the computation until nothing at or before ``time`` can reach ``probe``."""
         binding = self.runtime.bindings.probe(probe)
         t = binding.time(time)
-        frontier_at, location = self.runtime.tracker.frontier_at, binding.location
-        if self._inline(lambda: not frontier_at(location).less_equal(t), timeout):
+        has_passed, location = self.runtime.waiters.has_passed, binding.location
+        if self._inline(lambda: has_passed(location, t), timeout):
             return
 
         async def wait() -> None:
@@ -294,17 +294,14 @@ class Computation(_Handle):
         self._check_failed()
         if self._loop.is_running() or self._task.done():
             return False
+        remaining = self._remaining(timeout)
         try:
-            remaining = self._remaining(timeout)
             return self.runtime.run_inline(
                 done, INLINE_SECONDS if remaining is None else min(INLINE_SECONDS, remaining)
             )
         except Exception as exc:
             failed = exc
-        if self.runtime.failure is None:
-            self.runtime.failure = failed
-        self.runtime.wake()
-        self._loop.run_until_complete(asyncio.wait({self._task}))
+        self._loop.run_until_complete(asyncio.wait({self._task}))  # it ends on the recorded failure
         raise self._task.exception() or failed
 
     def _run(self, coro: Any, timeout: float | None, what: str) -> None:

@@ -438,7 +438,8 @@ class ProcessRuntime:
         A process with peers or a console must not skip the loop (it carries their frames and
         samples), nor one with ``async def`` callbacks (they run as the loop's tasks). What is
         left (waiting for time or I/O) goes to the loop, whose scheduler looks again when it
-        next runs. A callback's error propagates, as it does out of the loop's task."""
+        next runs. A callback's error is recorded as the computation's failure, as the loop's
+        task records it, and propagates."""
         if (
             self.transport is not None
             or self.sampler is not None
@@ -456,6 +457,10 @@ class ProcessRuntime:
                     self.waiters.check_conditions()
                 if not more or _time.perf_counter() > deadline:
                     break
+        except Exception as exc:
+            if self.failure is None:  # as the loop's task records it (`_run`)
+                self.failure = exc
+            raise
         finally:
             if stepped:
                 self.wake()

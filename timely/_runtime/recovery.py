@@ -102,12 +102,8 @@ def plan_replay(policy: Checkpoints, inputs: list[str], process: int, processes:
             for epoch, records in state.records.items():
                 if start <= epoch < resume_at:
                     by_epoch.setdefault(epoch, []).extend(records)
-        closed_at = max(
-            (s.closed_at for s in states.values() if s is not None and s.closed_at is not None), default=start
-        )
-        plan[name] = InputReplay(
-            mine, by_epoch, None if resume_at == math.inf else int(resume_at), max(closed_at, start)
-        )
+        closed_at = max([start, *(s.closed_at for s in states.values() if s is not None and s.closed_at is not None)])
+        plan[name] = InputReplay(mine, by_epoch, None if resume_at == math.inf else int(resume_at), closed_at)
     return plan
 
 

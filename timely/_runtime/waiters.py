@@ -33,12 +33,16 @@ class Waiters:
     def passed(self, location: int, time: Timestamp) -> asyncio.Future[None]:
         """A future that resolves once nothing at or before ``time`` can reach ``location``."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if not self._tracker.frontier_at(location).less_equal(time):
+        if self.has_passed(location, time):
             future.set_result(None)
         else:
             self._probes = [w for w in self._probes if not w.future.done()]  # drop abandoned waits
             self._probes.append(_ProbeWait(location, time, future))
         return future
+
+    def has_passed(self, location: int, time: Timestamp) -> bool:
+        """Nothing at or before ``time`` can reach ``location`` any more."""
+        return not self._tracker.frontier_at(location).less_equal(time)
 
     def when(self, predicate: Callable[[], bool]) -> asyncio.Future[None]:
         """A future that resolves after the first scheduler step at which ``predicate()`` holds."""
@@ -64,7 +68,7 @@ class Waiters:
         for wait in self._probes:
             if wait.future.done():
                 continue
-            if not self._tracker.frontier_at(wait.location).less_equal(wait.time):
+            if self.has_passed(wait.location, wait.time):
                 wait.future.set_result(None)
             else:
                 still.append(wait)
