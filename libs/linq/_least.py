@@ -479,7 +479,7 @@ def unchanged_many(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np
     when = np.zeros(n, dtype=np.int64)
     diff = np.zeros(n, dtype=np.int64)
     for b in labels.batches():
-        first_rows(keys, b.ukeys, b.starts, b.vals[0], b.times[-1], b.diffs, count, val, when, diff)
+        first_rows(keys, *b.key_index(n), b.vals[0], b.times[-1], b.diffs, count, val, when, diff)
     one = count == 1
     if not all_ints(val[one]) or not all_ints(delta.vals[0]):
         return np.zeros(n, dtype=bool)
@@ -566,7 +566,7 @@ def _still_proposed(proposals: Spine, keys: np.ndarray, labels: np.ndarray, td: 
 
         keys = np.ascontiguousarray(keys)
         for b in batches:
-            label_support(keys, labels, b.ukeys, b.starts, b.vals[0], b.times[-1], b.diffs, td, bound)
+            label_support(keys, labels, *b.key_index(len(keys)), b.vals[0], b.times[-1], b.diffs, td, bound)
         return bound >= 1
     for b in batches:
         found = b.lookup(query)

@@ -366,8 +366,7 @@ class Propagate(Stateful):
                         sorted_keys,
                         rows.vals[0],
                         rows.diffs,
-                        batch.ukeys,
-                        batch.starts,
+                        *batch.key_index(len(sorted_keys)),
                         batch.vals[0],
                         batch.diffs,
                     )

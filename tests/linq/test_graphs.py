@@ -81,10 +81,14 @@ def test_against_networkx(name: str) -> None:
     assert len(w.edges) == CASES[name].epochs + 1
 
 
+@pytest.mark.parametrize("find", ["search", "table"])
 @pytest.mark.parametrize("name", ["cc-skewed", "cc-skewed-in-flight-w2", "scc-skewed-in-flight-w2", "sssp-uniform"])
-def test_against_networkx_with_compiled_loops_for_every_size(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_against_networkx_with_compiled_loops_for_every_size(
+    name: str, find: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The compiled loops (numba) take over from many rows on; here from one row, so every
-    step of these cases runs through them: a few keys, empty batches, one time or several."""
+    step of these cases runs through them: a few keys, empty batches, one time or several;
+    finding keys by search, or (``table``) through every batch's key table."""
     from libs.linq import _least, _propagate
     from libs.linq._columns import _kernels
     from libs.linq._trace import _batch
@@ -92,6 +96,7 @@ def test_against_networkx_with_compiled_loops_for_every_size(name: str, monkeypa
     monkeypatch.setattr(_kernels, "COMPILED_ROWS", 1)
     for module in (_least, _propagate, _batch):
         monkeypatch.setattr(module, "COMPILED_KEYS", 1)
+    monkeypatch.setattr(_batch, "DENSE_QUERY", 1 if find == "table" else 1 << 40)
     run(CASES[name], timeout=100)
 
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from libs.linq import OperatorError, _least
 from libs.linq._columns import codes_of, values_of
 from libs.linq._columns._codes import codes_of_values
-from libs.linq._trace import Batch, Rows, Spine
+from libs.linq._trace import Batch, Rows, Spine, _batch
 
 Time = tuple[int, ...]
 Row = tuple[int, Any, Time, int]
@@ -220,7 +220,9 @@ def consistent(draw: st.DrawFn) -> tuple[list[Row], list[Row], list[Row], Time]:
     return proposals, labels, delta, t
 
 
-@pytest.mark.parametrize("form", ["columns", "python", "arrangement", "compiled", "many"])
+@pytest.mark.parametrize(
+    "form", ["columns", "python", "arrangement", "compiled", "compiled-table", "many", "many-table"]
+)
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=consistent(), cut=st.integers(0, 30))
 def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form: str, case: Any, cut: int) -> None:
@@ -228,13 +230,16 @@ def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form:
     which lets a removal of a key's label pass while the label keeps a positive count (its
     count read by numpy passes, or, ``compiled``, by the compiled walk of many keys), and with
     the label rows given with their keys' ranks (as `Propagate` reads them), or (``many``)
-    read from the labels' arrangement by `unchanged_many`."""
+    read from the labels' arrangement by `unchanged_many`; ``-table``: the compiled loops find
+    keys through each batch's key table, not by search."""
     proposals, labels, delta, t = case
     if not delta:
         return
-    old = _least.FEW_ROWS, _least.COMPILED_KEYS
+    old = _least.FEW_ROWS, _least.COMPILED_KEYS, _batch.DENSE_QUERY
     _least.FEW_ROWS = 10**9 if form == "python" else 0
-    _least.COMPILED_KEYS = 1 if form == "compiled" else 1 << 40
+    _least.COMPILED_KEYS = 1 if form.startswith("compiled") else 1 << 40
+    _batch.DENSE_QUERY = 1 if form.endswith("-table") else 1 << 40
+    form = form.removesuffix("-table")
     try:
         changes = Batch(_rows(delta, 3))
         if form == "many":
@@ -253,7 +258,7 @@ def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form:
         else:
             said = _least.unchanged(changes, _rows(labels, 3), t)
     finally:
-        _least.FEW_ROWS, _least.COMPILED_KEYS = old
+        _least.FEW_ROWS, _least.COMPILED_KEYS, _batch.DENSE_QUERY = old
     keys = changes.ukeys.tolist()
     for key, same in zip(keys, said.tolist(), strict=True):
         if same:

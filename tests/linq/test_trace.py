@@ -26,7 +26,7 @@ def _batch_of(keys: list[int]) -> Batch:
     return Batch(Rows(k, [np.arange(n, dtype=np.int64)], [np.zeros(n, dtype=np.int64)], np.ones(n, dtype=np.int64)))
 
 
-@pytest.mark.parametrize("way", ["search", "dense", "compiled"])
+@pytest.mark.parametrize("way", ["search", "dense", "compiled", "compiled-dense"])
 @settings(max_examples=150, deadline=None)
 @given(
     stored=st.lists(st.integers(-50, 200), min_size=1, max_size=300),
@@ -35,9 +35,9 @@ def _batch_of(keys: list[int]) -> Batch:
 def test_find_and_matches_give_the_rows_a_scan_gives(way: str, stored: list[int], asked: list[int]) -> None:
     with pytest.MonkeyPatch.context() as patch:
         # large queries by binary search, (DENSE_QUERY lowered to 1) through the key table, or
-        # (COMPILED_KEYS lowered) by the compiled walk through sorted keys
-        patch.setattr(_batch, "DENSE_QUERY", 1 if way == "dense" else 1 << 40)
-        patch.setattr(_batch, "COMPILED_KEYS", 1 if way == "compiled" else 1 << 40)
+        # (COMPILED_KEYS lowered) by the compiled walk through sorted keys or reading the table
+        patch.setattr(_batch, "DENSE_QUERY", 1 if way.endswith("dense") else 1 << 40)
+        patch.setattr(_batch, "COMPILED_KEYS", 1 if way.startswith("compiled") else 1 << 40)
         _check(stored, asked)
         _check(stored, sorted(asked))  # a join's delta comes sorted by key
 

@@ -214,7 +214,7 @@ class Batch(Rows):
         if n >= COMPILED_KEYS:
             from .._columns._compiled import key_rows  # numba only once arrays are large
 
-            idx, rank = key_rows(np.ascontiguousarray(query.keys), self.ukeys, self.starts)
+            idx, rank = key_rows(np.ascontiguousarray(query.keys), *self.key_index(n))
             return (idx, rank) if len(idx) else None
         if len(self) <= 2 * n:
             rank = query.ranks(self.keys)
@@ -273,6 +273,19 @@ class Batch(Rows):
             if self.ukeys[pos] != key:
                 return None
         return int(self.starts[pos]), int(self.starts[pos + 1])
+
+    def key_index(self, queries: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """What a compiled loop finds keys with (`_compiled._matches`): the distinct keys, where
+        each key's rows start, and the key table with its least key, for a query of ``queries``
+        keys; the table is built for a large query (`DENSE_QUERY`) and kept, and is empty when
+        the keys are too sparse for one (the loop then searches)."""
+        index = self.index
+        table = index.table
+        if table is None and queries >= DENSE_QUERY:
+            table = index.dense_table()
+        if table is None:
+            return self.ukeys, self.starts, EMPTY, 0
+        return self.ukeys, self.starts, table, int(self.ukeys[0])
 
     def key_ranges(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each of ``keys`` (any order, repeats allowed): where its rows begin and end."""
@@ -378,7 +391,7 @@ def matches_each(keys: np.ndarray, batches: list[Batch]) -> Iterator[tuple[Batch
 
         keys = np.ascontiguousarray(keys)
         for batch in batches:
-            idx, rank = key_rows(keys, batch.ukeys, batch.starts)
+            idx, rank = key_rows(keys, *batch.key_index(len(keys)))
             if len(idx):
                 yield batch, idx, rank
         return
