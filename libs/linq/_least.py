@@ -467,9 +467,10 @@ def unchanged(
 def unchanged_many(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np.ndarray:
     """`unchanged` for many keys (with the proposals' arrangement), read from the label
     arrangement itself: a compiled walk per batch counts each key's label rows and keeps its
-    first, so only the keys with several label rows (a few: most nodes have one label from one
-    time on) have their rows gathered and checked as `unchanged` does."""
-    from ._columns._compiled import first_rows, least_added_removed  # numba: arrays are large
+    first, so only the keys with several label rows (most nodes have one label from one time
+    on) have their rows laid out, a slot per key, and checked as `unchanged` does, in
+    compiled loops (`slot_rows`, `consistent_slots`)."""
+    from ._columns._compiled import consistent_slots, first_rows, least_added_removed, slot_rows  # numba
 
     keys = delta.ukeys
     n = len(keys)
@@ -486,15 +487,22 @@ def unchanged_many(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np
     consistent = one & (diff == 1) & (when <= td)
     greatest = np.where(consistent, val, np.iinfo(np.int64).min)
     several = np.flatnonzero(count > 1)
-    if len(several):
-        rows, rank = ranked_rows_of(labels, keys[several])
-        if not all_ints(rows.vals[0]):
+    if len(several):  # their rows side by side, a slot per key, checked as `_consistent` does
+        wanted = np.ascontiguousarray(keys[several])
+        offsets = np.zeros(len(several) + 1, dtype=np.int64)
+        np.cumsum(count[several], out=offsets[1:])
+        fill = offsets[:-1].copy()
+        rows = int(offsets[-1])
+        sval, spos, sdiff = np.empty(rows, np.int64), np.empty(rows, np.int64), np.empty(rows, np.int64)
+        for b in labels.batches():
+            slot_rows(wanted, *b.key_index(len(wanted)), b.vals[0], b.times[-1], b.diffs, td, fill, sval, spos, sdiff)
+        if not all_ints(sval):
             return np.zeros(n, dtype=bool)
-        bad = np.zeros(len(several), dtype=bool)
+        bad = np.zeros(len(several), dtype=np.int64)
         most = np.full(len(several), np.iinfo(np.int64).min, dtype=np.int64)
-        labelled = np.zeros(len(several), dtype=bool)
-        _consistent(rows, rank, td, bad, most, labelled)
-        consistent[several] = labelled & ~bad
+        labelled = np.zeros(len(several), dtype=np.int64)
+        consistent_slots(offsets, sval, spos, sdiff, td, bad, most, labelled)
+        consistent[several] = (labelled == 1) & (bad == 0)
         greatest[several] = most
     least_added, least_removed = least_added_removed(delta.starts, delta.vals[0], delta.diffs, NONE)
     return _decided(keys, consistent, greatest, least_added, least_removed, td, proposals)

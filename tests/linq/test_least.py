@@ -307,3 +307,46 @@ def test_adding_a_proposal_no_better_than_the_label_leaves_the_key_alone() -> No
             finally:
                 _least.FEW_ROWS = old
             assert said.tolist() == [same], (change, few)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(0, 5), st.sampled_from([1, -1, 1, -1, 2])),
+        max_size=16,
+    ),
+    td=st.integers(0, 2),
+)
+def test_the_compiled_check_of_label_slots_says_what_the_column_form_says(
+    rows: list[tuple[int, int, int, int]], td: int
+) -> None:
+    """`unchanged_many`'s compiled check of keys with several label rows (laid out a slot per
+    key) against `_consistent`, on any rows: counts that go negative, keys with no label or
+    two at once, a first change after ``td``."""
+    from libs.linq._columns._compiled import consistent_slots
+
+    nkeys = 6
+    rows = sorted(rows)
+    rank = np.array([r[0] for r in rows], dtype=np.int64)
+    label = np.array([r[1] for r in rows], dtype=np.int64)
+    time = np.array([r[2] for r in rows], dtype=np.int64)
+    diff = np.array([r[3] for r in rows], dtype=np.int64)
+    bad, greatest, labelled = np.zeros(nkeys, bool), np.full(nkeys, np.iinfo(np.int64).min), np.zeros(nkeys, bool)
+    if rows:
+        ranked = Rows(rank, [label], [np.zeros(len(rows), dtype=np.int64), time], diff)
+        _least._consistent(ranked, rank, td, bad, greatest, labelled)
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(rank, minlength=nkeys))]).astype(np.int64)
+    # each slot's rows shuffled (as batches leave them): the loop sorts them
+    order_ = np.concatenate([np.random.default_rng(k).permutation(np.flatnonzero(rank == k)) for k in range(nkeys)])
+    order_ = order_.astype(np.int64)
+    c_bad, c_most, c_labelled = (
+        np.zeros(nkeys, np.int64),
+        np.full(nkeys, np.iinfo(np.int64).min),
+        np.zeros(nkeys, np.int64),
+    )
+    consistent_slots(
+        offsets, label[order_].copy(), np.maximum(time[order_], td), diff[order_].copy(), td, c_bad, c_most, c_labelled
+    )
+    assert (c_bad == 1).tolist() == bad.tolist()
+    assert (c_labelled == 1).tolist() == labelled.tolist()
+    assert c_most[labelled].tolist() == greatest[labelled].tolist()

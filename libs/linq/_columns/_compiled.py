@@ -38,7 +38,16 @@ ANY = Array(int64, 1, "A", readonly=True)
 NO_FLOOR = np.iinfo(np.int64).min
 """A floor that raises nothing."""
 
-__all__ = ["consolidate_packed", "first_rows", "join_values", "key_rows", "label_support", "least_added_removed"]
+__all__ = [
+    "consistent_slots",
+    "consolidate_packed",
+    "first_rows",
+    "join_values",
+    "key_rows",
+    "label_support",
+    "least_added_removed",
+    "slot_rows",
+]
 
 
 @njit(void(OUT, IN, i8, i8, i8), cache=True, nogil=True)
@@ -308,6 +317,117 @@ def first_rows(
         val[i] = vals[r]
         when[i] = last[r]
         diff[i] = diffs[r]
+
+
+@njit(void(IN, IN, IN, IN, i8, ANY, ANY, ANY, i8, OUT, OUT, OUT, OUT), cache=True, nogil=True)
+def slot_rows(
+    keys: np.ndarray,
+    ukeys: np.ndarray,
+    starts: np.ndarray,
+    table: np.ndarray,
+    low: int,
+    vals: np.ndarray,
+    last: np.ndarray,
+    diffs: np.ndarray,
+    td: int,
+    fill: np.ndarray,
+    val: np.ndarray,
+    pos: np.ndarray,
+    diff: np.ndarray,
+) -> None:
+    """For each of ``keys`` (sorted, distinct) with rows in one batch (`Batch.key_index`):
+    write its rows' value, line position (the last time coordinate, raised to ``td``) and
+    diff into its slot of ``val``, ``pos``, ``diff``, from ``fill[i]`` on (which it advances):
+    every key's rows of every batch, side by side, with no sort."""
+    ia, ju, m = _matches(keys, ukeys, table, low)
+    for p in range(m):
+        i = ia[p]
+        f = fill[i]
+        for r in range(starts[ju[p]], starts[ju[p] + 1]):
+            val[f] = vals[r]
+            x = last[r]
+            pos[f] = x if x > td else td
+            diff[f] = diffs[r]
+            f += 1
+        fill[i] = f
+
+
+@njit(void(IN, OUT, OUT, OUT, i8, OUT, OUT, OUT), cache=True, nogil=True)
+def consistent_slots(
+    offsets: np.ndarray,
+    val: np.ndarray,
+    pos: np.ndarray,
+    diff: np.ndarray,
+    td: int,
+    bad: np.ndarray,
+    greatest: np.ndarray,
+    labelled: np.ndarray,
+) -> None:
+    """`_least._consistent` for the label rows of keys laid out in slots (key ``i``'s rows
+    from ``offsets[i]`` to ``offsets[i + 1]``, by `slot_rows`): each slot sorted by (position,
+    label) in place, then read once along the line. ``bad[i]``: some label's count goes
+    negative, or the key has not exactly one label in all at each position where that total
+    changes, the first being ``td``; ``greatest[i]``: the greatest label present (count > 0)
+    at some position; ``labelled[i]``: one was."""
+    counts_val = np.empty(64, dtype=np.int64)
+    counts = np.empty(64, dtype=np.int64)
+    for i in range(len(offsets) - 1):
+        lo = offsets[i]
+        hi = offsets[i + 1]
+        for a in range(lo + 1, hi):  # insertion sort: a slot holds a few rows
+            pv = pos[a]
+            vv = val[a]
+            dv = diff[a]
+            b = a - 1
+            while b >= lo and (pos[b] > pv or (pos[b] == pv and val[b] > vv)):
+                pos[b + 1] = pos[b]
+                val[b + 1] = val[b]
+                diff[b + 1] = diff[b]
+                b -= 1
+            pos[b + 1] = pv
+            val[b + 1] = vv
+            diff[b + 1] = dv
+        if hi - lo > len(counts):
+            counts_val = np.empty(hi - lo, dtype=np.int64)
+            counts = np.empty(hi - lo, dtype=np.int64)
+        nlabels = 0
+        total = 0
+        seen_change = False
+        r = lo
+        while r < hi:
+            x = pos[r]
+            change = 0
+            while r < hi and pos[r] == x:  # one position: each label's rows summed
+                label = val[r]
+                d = 0
+                while r < hi and pos[r] == x and val[r] == label:
+                    d += diff[r]
+                    r += 1
+                if d == 0:
+                    continue
+                change += d
+                k = 0
+                while k < nlabels and counts_val[k] != label:
+                    k += 1
+                if k == nlabels:
+                    counts_val[k] = label
+                    counts[k] = 0
+                    nlabels += 1
+                counts[k] += d
+                if counts[k] < 0:
+                    bad[i] = 1
+                elif counts[k] > 0:
+                    if label > greatest[i]:
+                        greatest[i] = label
+                    labelled[i] = 1
+            if change == 0:
+                continue
+            if not seen_change and x != td:
+                bad[i] = 1
+            seen_change = True
+            total += change
+            if total != 1:
+                bad[i] = 1
 
 
 @njit(Tuple((OUT, OUT))(IN, ANY, ANY, i8), cache=True, nogil=True)
