@@ -42,6 +42,22 @@ def test_find_and_matches_give_the_rows_a_scan_gives(way: str, stored: list[int]
         _check(stored, sorted(asked))  # a join's delta comes sorted by key
 
 
+@pytest.mark.parametrize("way", ["search", "dense", "compiled", "compiled-dense"])
+def test_large_batches_and_queries_give_the_rows_a_scan_gives(way: str) -> None:
+    """As above, on batches of hundreds of keys asked about hundreds (hypothesis draws mostly
+    short lists, which a batch answers key by key): the key table, built in numpy or by the
+    compiled loop, and read by numpy or by the compiled walk."""
+    rng = np.random.default_rng(7)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_batch, "DENSE_QUERY", 1 if way.endswith("dense") else 1 << 40)
+        patch.setattr(_batch, "COMPILED_KEYS", 1 if way.startswith("compiled") else 1 << 40)
+        for _ in range(40):
+            stored = rng.integers(-50, 200, size=int(rng.integers(20, 400))).tolist()
+            asked = rng.integers(-80, 260, size=int(rng.integers(9, 400))).tolist()
+            _check(stored, asked)
+            _check(stored, sorted(asked))
+
+
 def _check(stored: list[int], asked: list[int]) -> None:
     batch = _batch_of(stored)
     keys = np.array(sorted(set(asked)), dtype=np.int64)

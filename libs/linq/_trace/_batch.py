@@ -331,8 +331,14 @@ class Keys:
             if int(keys[-1]) - low >= DENSITY * n:
                 self.sparse = True
                 return None
-            self.table = np.full(int(keys[-1]) - low + 1, -1, dtype=np.int64)
-            self.table[keys - low] = np.arange(n)
+            size = int(keys[-1]) - low + 1
+            if n >= COMPILED_KEYS:
+                from .._columns._compiled import key_table  # numba only once arrays are large
+
+                self.table = key_table(np.ascontiguousarray(keys), low, size)
+            else:
+                self.table = np.full(size, -1, dtype=np.int64)
+                self.table[keys - low] = np.arange(n)
         return self.table
 
     def ranks(self, values: np.ndarray) -> np.ndarray:
