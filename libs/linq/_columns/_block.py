@@ -78,10 +78,13 @@ class Block:
         if n and type(records[0]) is tuple:
             k = len(records[0])
             if set(map(type, records)) == {tuple} and set(map(len, records)) == {k}:
-                if k and set(map(type, chain.from_iterable(records))) == {int}:
-                    try:  # the common case, tuples of ints (edges): one pass in C
-                        flat = np.fromiter(chain.from_iterable(records), dtype=np.int64, count=k * n)
-                        table = flat.reshape(n, k)
+                # the common case, tuples of ints (edges): the fields gathered into one list,
+                # whose types are checked and values read in C (the tuples are not walked
+                # again for each: a batch's records lie scattered in memory)
+                flat = list(chain.from_iterable(records)) if k else []
+                if k and set(map(type, flat)) == {int}:
+                    try:
+                        table = np.fromiter(flat, dtype=np.int64, count=k * n).reshape(n, k)
                         return cls([table[:, i].copy() for i in range(k)], k, diffs)
                     except OverflowError:
                         pass
