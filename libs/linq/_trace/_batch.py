@@ -120,11 +120,14 @@ class Batch(Rows):
     """Sorted, consolidated rows, with ``ukeys`` (distinct keys) and ``starts`` (offset of
     each key's first row, and the length at the end); ``upper`` is the join of every time."""
 
-    __slots__ = ("index", "kmax", "kmin", "spans", "starts", "ukeys", "upper")
+    __slots__ = ("index", "kmax", "kmin", "spans", "starts", "ukeys", "upper", "views")
 
     def __init__(self, rows: Rows, tidy: bool = False) -> None:
         self.spans: dict[int, tuple[int, int]] | None = None
         """Key to its rows' span, for a batch of at most `SPAN_TABLE` keys (built by `span`)."""
+        self.views: tuple[memoryview | None, memoryview] | None = None
+        """The key table and ``starts`` as memoryviews, for a larger batch (built by `span`):
+        reading one gives a Python int, four times faster than a numpy scalar."""
         if 1 < len(rows.diffs) <= SMALL_ROWS:
             self._small(rows, tidy)
             return
@@ -263,16 +266,20 @@ class Batch(Rows):
             bounds = self.starts.tolist()
             spans = self.spans = dict(zip(self.ukeys.tolist(), pairwise(bounds)))
             return spans.get(key)
-        table = self.index.dense_table()  # built once per batch: then a read, not a search
-        if table is not None:
-            pos = int(table[key - self.kmin])
+        views = self.views
+        if views is None:
+            table = self.index.dense_table()  # built once per batch: then a read, not a search
+            views = self.views = (None if table is None else memoryview(table), memoryview(self.starts))
+        table_view, starts = views
+        if table_view is not None:
+            pos = table_view[key - self.kmin]
             if pos < 0:
                 return None
         else:
             pos = int(self.ukeys.searchsorted(key))
             if self.ukeys[pos] != key:
                 return None
-        return int(self.starts[pos]), int(self.starts[pos + 1])
+        return starts[pos], starts[pos + 1]
 
     def key_index(self, queries: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """What a compiled loop finds keys with (`_compiled._matches`): the distinct keys, where
