@@ -269,7 +269,7 @@ class Batch(Rows):
         views = self.views
         if views is None:
             table = self.index.dense_table()  # built once per batch: then a read, not a search
-            views = self.views = (None if table is None else memoryview(table), memoryview(self.starts))
+            views = self.views = (None if table is None else table.data, self.starts.data)
         table_view, starts = views
         if table_view is not None:
             pos = table_view[key - self.kmin]
