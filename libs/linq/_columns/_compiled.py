@@ -287,10 +287,10 @@ def label_support(
     td: int,
     bound: np.ndarray,
 ) -> None:
-    """`_least._still_proposed` for one batch (its distinct keys ``ukeys``, where each key's
-    rows start, its key table: `Batch.key_index`; and the columns read): add to ``bound[i]`` the diffs of the rows of
-    ``keys[i]`` whose value is ``labels[i]`` and that are at or before ``td`` (the last time
-    coordinate) or removals. ``keys`` and ``ukeys`` are sorted (`_matches`)."""
+    """`_least._still_proposed` for one batch (found by `Batch.key_index`, with the columns
+    read): add to ``bound[i]`` the diffs of the rows of ``keys[i]`` whose value is
+    ``labels[i]`` and that are at or before ``td`` (the last time coordinate) or removals.
+    ``keys`` and ``ukeys`` are sorted (`_matches`)."""
     ia, ju, m = _matches(keys, ukeys, table, low)
     for p in range(m):
         i = ia[p]
@@ -318,9 +318,9 @@ def first_rows(
     when: np.ndarray,
     diff: np.ndarray,
 ) -> None:
-    """For each of ``keys`` (sorted, distinct) with rows in one batch (`Batch.key_index`): add their number to
-    ``count[i]``, and keep the first one's value, last time coordinate and diff (a key with
-    one row in all batches: its row)."""
+    """For each of ``keys`` (sorted, distinct) with rows in one batch (`Batch.key_index`):
+    add their number to ``count[i]``, and keep the first one's value, last time coordinate and
+    diff (a key with one row in all batches: its row)."""
     ia, ju, m = _matches(keys, ukeys, table, low)
     for p in range(m):
         i = ia[p]
@@ -472,8 +472,8 @@ def join_values(
     bdiffs: np.ndarray,
 ) -> tuple:  # type: ignore[type-arg]
     """A join of rows ``(keys, vals, diffs)`` (sorted by key) with a batch's rows of the same
-    keys (`Batch.key_index`): for each pair, the row's value, the batch row's value and the product of the diffs
-    (what `key_rows` and four gathers give, in one loop)."""
+    keys (`Batch.key_index`): for each pair, the row's value, the batch row's value and the
+    product of the diffs (what `key_rows` and four gathers give, in one loop)."""
     ia, ju, m = _matches(keys, ukeys, table, low)
     total = _rows_of(ju, m, starts)
     left = np.empty(total, dtype=np.int64)
