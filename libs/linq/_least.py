@@ -31,7 +31,7 @@ Two forms: column-wise for int labels (a row meets each line time at or after it
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import le
 
 import numpy as np
@@ -60,6 +60,7 @@ __all__ = [
     "rows_of",
     "split_line",
     "unchanged",
+    "unchanged_few",
     "unchanged_many",
 ]
 
@@ -596,6 +597,63 @@ def _unchanged_python(delta: Batch, labels: Rows, t: Time) -> np.ndarray:
         labels.keys.tolist(), labels.times[-1].tolist(), labels.vals[0].tolist(), labels.diffs.tolist()
     ):
         rows.setdefault(k, []).append((max(x, td), label, d))
+    return np.array(_decided_python(delta, rows, td, None), dtype=bool)
+
+
+def unchanged_few(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np.ndarray | None:
+    """`unchanged` for a few keys (an update's case: one or two keys at most of its times),
+    read from the arrangements span by span as Python values, with no array per batch (the
+    column form's lookups cost a dozen numpy calls per batch, for a handful of rows); the
+    removal of a key's greatest label is checked as `_still_proposed` does. None when a label
+    is not an int (the general path then)."""
+    keys = delta.ukeys.tolist()
+    if not keys:  # the changes cancelled
+        return np.zeros(0, dtype=bool)
+    if not all_ints(delta.vals[0]):
+        return None
+    td = t[-1]
+    rows: dict[int, list[tuple[int, int, int]]] = {}
+    least, greatest = keys[0], keys[-1]
+    for b in labels.batches():
+        if b.kmax < least or b.kmin > greatest:
+            continue
+        for k in keys:
+            found = b.span(k)
+            if found is None:
+                continue
+            lo, hi = found
+            vals = b.vals[0][lo:hi].tolist()
+            if max(vals) >= PAIRS:
+                return None
+            h = rows.setdefault(k, [])
+            for x, label, d in zip(b.times[-1][lo:hi].tolist(), vals, b.diffs[lo:hi].tolist()):
+                h.append((x if x > td else td, label, d))
+
+    def still_proposed(key: int, label: int) -> bool:
+        bound = 0
+        for b in proposals.batches():
+            found = b.span(key)
+            if found is None:
+                continue
+            lo, hi = found
+            for v, x, d in zip(b.vals[0][lo:hi].tolist(), b.times[-1][lo:hi].tolist(), b.diffs[lo:hi].tolist()):
+                if v == label and (x <= td or d < 0):
+                    bound += d
+        return bound >= 1
+
+    return np.array(_decided_python(delta, rows, td, still_proposed), dtype=bool)
+
+
+def _decided_python(
+    delta: Batch,
+    rows: dict[int, list[tuple[int, int, int]]],
+    td: int,
+    still_proposed: Callable[[int, int], bool] | None,
+) -> list[bool]:
+    """`unchanged`'s answer key by key, from each key's label ``rows`` (``(line position,
+    label, diff)``, in any order): its labels consistent along the line, the changes adding
+    no smaller label and removing none as small as the greatest, or removing the greatest
+    while it stays proposed (``still_proposed(key, label)``, if given)."""
     starts = delta.starts.tolist()
     vals, diffs = delta.vals[0].tolist(), delta.diffs.tolist()
     out = []
@@ -617,10 +675,18 @@ def _unchanged_python(delta: Batch, labels: Rows, t: Time) -> np.ndarray:
                 ok = False
                 break
             greatest = present[0] if greatest is None else max(greatest, present[0])
-        if ok and greatest is not None:
-            for j in range(starts[i], starts[i + 1]):
-                if (diffs[j] > 0 and vals[j] < greatest) or (diffs[j] < 0 and vals[j] <= greatest):
-                    ok = False
-                    break
-        out.append(ok and greatest is not None)
-    return np.array(out, dtype=bool)
+        if not ok or greatest is None:
+            out.append(False)
+            continue
+        check = False
+        for j in range(starts[i], starts[i + 1]):
+            if diffs[j] > 0:
+                ok = vals[j] >= greatest
+            elif vals[j] == greatest and still_proposed is not None:
+                check = True
+            else:
+                ok = vals[j] > greatest
+            if not ok:
+                break
+        out.append(ok and (not check or still_proposed(k, greatest)))  # type: ignore[misc]
+    return out

@@ -58,6 +58,7 @@ from ._least import (
     rows_of,
     split_line,
     unchanged,
+    unchanged_few,
     unchanged_many,
 )
 from ._linear import Route, by_destination, changes_in, split_by
@@ -290,6 +291,10 @@ class Propagate(Stateful):
             for b in spine.batches():
                 if any(u > c for u, c in zip(b.upper[:-1], prefix)):
                     return delta.ukeys, None
+        if len(delta.ukeys) <= FEW_KEYS:  # an update's few keys: read span by span
+            keep = unchanged_few(delta, self.labels, t, self.proposals)
+            if keep is not None:
+                return delta.ukeys[~keep], None
         if len(delta.ukeys) >= COMPILED_KEYS:  # many keys: their labels are not gathered
             return delta.ukeys[~unchanged_many(delta, self.labels, t, self.proposals)], None
         labels, ranks = ranked_rows_of(self.labels, delta.ukeys)

@@ -221,7 +221,7 @@ def consistent(draw: st.DrawFn) -> tuple[list[Row], list[Row], list[Row], Time]:
 
 
 @pytest.mark.parametrize(
-    "form", ["columns", "python", "arrangement", "compiled", "compiled-table", "many", "many-table"]
+    "form", ["columns", "python", "arrangement", "compiled", "compiled-table", "many", "many-table", "few"]
 )
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=consistent(), cut=st.integers(0, 30))
@@ -231,7 +231,8 @@ def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form:
     count read by numpy passes, or, ``compiled``, by the compiled walk of many keys), and with
     the label rows given with their keys' ranks (as `Propagate` reads them), or (``many``)
     read from the labels' arrangement by `unchanged_many`; ``-table``: the compiled loops find
-    keys through each batch's key table, not by search."""
+    keys through each batch's key table, not by search; ``few``: both arrangements (the
+    labels also in two batches) read span by span by `unchanged_few`."""
     proposals, labels, delta, t = case
     if not delta:
         return
@@ -242,7 +243,19 @@ def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form:
     form = form.removesuffix("-table")
     try:
         changes = Batch(_rows(delta, 3))
-        if form == "many":
+        if form == "few":
+            spine = Spine(1, 3)
+            label_spine = Spine(1, 3)
+            for part in (proposals[:cut], proposals[cut:], delta):
+                if part:
+                    spine.insert(Batch(_rows(part, 3)))
+            for part in (labels[: cut // 2], labels[cut // 2 :]):
+                if part:
+                    label_spine.insert(Batch(_rows(part, 3)))
+            found = _least.unchanged_few(changes, label_spine, t, spine)
+            assert found is not None  # int labels
+            said = found
+        elif form == "many":
             spine = Spine(1, 3)
             for part in (proposals[:cut], proposals[cut:], delta):
                 if part:
@@ -274,7 +287,7 @@ def _spine_of(rows: Sequence[Row]) -> Spine:
     return spine
 
 
-@pytest.mark.parametrize("form", ["columns", "compiled"])
+@pytest.mark.parametrize("form", ["columns", "compiled", "few"])
 def test_removing_a_copy_of_the_label_while_another_stays_proposed_leaves_the_key_alone(
     form: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -287,6 +300,11 @@ def test_removing_a_copy_of_the_label_while_another_stays_proposed_leaves_the_ke
     for later, same in (([], True), ([(3, 4, (1, 0, 6), -1)], False), ([(3, 4, (1, 0, 5), 1)], True)):
         proposals = [(3, 4, (1, 0, 2), 2), *later, *change]
         spine = _spine_of(proposals)
+        if form == "few":
+            found = _least.unchanged_few(Batch(_rows(change, 3)), _spine_of(labels), t, spine)
+            assert found is not None
+            assert found.tolist() == [same], later
+            continue
         rows, ranks = _least.ranked_rows_of(_spine_of(labels), np.array([3]))
         _least.FEW_ROWS, old = 0, _least.FEW_ROWS
         try:
@@ -350,3 +368,14 @@ def test_the_compiled_check_of_label_slots_says_what_the_column_form_says(
     assert (c_bad == 1).tolist() == bad.tolist()
     assert (c_labelled == 1).tolist() == labelled.tolist()
     assert c_most[labelled].tolist() == greatest[labelled].tolist()
+
+
+def test_a_few_changes_that_cancel_leave_no_key_to_decide() -> None:
+    """Proposal changes at t that sum to nothing make an empty batch: no key, no answer (the
+    span-by-span reading must not look for a first key)."""
+    t = (1, 0, 3)
+    changes = Batch(_rows([(3, 4, t, 1), (3, 4, t, -1)], 3))
+    assert len(changes.ukeys) == 0
+    labels = _spine_of([(3, 4, (1, 0, 2), 1)])
+    found = _least.unchanged_few(changes, labels, t, _spine_of([(3, 4, (1, 0, 2), 1)]))
+    assert found is not None and found.tolist() == []
