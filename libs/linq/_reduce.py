@@ -37,6 +37,7 @@ import numpy as np
 from timely import KeyedState, Timestamp
 
 from ._columns import (
+    COMPILED_KEYS,
     EMPTY,
     SCALAR,
     Block,
@@ -526,7 +527,28 @@ def key_totals(spine: Spine, keys: np.ndarray, t: tuple[int, ...]) -> tuple[np.n
     vals = [np.zeros(n, dtype=np.int64) for _ in range(spine.nvals)]
     later: list[Rows] = []
     query = Keys(keys)
-    for b in spine.batches():
+    batches = spine.batches()
+    if n >= COMPILED_KEYS and spine.ntimes == 1:  # one compiled pass per batch (a root-scope reduce)
+        from ._columns._compiled import key_sums  # numba only once arrays are large
+
+        keys_c = np.ascontiguousarray(keys)
+        row = np.full(n, -1, dtype=np.int64)
+        unread = []
+        for b in batches:
+            row.fill(-1)
+            if key_sums(keys_c, *b.key_index(n), b.times[0], b.diffs, t[0], totals, row):
+                unread.append(b)  # rows at later times: read below, as the general path does
+            has = np.flatnonzero(row >= 0)
+            for out, col in zip(vals, b.vals):
+                out[has] = col[row[has]]
+        for b in unread:
+            found = b.lookup(query)
+            assert found is not None
+            idx, rank = found
+            gone = b.times[0][idx] > t[0]
+            later.append(Rows(keys[rank[gone]], (), [b.times[0][idx][gone]], b.diffs[idx][gone]))
+        return totals, vals, concat_rows(later, 0, spine.ntimes)
+    for b in batches:
         found = b.lookup(query)
         if found is None:
             continue

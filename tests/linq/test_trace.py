@@ -146,3 +146,47 @@ def test_a_batch_is_its_rows_sorted_and_summed_with_key_starts_and_time_bounds(
         rows_of_k = [i for i, key in enumerate(keys) if key == k]
         assert batch.span(k) == ((rows_of_k[0], rows_of_k[-1] + 1) if rows_of_k else None)
     assert batch.index.few == (batch.ukeys.tolist() if len(batch.ukeys) <= _batch.FEW_KEYS else [])
+
+
+@pytest.mark.parametrize("way", ["numpy", "compiled", "compiled-dense"])
+def test_key_totals_sum_each_keys_rows_up_to_t_as_a_scan_does(way: str) -> None:
+    """`_reduce.key_totals` (a distinct's counts) over a spine of several batches, for
+    hundreds of keys: each key's diffs at epochs ``<= t`` summed, its value, and its rows at
+    later epochs, as a scan of every row says; by numpy passes, or by the compiled loop (keys
+    found by search, or through each batch's key table)."""
+    from libs.linq import _reduce
+    from libs.linq._trace import Spine
+
+    rng = np.random.default_rng(11)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_reduce, "COMPILED_KEYS", 1 if way.startswith("compiled") else 1 << 40)
+        patch.setattr(_batch, "DENSE_QUERY", 1 if way.endswith("dense") else 1 << 40)
+        for _ in range(20):
+            spine = Spine(1, 1)
+            everything: list[tuple[int, int, int]] = []
+            for _ in range(int(rng.integers(1, 5))):
+                n = int(rng.integers(1, 300))
+                keys = rng.integers(0, 400, n)
+                epochs = rng.integers(0, 6, n)
+                diffs = rng.choice([-2, -1, 1, 3], n)
+                spine.insert(Batch(Rows(keys, [keys * 7 + 1], [epochs], diffs)))
+                everything += zip(keys.tolist(), epochs.tolist(), diffs.tolist())
+            asked = np.unique(rng.integers(0, 450, int(rng.integers(9, 400))))
+            t = int(rng.integers(0, 6))
+            totals, vals, later = _reduce.key_totals(spine, asked, (t,))
+            held = {key for key, _ in _summed(everything)}  # keys with rows left once summed
+            for i, k in enumerate(asked.tolist()):
+                assert totals[i] == sum(d for key, e, d in everything if key == k and e <= t)
+                if k in held:
+                    assert vals[0][i] == k * 7 + 1
+            got = sorted(zip(later.keys.tolist(), later.times[0].tolist(), later.diffs.tolist()))
+            wanted = [r for r in everything if r[0] in set(asked.tolist()) and r[1] > t]
+            # the spine sums rows that agree (key, value, epoch): compare the sums per (key, epoch)
+            assert _summed(got) == _summed(wanted)
+
+
+def _summed(rows: list[tuple[int, int, int]]) -> dict[tuple[int, int], int]:
+    out: dict[tuple[int, int], int] = {}
+    for k, e, d in rows:
+        out[(k, e)] = out.get((k, e), 0) + d
+    return {key: d for key, d in out.items() if d}

@@ -44,6 +44,7 @@ __all__ = [
     "first_rows",
     "join_values",
     "key_rows",
+    "key_sums",
     "key_table",
     "label_support",
     "least_added_removed",
@@ -301,6 +302,39 @@ def label_support(
             if vals[r] == label and (last[r] <= td or diffs[r] < 0):
                 total += diffs[r]
         bound[i] += total
+
+
+@njit(i8(IN, IN, IN, IN, i8, ANY, ANY, i8, OUT, OUT), cache=True, nogil=True)
+def key_sums(
+    keys: np.ndarray,
+    ukeys: np.ndarray,
+    starts: np.ndarray,
+    table: np.ndarray,
+    low: int,
+    times: np.ndarray,
+    diffs: np.ndarray,
+    t: int,
+    totals: np.ndarray,
+    row: np.ndarray,
+) -> int:
+    """`_reduce.key_totals` for one batch of rows with one time coordinate (`Batch.key_index`,
+    then the batch's time and diff columns): add to ``totals[i]`` the diffs of the rows of
+    ``keys[i]`` at times ``<= t``, and set ``row[i]`` to the index of one of its rows (-1 left
+    for keys with none). Returns how many rows are at later times (their caller reads them)."""
+    ia, ju, m = _matches(keys, ukeys, table, low)
+    later = 0
+    for p in range(m):
+        i = ia[p]
+        lo = starts[ju[p]]
+        row[i] = lo
+        total = 0
+        for r in range(lo, starts[ju[p] + 1]):
+            if times[r] <= t:
+                total += diffs[r]
+            else:
+                later += 1
+        totals[i] += total
+    return later
 
 
 @njit(void(IN, IN, IN, IN, i8, ANY, ANY, ANY, OUT, OUT, OUT, OUT), cache=True, nogil=True)
