@@ -9,6 +9,13 @@ chunk at a time, and the merged batch replaces its inputs when it is complete; u
 inputs stay readable, so readers never see a half-merged state. A merge that must make room
 for another batch at its level is finished at once (rare when fuel keeps pace).
 
+A large merge (`BACKGROUND_ROWS`) runs whole on the process's merge thread instead: its
+compiled loops and numpy's sort release the GIL, so with a second core the operator does not
+wait for it (a batch of 10,000 edge changes to connected components spent a sixth of its time
+merging). Only the operator's own thread changes the levels: it adopts a finished merge at its
+next insert or `Spine.advance_to`, and waits for one it needs out of the way. The batches a
+reader sees may therefore depend on timing; the rows they hold never do.
+
 Contract of logical compaction (`Spine.advance_to`): after ``advance_to(E)``, the trace may
 move the time of any row of an epoch before ``E`` to the same time in epoch ``E``, and sum
 rows that then agree. For every time ``t`` with ``t[0] >= E`` the accumulation at ``t`` (the
@@ -24,7 +31,9 @@ know what it has already seen (a join's delta) keeps that itself.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -44,6 +53,29 @@ TAIL = 1024
 """Batches up to this many rows join the spine's tail (`Spine.tail`), not a level."""
 TAIL_BATCHES = 8
 """The tail's batches are merged into one when there are this many."""
+BACKGROUND_ROWS = 1 << 16
+"""Merges of at least this many rows run whole on the merge thread (`_merger`), off the
+operator's path: their loops (numba's and numpy's sorts) release the GIL, so on a second core
+they cost the operator nothing; it keeps reading the two inputs until it adopts the result."""
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def _merger() -> ThreadPoolExecutor:
+    """The process's one merge thread (started at the first large merge)."""
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="linq-merge")
+    return _pool
+
+
+def _forget_merger() -> None:
+    """A forked child has no merge thread: it starts its own."""
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_merger)
 
 
 def _compacted(parts: Sequence[Rows], nvals: int, epoch: int) -> Rows:
@@ -61,7 +93,7 @@ def _level(n: int) -> int:
 class _Merge:
     """Two batches being merged, chunk by chunk, with the compaction epoch applied."""
 
-    __slots__ = ("a", "b", "epoch", "ntimes", "nvals", "out", "pa", "pb")
+    __slots__ = ("a", "b", "epoch", "future", "ntimes", "nvals", "out", "pa", "pb")
 
     def __init__(self, a: Batch, b: Batch, epoch: int) -> None:
         self.a, self.b = a, b
@@ -70,6 +102,20 @@ class _Merge:
         self.epoch = epoch
         self.nvals = len(a.vals)
         self.ntimes = len(a.times)
+        self.future: Future[Batch] | None = None
+        """The merge running on the merge thread, if it was large enough to go there."""
+
+    def finish(self) -> Batch:
+        """Merge everything left; the merged batch."""
+        self.work(len(self.a) + len(self.b))
+        return self.result()
+
+    def wait(self) -> Batch:
+        """The merged batch, now: from the merge thread (done inline if it has not started)."""
+        future = self.future
+        if future is None or future.cancel():
+            return self.finish()
+        return future.result()
 
     def done(self) -> bool:
         return self.pa >= len(self.a) and self.pb >= len(self.b)
@@ -139,9 +185,11 @@ class Spine:
         self._work(n * FUEL_PER_ROW)
 
     def advance_to(self, epoch: int) -> None:
-        """Logical compaction (see the module's contract)."""
+        """Logical compaction (see the module's contract); merges finished on the merge thread
+        are adopted."""
         if epoch > self.epoch:
             self.epoch = epoch
+        self._work(0)
 
     def _place(self, batch: Batch) -> None:
         level = _level(len(batch))
@@ -153,10 +201,8 @@ class Spine:
                 self.levels[level] = batch
                 return
             if isinstance(here, _Merge):  # make room: finish it and move its result up
-                here.work(len(here.a) + len(here.b))
                 self.levels[level] = None
-                done = here.result()
-                self._place(done)
+                self._place(here.wait())
                 continue
             merge = _Merge(here, batch, self.epoch)
             if len(here) + len(batch) <= SMALL:
@@ -167,19 +213,37 @@ class Spine:
                 if not len(batch):
                     return
                 continue
+            if len(here) + len(batch) >= BACKGROUND_ROWS:
+                try:
+                    merge.future = _merger().submit(merge.finish)
+                except RuntimeError:  # the interpreter is shutting down: merge here, by fuel
+                    pass
             self.levels[level] = merge
             return
 
     def _work(self, fuel: int) -> None:
+        """Merges advance by ``fuel`` rows; those on the merge thread are adopted once done."""
         for level, here in enumerate(self.levels):
-            if isinstance(here, _Merge) and here.work(fuel):
-                self.levels[level] = None
+            if not isinstance(here, _Merge):
+                continue
+            future = here.future
+            if future is None:
+                if not here.work(fuel):
+                    continue
                 done = here.result()
-                if len(done):
-                    self._place(done)
+            elif future.done():
+                done = future.result()
+            else:
+                continue
+            self.levels[level] = None
+            if len(done):
+                self._place(done)
 
     def compact(self) -> None:
         """Finish every merge and merge everything into one batch (for a checkpoint or when idle)."""
+        for here in self.levels:
+            if isinstance(here, _Merge) and here.future is not None:
+                here.future.cancel()  # its inputs are merged here (one still running is let be)
         batches = self.batches()
         self.levels = []
         self.tail = []

@@ -1,0 +1,93 @@
+"""The spine: what it holds is what was inserted (logical compaction aside), however its
+merges run — by fuel on the operator's thread, or whole on the merge thread."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from libs.linq._trace import Batch, Rows, Spine, _spine
+
+
+def _contents(rows: list[tuple[int, int, int, int, int]], epoch: int) -> dict[tuple[int, ...], int]:
+    """Rows ``(key, value, epoch, iteration, diff)`` summed, epochs before ``epoch`` moved to it
+    (what logical compaction may do; applied to both sides, the comparison is exact)."""
+    out: dict[tuple[int, ...], int] = {}
+    for k, v, e, i, d in rows:
+        key = (k, v, max(e, epoch), i)
+        out[key] = out.get(key, 0) + d
+    return {key: d for key, d in out.items() if d}
+
+
+def _held(spine: Spine) -> list[tuple[int, int, int, int, int]]:
+    rows = spine.rows()
+    return list(
+        zip(
+            rows.keys.tolist(),
+            rows.vals[0].tolist(),
+            rows.times[0].tolist(),
+            rows.times[1].tolist(),
+            rows.diffs.tolist(),
+            strict=True,
+        )
+    )
+
+
+@pytest.mark.parametrize("where", ["fuel", "merge-thread"])
+def test_a_spine_holds_what_was_inserted_however_its_merges_run(where: str) -> None:
+    """Batches of 1 to 20,000 rows (many keys, repeats that sum and cancel), the epoch advanced
+    now and then: after every insert the spine's rows sum to the inserted rows, and after a
+    `compact` (merges still running are let be) too. With ``merge-thread`` every merge of more
+    than a few rows runs on the merge thread, which the test checks it did."""
+    rng = np.random.default_rng(5)
+    inserted: list[tuple[int, int, int, int, int]] = []
+    ran_there = 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_spine, "BACKGROUND_ROWS", _spine.SMALL + 1 if where == "merge-thread" else 1 << 60)
+        spine = Spine(1, 2)
+        epoch = 0
+        for step in range(60):
+            n = int(rng.choice([1, 5, 70, 900, 3000, 20000]))
+            keys = rng.integers(0, 500, n)
+            vals = rng.integers(0, 3, n)
+            epochs = np.full(n, epoch + int(rng.integers(0, 2)))
+            iters = rng.integers(0, 4, n)
+            diffs = rng.choice([-1, 1, 1, 2], n)
+            spine.insert(Batch(Rows(keys, [vals], [epochs, iters], diffs)))
+            inserted += zip(keys.tolist(), vals.tolist(), epochs.tolist(), iters.tolist(), diffs.tolist())
+            ran_there += sum(
+                1 for here in spine.levels if isinstance(here, _spine._Merge) and here.future is not None
+            )
+            if step % 7 == 6:
+                epoch += 1
+                spine.advance_to(epoch)
+            assert _contents(_held(spine), epoch) == _contents(inserted, epoch), step
+        spine.compact()
+        assert len(spine.batches()) == 1
+        assert _contents(_held(spine), epoch) == _contents(inserted, epoch)
+    if where == "merge-thread":
+        assert ran_there > 0
+        assert any(t.name.startswith("linq-merge") for t in threading.enumerate())
+    else:
+        assert ran_there == 0
+
+
+def test_a_merge_needed_out_of_the_way_is_waited_for() -> None:
+    """Two large batches start a merge on the merge thread; a third of the same size needs
+    their level: the spine takes the finished merge (waiting if it must) and holds every row."""
+    rng = np.random.default_rng(9)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_spine, "BACKGROUND_ROWS", 1000)
+        spine = Spine(1, 2)
+        inserted: list[tuple[int, int, int, int, int]] = []
+        for _ in range(3):
+            n = 40_000
+            keys = rng.integers(0, 10**6, n)
+            vals = rng.integers(0, 2, n)
+            zeros = np.zeros(n, dtype=np.int64)
+            diffs = np.ones(n, dtype=np.int64)
+            spine.insert(Batch(Rows(keys, [vals], [zeros, zeros], diffs)))
+            inserted += zip(keys.tolist(), vals.tolist(), zeros.tolist(), zeros.tolist(), diffs.tolist())
+        assert _contents(_held(spine), 0) == _contents(inserted, 0)
