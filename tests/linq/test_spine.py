@@ -57,9 +57,7 @@ def test_a_spine_holds_what_was_inserted_however_its_merges_run(where: str) -> N
             diffs = rng.choice([-1, 1, 1, 2], n)
             spine.insert(Batch(Rows(keys, [vals], [epochs, iters], diffs)))
             inserted += zip(keys.tolist(), vals.tolist(), epochs.tolist(), iters.tolist(), diffs.tolist())
-            ran_there += sum(
-                1 for here in spine.levels if isinstance(here, _spine._Merge) and here.future is not None
-            )
+            ran_there += sum(1 for here in spine.levels if isinstance(here, _spine._Merge) and here.future is not None)
             if step % 7 == 6:
                 epoch += 1
                 spine.advance_to(epoch)
