@@ -18,6 +18,7 @@ so a user's own `timely.Vertex` can sit between two operators, also inside a loo
 
 from .._hash import stable_hash
 from ._arrange import Arranged
+from ._columns import preload
 from ._columns._functions import columns
 from ._errors import OperatorError
 from ._io import CollectionInput, CollectionOutput, new_input
@@ -42,6 +43,7 @@ __all__ = [
     "connected_components",
     "connected_components_figure3",
     "new_input",
+    "preload",
     "prioritized_connected_components",
     "shortest_paths",
     "stable_hash",

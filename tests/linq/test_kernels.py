@@ -140,3 +140,31 @@ def test_the_first_import_on_a_machine_says_it_compiles_and_later_ones_load_quie
         said.append(done.stderr)
     assert re.search(r"compiled \d+ numeric loops with numba in [\d.]+ s; once per machine", said[0]), said[0]
     assert said[1] == ""
+
+
+def test_preload_loads_the_compiled_loops_that_a_small_computation_never_loads() -> None:
+    """In a fresh process: a small computation runs without numba; `linq.preload` then loads
+    the compiled loops (and says how long it took), and a second call has nothing to do."""
+    program = """
+import sys, timely
+from libs import linq
+def build(scope):
+    i = linq.new_input(scope)
+    return i, linq.CollectionOutput(i.collection.distinct())
+with timely.execute(build, timeout=60) as (comp, (i, out)):
+    i.insert_all([1, 2, 2, 3]); i.advance_to(1); comp.wait_passed(out.probe, 0)
+    assert out.contents() == {1: 1, 2: 1, 3: 1}, out.contents()
+assert "numba" not in sys.modules and "libs.linq._columns._compiled" not in sys.modules
+took = linq.preload()
+assert took > 0 and "libs.linq._columns._compiled" in sys.modules, took
+assert linq.preload() == 0
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        cwd=Path(__file__).parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr

@@ -271,3 +271,19 @@ def ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     if len(lo) > 1:
         steps[ends[:-1]] = lo[1:] - (lo[:-1] + lengths[:-1] - 1)
     return np.cumsum(steps)
+
+
+def preload() -> float:
+    """Load the compiled loops (`_compiled`, numba) now, not at the first large array; the
+    seconds it took (0 if they were loaded). A program that will meet large arrays calls it
+    at start-up: in several processes, each would otherwise stop at its own first large
+    array, at its own moment, and every stop holds up the others."""
+    import sys
+    import time
+
+    if f"{__package__}._compiled" in sys.modules:
+        return 0.0
+    started = time.perf_counter()
+    from . import _compiled  # noqa: F401
+
+    return time.perf_counter() - started
