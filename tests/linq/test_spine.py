@@ -40,12 +40,14 @@ def test_a_spine_holds_what_was_inserted_however_its_merges_run(where: str) -> N
     """Batches of 1 to 20,000 rows (many keys, repeats that sum and cancel), the epoch advanced
     now and then: after every insert the spine's rows sum to the inserted rows, and after a
     `compact` (merges still running are let be) too. With ``merge-thread`` every merge of more
-    than a few rows runs on the merge thread, which the test checks it did."""
+    than a few rows runs on the merge thread, which the test checks it did, in steps of 4,096
+    rows."""
     rng = np.random.default_rng(5)
     inserted: list[tuple[int, int, int, int, int]] = []
     ran_there = 0
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_spine, "BACKGROUND_ROWS", _spine.SMALL + 1 if where == "merge-thread" else 1 << 60)
+        patch.setattr(_spine, "FINISH_CHUNK", 4096)  # a merge finished at once takes several steps
         spine = Spine(1, 2)
         epoch = 0
         for step in range(60):

@@ -57,6 +57,9 @@ BACKGROUND_ROWS = 1 << 16
 """Merges of at least this many rows run whole on the merge thread (`_merger`), off the
 operator's path: their loops (numba's and numpy's sorts) release the GIL, so on a second core
 they cost the operator nothing; it keeps reading the two inputs until it adopts the result."""
+FINISH_CHUNK = 1 << 18
+"""Rows a merge finished at once (on the merge thread, or to make room) takes per step: one
+step over millions of rows would hold several temporary copies of them at the same time."""
 
 _pool: ThreadPoolExecutor | None = None
 
@@ -106,8 +109,9 @@ class _Merge:
         """The merge running on the merge thread, if it was large enough to go there."""
 
     def finish(self) -> Batch:
-        """Merge everything left; the merged batch."""
-        self.work(len(self.a) + len(self.b))
+        """Merge everything left, `FINISH_CHUNK` rows at a time; the merged batch."""
+        while not self.work(FINISH_CHUNK):
+            pass
         return self.result()
 
     def wait(self) -> Batch:
