@@ -480,7 +480,8 @@ def unchanged_many(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np
     val = np.zeros(n, dtype=np.int64)
     when = np.zeros(n, dtype=np.int64)
     diff = np.zeros(n, dtype=np.int64)
-    for b in labels.batches():
+    batches = labels.batches()  # one list for both walks: the slots are sized by the first
+    for b in batches:
         first_rows(keys, *b.key_index(n), b.vals[0], b.times[-1], b.diffs, count, val, when, diff)
     one = count == 1
     if not all_ints(val[one]) or not all_ints(delta.vals[0]):
@@ -495,7 +496,7 @@ def unchanged_many(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np
         fill = offsets[:-1].copy()
         rows = int(offsets[-1])
         sval, spos, sdiff = np.empty(rows, np.int64), np.empty(rows, np.int64), np.empty(rows, np.int64)
-        for b in labels.batches():
+        for b in batches:
             slot_rows(wanted, *b.key_index(len(wanted)), b.vals[0], b.times[-1], b.diffs, td, fill, sval, spos, sdiff)
         if not all_ints(sval):
             return np.zeros(n, dtype=bool)

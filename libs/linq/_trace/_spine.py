@@ -152,7 +152,10 @@ class _Merge:
         return self.done()
 
     def result(self) -> Batch:
-        return Batch(concat_rows(self.out, self.nvals, self.ntimes), tidy=True)
+        """The merged batch (once complete); the chunks it was made of are let go, since a merge
+        finished on the merge thread lives on until the operator adopts its result."""
+        out, self.out = self.out, []
+        return Batch(concat_rows(out, self.nvals, self.ntimes), tidy=True)
 
 
 class Spine:
@@ -167,6 +170,8 @@ class Spine:
         to read, and a tiny insert does not re-sort a thousand rows."""
         self.epoch = 0
         """The logical compaction frontier: epochs before it may be merged into it."""
+        self.pending = 0
+        """Merges on the merge thread not yet adopted."""
 
     # Writing -------------------------------------------------------------------------------------
     def insert(self, batch: Batch) -> None:
@@ -206,6 +211,8 @@ class Spine:
                 return
             if isinstance(here, _Merge):  # make room: finish it and move its result up
                 self.levels[level] = None
+                if here.future is not None:
+                    self.pending -= 1
                 self._place(here.wait())
                 continue
             merge = _Merge(here, batch, self.epoch)
@@ -220,6 +227,7 @@ class Spine:
             if len(here) + len(batch) >= BACKGROUND_ROWS:
                 try:
                     merge.future = _merger().submit(merge.finish)
+                    self.pending += 1
                 except RuntimeError:  # the interpreter is shutting down: merge here, by fuel
                     pass
             self.levels[level] = merge
@@ -236,6 +244,7 @@ class Spine:
                     continue
                 done = here.result()
             elif future.done():
+                self.pending -= 1
                 done = future.result()
             else:
                 continue
@@ -245,10 +254,11 @@ class Spine:
 
     def compact(self) -> None:
         """Finish every merge and merge everything into one batch (for a checkpoint or when idle)."""
+        batches = self.batches()
         for here in self.levels:
             if isinstance(here, _Merge) and here.future is not None:
                 here.future.cancel()  # its inputs are merged here (one still running is let be)
-        batches = self.batches()
+        self.pending = 0
         self.levels = []
         self.tail = []
         if not batches:
@@ -257,7 +267,11 @@ class Spine:
 
     # Reading -------------------------------------------------------------------------------------
     def batches(self) -> list[Batch]:
-        """Every batch holding rows (the inputs of unfinished merges included)."""
+        """Every batch holding rows (the inputs of unfinished merges included). Merges finished
+        on the merge thread are adopted first: a finished merge not yet adopted holds its inputs
+        and its result at once. A reader that walks the batches twice takes one list."""
+        if self.pending:
+            self._work(0)
         out: list[Batch] = list(self.tail)
         for here in self.levels:
             if here is None:
