@@ -3,13 +3,13 @@
 Started by `bench.linq_graphs` as ``python -m timely.cli run -n N bench/_linq_worker.py SPEC``,
 ``SPEC`` a `bench.linq_graphs.Spec` as JSON. Every process generates the same workload
 (`bench.linq_graphs.workload`) and feeds its share of the initial edges (edge ``i`` with
-``i % processes == index``); process 0 then feeds each later epoch's changes. Each process
-loads linq's compiled loops first (`libs.linq.preload`, timed on its own), as a program in
-several processes should, and prints one line ``LINQBENCH {json}``: the seconds to load them,
-the seconds to the first answer (clock started once the cluster is connected), the milliseconds of each later epoch (wall, and this process's CPU),
-its resident memory before the dataflow ran (the workload's Python lists) and its peak at the
-first answer, and a digest of its share of the answers after the first epoch and at the end,
-which the parent compares with NetworkX's.
+``i % processes == index``); process 0 then feeds each later epoch's changes. Each process loads
+linq's compiled loops first (`libs.linq.preload`, timed on its own), as a program in several
+processes should, and prints one line ``LINQBENCH {json}``: the seconds to load them, the
+seconds to the first answer (clock started once the cluster is connected), the milliseconds of
+each later epoch (wall, and this process's CPU), its resident memory before the dataflow ran
+(the workload's Python lists) and its peak at the first answer, and a digest of its share of
+the answers after the first epoch and at the end, which the parent compares with NetworkX's.
 """
 
 from __future__ import annotations

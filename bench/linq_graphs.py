@@ -5,11 +5,12 @@ Every benchmark runs a library function (TR Figures 3, 8, 19) in fresh processes
 changes, each timed until the output has reported the epoch's changes. Each process loads
 linq's compiled loops before the clock starts (`libs.linq.preload`; ``linq.cc.load`` records
 how long: in several processes, loading them at the first large array stalled the others at
-each one's own moment). Each process reports its peak resident memory at the first answer (the generated workload, Python lists of edges,
-included: its size is shown in the progress lines). Baseline: NetworkX on the same graph in
-this process, computing the answer from scratch (for updates: recomputing after each epoch,
-which is what a user without incremental computation would do). The answers are compared,
-by a digest of every ``(record, count)``, after the first epoch and after the last.
+each one's own moment). Each process reports its peak resident memory at the first answer (the
+generated workload, Python lists of edges, included: its size is shown in the progress lines).
+Baseline: NetworkX on the same graph in this process, computing the answer from scratch (for
+updates: recomputing after each epoch, which is what a user without incremental computation
+would do). The answers are compared, by a digest of every ``(record, count)``, after the first
+epoch and after the last.
 
 - ``linq.cc``, ``linq.scc``, ``linq.sssp``: a uniform random graph, then epochs of one edge
   deletion plus one insertion. CC also runs its first answer on 2 processes.

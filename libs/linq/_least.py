@@ -679,7 +679,7 @@ def _decided_python(
         if not ok or greatest is None:
             out.append(False)
             continue
-        check = False
+        check = False  # a removal of the greatest label, which the proposals may still support
         for j in range(starts[i], starts[i + 1]):
             if diffs[j] > 0:
                 ok = vals[j] >= greatest
@@ -689,5 +689,7 @@ def _decided_python(
                 ok = vals[j] > greatest
             if not ok:
                 break
-        out.append(ok and (not check or still_proposed(k, greatest)))  # type: ignore[misc]
+        if ok and check and still_proposed is not None:
+            ok = still_proposed(k, greatest)
+        out.append(ok)
     return out

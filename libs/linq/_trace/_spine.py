@@ -12,9 +12,9 @@ for another batch at its level is finished at once (rare when fuel keeps pace).
 A large merge (`BACKGROUND_ROWS`) runs whole on the process's merge thread instead: its
 compiled loops and numpy's sort release the GIL, so with a second core the operator does not
 wait for it (a batch of 10,000 edge changes to connected components spent a sixth of its time
-merging). Only the operator's own thread changes the levels: it adopts a finished merge at its
-next insert or `Spine.advance_to`, and waits for one it needs out of the way. The batches a
-reader sees may therefore depend on timing; the rows they hold never do.
+merging). Only the operator's own thread changes the levels: it adopts a finished merge when
+it next reads, inserts or calls `Spine.advance_to`, and waits for one it needs out of the way.
+The batches a reader sees may therefore depend on timing; the rows they hold never do.
 
 Contract of logical compaction (`Spine.advance_to`): after ``advance_to(E)``, the trace may
 move the time of any row of an epoch before ``E`` to the same time in epoch ``E``, and sum
@@ -198,7 +198,7 @@ class Spine:
         are adopted."""
         if epoch > self.epoch:
             self.epoch = epoch
-        self._work(0)
+        self._adopt()
 
     def _place(self, batch: Batch) -> None:
         level = _level(len(batch))
@@ -232,6 +232,12 @@ class Spine:
                     pass
             self.levels[level] = merge
             return
+
+    def _adopt(self) -> None:
+        """Adopt the merges the merge thread has finished (a finished merge not yet adopted
+        holds its inputs and its result at once)."""
+        if self.pending:
+            self._work(0)
 
     def _work(self, fuel: int) -> None:
         """Merges advance by ``fuel`` rows; those on the merge thread are adopted once done."""
@@ -267,11 +273,10 @@ class Spine:
 
     # Reading -------------------------------------------------------------------------------------
     def batches(self) -> list[Batch]:
-        """Every batch holding rows (the inputs of unfinished merges included). Merges finished
-        on the merge thread are adopted first: a finished merge not yet adopted holds its inputs
-        and its result at once. A reader that walks the batches twice takes one list."""
-        if self.pending:
-            self._work(0)
+        """Every batch holding rows (the inputs of unfinished merges included), after adopting
+        the merges the merge thread has finished. A reader that walks the batches twice takes
+        one list."""
+        self._adopt()
         out: list[Batch] = list(self.tail)
         for here in self.levels:
             if here is None:
