@@ -37,10 +37,10 @@ from operator import le
 import numpy as np
 
 from ._columns import (
-    COMPILED_KEYS,
     EMPTY,
     PAIRS,
     all_ints,
+    compiled_keys,
     consolidate,
     distinct,
     group_starts,
@@ -571,7 +571,7 @@ def _still_proposed(proposals: Spine, keys: np.ndarray, labels: np.ndarray, td: 
     bound = np.zeros(len(keys), dtype=np.int64)
     query = Keys(keys)
     batches = proposals.batches()
-    if len(keys) >= COMPILED_KEYS:
+    if compiled_keys(len(keys)):
         from ._columns._compiled import label_support  # numba only once arrays are large
 
         keys = np.ascontiguousarray(keys)

@@ -35,11 +35,11 @@ import numpy as np
 from timely import KeyedState, LoopContext, Timestamp
 
 from ._columns import (
-    COMPILED_KEYS,
     Block,
     all_ints,
     block_of_codes,
     codes_of,
+    compiled_keys,
     distinct,
     group_starts,
     order,
@@ -295,7 +295,7 @@ class Propagate(Stateful):
             keep = unchanged_few(delta, self.labels, t, self.proposals)
             if keep is not None:
                 return delta.ukeys[~keep], None
-        if len(delta.ukeys) >= COMPILED_KEYS:  # many keys: their labels are not gathered
+        if compiled_keys(len(delta.ukeys)):  # many keys: their labels are not gathered
             return delta.ukeys[~unchanged_many(delta, self.labels, t, self.proposals)], None
         labels, ranks = ranked_rows_of(self.labels, delta.ukeys)
         keep = ~unchanged(delta, labels, t, self.proposals, ranks)
@@ -357,7 +357,7 @@ class Propagate(Stateful):
         for u, rows in _by_time(delta):
             rest = batches
             keys = rows.keys
-            if not self.weighted and len(keys) >= COMPILED_KEYS:
+            if not self.weighted and compiled_keys(len(keys)):
                 from ._columns._compiled import join_values  # numba: arrays are large
 
                 sorted_keys = np.ascontiguousarray(keys)

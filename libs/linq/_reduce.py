@@ -37,7 +37,6 @@ import numpy as np
 from timely import KeyedState, Timestamp
 
 from ._columns import (
-    COMPILED_KEYS,
     EMPTY,
     SCALAR,
     Block,
@@ -45,6 +44,7 @@ from ._columns import (
     block_of_codes,
     blocks_of,
     codes_of,
+    compiled_keys,
     concat_blocks,
     consolidate,
     distinct,
@@ -528,7 +528,7 @@ def key_totals(spine: Spine, keys: np.ndarray, t: tuple[int, ...]) -> tuple[np.n
     later: list[Rows] = []
     query = Keys(keys)
     batches = spine.batches()
-    if n >= COMPILED_KEYS and spine.ntimes == 1:  # one compiled pass per batch (a root-scope reduce)
+    if compiled_keys(n) and spine.ntimes == 1:  # one compiled pass per batch (a root-scope reduce)
         from ._columns._compiled import key_sums  # numba only once arrays are large
 
         keys_c = np.ascontiguousarray(keys)

@@ -22,6 +22,7 @@ import pytest
 
 import timely
 from tests.support.graph_workloads import Workload, answer, closing_early, dataflow, workload
+from tests.support.linq_harness import compiled_from
 from tests.support.linq_in_flight import assert_epoch, drive
 
 
@@ -89,13 +90,11 @@ def test_against_networkx_with_compiled_loops_for_every_size(
     """The compiled loops (numba) take over from many rows on; here from one row, so every
     step of these cases runs through them: a few keys, empty batches, one time or several;
     finding keys by search, or (``table``) through every batch's key table."""
-    from libs.linq import _least, _propagate
     from libs.linq._columns import _kernels
     from libs.linq._trace import _batch
 
     monkeypatch.setattr(_kernels, "COMPILED_ROWS", 1)
-    for module in (_least, _propagate, _batch):
-        monkeypatch.setattr(module, "COMPILED_KEYS", 1)
+    compiled_from(monkeypatch, 1)
     monkeypatch.setattr(_batch, "DENSE_QUERY", 1 if find == "table" else 1 << 40)
     run(CASES[name], timeout=100)
 

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from libs.linq._columns import _kernels
+from tests.support.linq_harness import compiled_from
 
 ROWS = st.lists(
     st.tuples(st.integers(0, 40), st.integers(-3, 3), st.integers(0, 5), st.sampled_from([1, -1, 2, -2])),
@@ -74,7 +75,7 @@ def test_batches_with_broadcast_and_sliced_columns_are_read_alike(form: str) -> 
     keys a slice of a larger array: the compiled loops take them as they are, and find what
     the numpy forms find."""
     from libs.linq import _least
-    from libs.linq._trace import Batch, Rows, Spine, _batch, matches
+    from libs.linq._trace import Batch, Rows, Spine, matches
 
     n = 3000
     keys = np.repeat(np.arange(0, 2 * n, 2, dtype=np.int64), 2)[: 2 * n]
@@ -86,9 +87,7 @@ def test_batches_with_broadcast_and_sliced_columns_are_read_alike(form: str) -> 
     spine.insert(batch)
     asked = np.arange(0, 3 * n, 3, dtype=np.int64)[::2]  # a strided slice
     with pytest.MonkeyPatch.context() as patch:
-        big = 1 << 40
-        patch.setattr(_least, "COMPILED_KEYS", 1 if form == "compiled" else big)
-        patch.setattr(_batch, "COMPILED_KEYS", 1 if form == "compiled" else big)
+        compiled_from(patch, 1 if form == "compiled" else 1 << 40)
         labels = np.where(asked % 4 == 0, 0, 5)
         support = _least._still_proposed(spine, asked, labels, 3)
         found = matches(asked, [batch], 1, 2)
@@ -143,21 +142,25 @@ def test_the_first_import_on_a_machine_says_it_compiles_and_later_ones_load_quie
 
 
 def test_preload_loads_the_compiled_loops_that_a_small_computation_never_loads() -> None:
-    """In a fresh process: a small computation runs without numba; `linq.preload` then loads
-    the compiled loops (and says how long it took), and a second call has nothing to do."""
+    """In a fresh process: a small computation (a few hundred keys) runs without numba;
+    `linq.preload` then loads the compiled loops (and says how long it took), a second call
+    has nothing to do, and from then on the loops take a few dozen keys too."""
     program = """
 import sys, timely
 from libs import linq
+from libs.linq._columns._kernels import COMPILED_KEYS, LOADED_KEYS, compiled_keys
 def build(scope):
     i = linq.new_input(scope)
     return i, linq.CollectionOutput(i.collection.distinct())
 with timely.execute(build, timeout=60) as (comp, (i, out)):
-    i.insert_all([1, 2, 2, 3]); i.advance_to(1); comp.wait_passed(out.probe, 0)
-    assert out.contents() == {1: 1, 2: 1, 3: 1}, out.contents()
+    i.insert_all([*range(300), 2]); i.advance_to(1); comp.wait_passed(out.probe, 0)
+    assert out.contents() == dict.fromkeys(range(300), 1), out.contents()
 assert "numba" not in sys.modules and "libs.linq._columns._compiled" not in sys.modules
+assert not compiled_keys(COMPILED_KEYS - 1) and compiled_keys(COMPILED_KEYS)
 took = linq.preload()
 assert took > 0 and "libs.linq._columns._compiled" in sys.modules, took
 assert linq.preload() == 0
+assert compiled_keys(LOADED_KEYS) and not compiled_keys(LOADED_KEYS - 1)
 print("ok")
 """
     done = subprocess.run(

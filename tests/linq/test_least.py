@@ -24,6 +24,7 @@ from libs.linq import OperatorError, _least
 from libs.linq._columns import codes_of, values_of
 from libs.linq._columns._codes import codes_of_values
 from libs.linq._trace import Batch, Rows, Spine, _batch
+from tests.support.linq_harness import compiled_from
 
 Time = tuple[int, ...]
 Row = tuple[int, Any, Time, int]
@@ -244,12 +245,11 @@ def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form:
     proposals, labels, delta, t = case
     if not delta:
         return
-    old = _least.FEW_ROWS, _least.COMPILED_KEYS, _batch.DENSE_QUERY
-    _least.FEW_ROWS = 10**9 if form == "python" else 0
-    _least.COMPILED_KEYS = 1 if form.startswith("compiled") else 1 << 40
-    _batch.DENSE_QUERY = 1 if form.endswith("-table") else 1 << 40
-    form = form.removesuffix("-table")
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_least, "FEW_ROWS", 10**9 if form == "python" else 0)
+        compiled_from(patch, 1 if form.startswith("compiled") else 1 << 40)
+        patch.setattr(_batch, "DENSE_QUERY", 1 if form.endswith("-table") else 1 << 40)
+        form = form.removesuffix("-table")
         changes = Batch(_rows(delta, 3))
         if form == "few":
             spine = Spine(1, 3)
@@ -278,8 +278,6 @@ def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form:
             said = _least.unchanged(changes, rows, t, spine, ranks)
         else:
             said = _least.unchanged(changes, _rows(labels, 3), t)
-    finally:
-        _least.FEW_ROWS, _least.COMPILED_KEYS, _batch.DENSE_QUERY = old
     keys = changes.ukeys.tolist()
     for key, same in zip(keys, said.tolist(), strict=True):
         if same:
@@ -301,7 +299,7 @@ def test_removing_a_copy_of_the_label_while_another_stays_proposed_leaves_the_ke
 ) -> None:
     """Node 3's label 4 is proposed twice from time 2 on; one copy goes at t: still label 4. The
     other copy goes later, at 6: the label would move there, so then the key is evaluated."""
-    monkeypatch.setattr(_least, "COMPILED_KEYS", 1 if form == "compiled" else 1 << 40)
+    compiled_from(monkeypatch, 1 if form == "compiled" else 1 << 40)
     labels: list[Row] = [(3, 4, (1, 0, 2), 1)]
     t = (1, 0, 3)
     change: list[Row] = [(3, 4, t, -1)]

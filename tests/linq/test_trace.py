@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from libs.linq._trace import Batch, Rows, _batch, matches
+from tests.support.linq_harness import compiled_from
 
 SIZES = st.sampled_from([1, 3, 9, 40, 300])
 
@@ -35,9 +36,9 @@ def _batch_of(keys: list[int]) -> Batch:
 def test_find_and_matches_give_the_rows_a_scan_gives(way: str, stored: list[int], asked: list[int]) -> None:
     with pytest.MonkeyPatch.context() as patch:
         # large queries by binary search, (DENSE_QUERY lowered to 1) through the key table, or
-        # (COMPILED_KEYS lowered) by the compiled walk through sorted keys or reading the table
+        # (compiled from one key on) by the compiled walk through sorted keys or reading the table
         patch.setattr(_batch, "DENSE_QUERY", 1 if way.endswith("dense") else 1 << 40)
-        patch.setattr(_batch, "COMPILED_KEYS", 1 if way.startswith("compiled") else 1 << 40)
+        compiled_from(patch, 1 if way.startswith("compiled") else 1 << 40)
         _check(stored, asked)
         _check(stored, sorted(asked))  # a join's delta comes sorted by key
 
@@ -50,7 +51,7 @@ def test_large_batches_and_queries_give_the_rows_a_scan_gives(way: str) -> None:
     rng = np.random.default_rng(7)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_batch, "DENSE_QUERY", 1 if way.endswith("dense") else 1 << 40)
-        patch.setattr(_batch, "COMPILED_KEYS", 1 if way.startswith("compiled") else 1 << 40)
+        compiled_from(patch, 1 if way.startswith("compiled") else 1 << 40)
         for _ in range(40):
             stored = rng.integers(-50, 200, size=int(rng.integers(20, 400))).tolist()
             asked = rng.integers(-80, 260, size=int(rng.integers(9, 400))).tolist()
@@ -159,7 +160,7 @@ def test_key_totals_sum_each_keys_rows_up_to_t_as_a_scan_does(way: str) -> None:
 
     rng = np.random.default_rng(11)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_reduce, "COMPILED_KEYS", 1 if way.startswith("compiled") else 1 << 40)
+        compiled_from(patch, 1 if way.startswith("compiled") else 1 << 40)
         patch.setattr(_batch, "DENSE_QUERY", 1 if way.endswith("dense") else 1 << 40)
         for _ in range(20):
             spine = Spine(1, 1)

@@ -11,12 +11,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from itertools import zip_longest
 
+import pytest
+
 import timely
 from libs import linq
+from libs.linq._columns import _kernels
 from tests.support import TIMEOUT
 from tests.support import linq_reference as ref
 
 Epochs = Sequence[Sequence[ref.Change]]
+
+
+def compiled_from(patch: pytest.MonkeyPatch, keys: int) -> None:
+    """The compiled loops (numba) find the rows of ``keys`` keys or more, whether or not they
+    are loaded yet: 1 for always, ``1 << 40`` for never (the numpy forms)."""
+    patch.setattr(_kernels, "COMPILED_KEYS", keys)
+    patch.setattr(_kernels, "LOADED_KEYS", keys)
 
 
 def together(*per_input: Epochs) -> list[tuple[list[ref.Change], ...]]:

@@ -6,10 +6,10 @@ update of a large graph moves, those passes are most of its time. Here each is o
 loops over the rows, compiled to machine code by numba. Each loop has one signature (`OUT`,
 `IN`, `ANY`), compiled at the first import on a machine (a few seconds, which the import
 then says) and loaded from numba's cache afterwards (with numba's own import, about 0.9 s
-the first time a process meets a large array). Callers use them only for many rows or keys
+the first time a process meets a large array). Callers load them only for many rows or keys
 (`_kernels.COMPILED_ROWS`, `COMPILED_KEYS`), so a small computation never imports numba;
-below that the numpy forms are as fast, and they are the reference the tests compare these
-loops with.
+once loaded, they also serve a few dozen keys (`LOADED_KEYS`). The numpy forms are the
+reference the tests compare these loops with.
 """
 
 from __future__ import annotations

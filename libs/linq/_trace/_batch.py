@@ -15,7 +15,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from .._columns import COMPILED_KEYS, EMPTY, consolidate, ranges, selector, summed_rows
+from .._columns import EMPTY, compiled_keys, consolidate, ranges, selector, summed_rows
 
 __all__ = ["Batch", "Keys", "Rows", "le_time", "lub_time", "matches", "matches_each", "time_columns"]
 
@@ -214,7 +214,7 @@ class Batch(Rows):
             if few[0] > self.kmax or few[-1] < self.kmin:  # the keys miss this batch's range
                 return None
             return self.spans_of(few)
-        if n >= COMPILED_KEYS:
+        if compiled_keys(n):
             from .._columns._compiled import key_rows  # numba only once arrays are large
 
             idx, rank = key_rows(np.ascontiguousarray(query.keys), *self.key_index(n))
@@ -339,7 +339,7 @@ class Keys:
                 self.sparse = True
                 return None
             size = int(keys[-1]) - low + 1
-            if n >= COMPILED_KEYS:
+            if compiled_keys(n):
                 from .._columns._compiled import key_table  # numba only once arrays are large
 
                 self.table = key_table(np.ascontiguousarray(keys), low, size)
@@ -399,7 +399,7 @@ def matches_each(keys: np.ndarray, batches: list[Batch]) -> Iterator[tuple[Batch
             if found is not None:
                 yield batch, found[0], found[1]
         return
-    if len(keys) >= COMPILED_KEYS and bool((keys[1:] >= keys[:-1]).all()):  # a delta sorted by key
+    if compiled_keys(len(keys)) and bool((keys[1:] >= keys[:-1]).all()):  # a delta sorted by key
         from .._columns._compiled import key_rows  # numba only once arrays are large
 
         keys = np.ascontiguousarray(keys)
