@@ -35,6 +35,7 @@ import numpy as np
 from timely import KeyedState, LoopContext, Timestamp
 
 from ._columns import (
+    EMPTY,
     Block,
     all_ints,
     block_of_codes,
@@ -350,9 +351,10 @@ class Propagate(Stateful):
         The delta is taken a time at a time (label changes come at a few line times): a
         batch whose times are all at or before that time (the edges, compacted into the
         current epoch) gives every match that time, so no time column is gathered, joined
-        or sorted for it; other batches' matches are grouped by their joined times. The
-        delta is a batch, so each time's rows come sorted by key (`_by_time`), as the compiled
-        join wants them."""
+        or sorted for it; a batch on its line (the labels, met by edge changes) gives each
+        match's last coordinate from the same compiled loop; other batches' matches are
+        grouped by their joined times. The delta is a batch, so each time's rows come sorted
+        by key (`_by_time`), as the compiled join wants them."""
         out: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         for u, rows in _by_time(delta):
             rest = batches
@@ -363,20 +365,32 @@ class Propagate(Stateful):
                 sorted_keys = np.ascontiguousarray(keys)
                 rest = []
                 for batch in batches:
-                    if not _at_or_before(batch, u):
+                    if _at_or_before(batch, u):
+                        last = EMPTY  # every match at u
+                    elif all(x <= c for x, c in zip(batch.upper[:-1], u[:-1])):
+                        last = batch.times[-1]  # matches on u's line, at their last coordinates
+                    else:
                         rest.append(batch)
                         continue
-                    # every match at u: the pairs' values and diffs in one compiled loop
-                    mine, theirs, diffs = join_values(
+                    # the pairs' values and diffs (and where on the line) in one compiled loop
+                    mine, theirs, diffs, at = join_values(
                         sorted_keys,
                         rows.vals[0],
                         rows.diffs,
                         *batch.key_index(len(sorted_keys)),
                         batch.vals[0],
                         batch.diffs,
+                        last,
+                        u[-1],
                     )
-                    if len(diffs):
-                        out.setdefault(u, []).append((mine, theirs, diffs) if edges_first else (theirs, mine, diffs))
+                    if not len(diffs):
+                        continue
+                    pair = (mine, theirs, diffs) if edges_first else (theirs, mine, diffs)
+                    if not len(at) or int(at.min()) == int(at.max()):
+                        out.setdefault((*u[:-1], int(at[0])) if len(at) else u, []).append(pair)
+                        continue
+                    for x, part in _runs(at):
+                        out.setdefault((*u[:-1], x), []).append((pair[0][part], pair[1][part], pair[2][part]))
             later: list[tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]] = []
             for batch, idx, rank in matches_each(keys, rest):
                 edge_rows, edge_idx, label_rows, label_idx = (

@@ -493,7 +493,7 @@ def least_added_removed(starts: np.ndarray, vals: np.ndarray, diffs: np.ndarray,
     return added, removed
 
 
-@njit(Tuple((OUT, OUT, OUT))(IN, ANY, ANY, IN, IN, IN, i8, ANY, ANY), cache=True, nogil=True)
+@njit(Tuple((OUT, OUT, OUT, OUT))(IN, ANY, ANY, IN, IN, IN, i8, ANY, ANY, ANY, i8), cache=True, nogil=True)
 def join_values(
     keys: np.ndarray,
     vals: np.ndarray,
@@ -504,15 +504,21 @@ def join_values(
     low: int,
     bvals: np.ndarray,
     bdiffs: np.ndarray,
+    blast: np.ndarray,
+    floor: int,
 ) -> tuple:  # type: ignore[type-arg]
     """A join of rows ``(keys, vals, diffs)`` (sorted by key) with a batch's rows of the same
     keys (`Batch.key_index`): for each pair, the row's value, the batch row's value and the
-    product of the diffs (what `key_rows` and four gathers give, in one loop)."""
+    product of the diffs (what `key_rows` and four gathers give, in one loop), and, if
+    ``blast`` (the batch's last time coordinate) is not empty, that coordinate of the pair's
+    joined time: the batch row's, raised to ``floor``."""
     ia, ju, m = _matches(keys, ukeys, table, low)
     total = _rows_of(ju, m, starts)
     left = np.empty(total, dtype=np.int64)
     right = np.empty(total, dtype=np.int64)
     product = np.empty(total, dtype=np.int64)
+    timed = len(blast) > 0
+    last = np.empty(total if timed else 0, dtype=np.int64)
     r = 0
     for p in range(m):
         i = ia[p]
@@ -522,8 +528,11 @@ def join_values(
             left[r] = v
             right[r] = bvals[row]
             product[r] = d * bdiffs[row]
+            if timed:
+                x = blast[row]
+                last[r] = x if x > floor else floor
             r += 1
-    return left, right, product
+    return left, right, product, last
 
 
 def _say_if_compiled() -> None:
