@@ -116,8 +116,7 @@ def consolidate_packed(
     when they do not), given in ``parts`` (columns and diffs each: a merge's two inputs need
     no concatenation), column ``floor[0]`` raised to at least ``floor[1]`` (a merge's logical
     compaction). One pass per column to pack, numpy's sort (``stable``: a merge of sorted
-    runs), one loop to sum the runs and unpack. A column of one value (and diffs all alike)
-    comes back as that value broadcast: no memory, and a reader's cache lines go elsewhere."""
+    runs), one loop to sum the runs and unpack."""
     parts = [(cols, diffs) for cols, diffs in parts if len(diffs)]
     n = sum(len(diffs) for _, diffs in parts)
     if not n:
@@ -147,8 +146,6 @@ def consolidate_packed(
     ordered = np.sort(packed, kind="stable" if stable else None)
     kept, sums, m = _sum_runs(ordered, dbits, dlo)
     kept, sums = (kept[:m].copy(), sums[:m].copy()) if m < n // 2 else (kept[:m], sums[:m])
-    if m and int(sums.min()) == int(sums.max()):  # one diff for all (edges inserted once): no column
-        sums = np.broadcast_to(sums[0], m)
     out = []
     shift = 0
     for lo, w in zip(reversed(lows), reversed(widths)):
