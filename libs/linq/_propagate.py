@@ -386,11 +386,13 @@ class Propagate(Stateful):
                     if not len(diffs):
                         continue
                     pair = (mine, theirs, diffs) if edges_first else (theirs, mine, diffs)
-                    if not len(at) or int(at.min()) == int(at.max()):
-                        out.setdefault((*u[:-1], int(at[0])) if len(at) else u, []).append(pair)
-                        continue
-                    for x, part in _runs(at):
-                        out.setdefault((*u[:-1], x), []).append((pair[0][part], pair[1][part], pair[2][part]))
+                    if not len(at):
+                        out.setdefault(u, []).append(pair)
+                    elif int(at.min()) == int(at.max()):  # one line time: no gather
+                        out.setdefault((*u[:-1], int(at[0])), []).append(pair)
+                    else:
+                        for x, part in _runs(at):
+                            out.setdefault((*u[:-1], x), []).append(tuple(c[part] for c in pair))
             later: list[tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]] = []
             for batch, idx, rank in matches_each(keys, rest):
                 edge_rows, edge_idx, label_rows, label_idx = (

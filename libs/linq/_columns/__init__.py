@@ -3,7 +3,6 @@
 from ._block import SCALAR, Block, block_of_codes, blocks_of, codes_of, column_of, concat_blocks
 from ._codes import INTERNED, PAIRS, all_ints, code_of, route_of, route_of_value, values_of
 from ._kernels import (
-    COMPILED_KEYS,
     COMPILED_ROWS,
     EMPTY,
     compiled_keys,
@@ -22,7 +21,6 @@ from ._wire import register
 register()
 
 __all__ = [
-    "COMPILED_KEYS",
     "COMPILED_ROWS",
     "EMPTY",
     "INTERNED",
