@@ -49,6 +49,7 @@ def test_consolidation_sorts_sums_and_drops_zeros(form: str, runs: bool, rows: l
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_kernels, "SMALL", 1 << 40 if form == "python" else 0)
         patch.setattr(_kernels, "COMPILED_ROWS", 2 if form == "compiled" else 1 << 40)
+        patch.setattr(_kernels, "LOADED_ROWS", 2 if form == "compiled" else 1 << 40)
         if runs:  # a few sorted runs, as a merge of batches gives
             half = len(rows) // 2
             rows = sorted(rows[:half]) + sorted(rows[half:])
@@ -57,12 +58,39 @@ def test_consolidation_sorts_sums_and_drops_zeros(form: str, runs: bool, rows: l
         assert _consolidated(cols, diffs, runs) == _summed(rows)
 
 
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), bits=st.sampled_from([0, 1, 9, 10, 11, 20, 31, 62]))
+def test_the_radix_sort_sorts_as_numpy_does(data: st.DataObject, bits: int) -> None:
+    """`radix_sorted` (the compiled consolidation's sort) against `numpy.sort`: values that
+    differ in every digit, and values sharing most digits (passes that are skipped)."""
+    from libs.linq._columns._compiled import radix_sorted
+
+    high = data.draw(st.sampled_from([0, bits // 2, bits]))
+    ints = st.integers(0, (1 << bits) - 1) if bits else st.just(0)
+    values = data.draw(st.lists(ints.map(lambda v: v >> high << high), max_size=3000))
+    given_ = np.array(values, dtype=np.int64)
+    assert radix_sorted(given_.copy(), bits).tolist() == sorted(values)
+
+
+@pytest.mark.parametrize("form", ["numpy", "compiled"])
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(st.integers(-(1 << 62), (1 << 62) - 1) | st.integers(-50, 50), max_size=300))
+def test_distinct_values_are_numpys_unique(form: str, values: list[int]) -> None:
+    """Negative values, and values too far apart for the radix sort (numpy's sort then)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_kernels, "COMPILED_ROWS", 2 if form == "compiled" else 1 << 40)
+        patch.setattr(_kernels, "LOADED_ROWS", 2 if form == "compiled" else 1 << 40)
+        got = _kernels.distinct(np.array(values, dtype=np.int64))
+    assert got.tolist() == np.unique(np.array(values, dtype=np.int64)).tolist()
+
+
 @pytest.mark.parametrize("form", ["numpy", "compiled"])
 def test_a_constant_column_and_one_diff_for_all_rows(form: str) -> None:
     """A broadcast time column (one value for every row, no memory) and a load's diffs (all 1):
     the runs' lengths are the sums."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_kernels, "COMPILED_ROWS", 2 if form == "compiled" else 1 << 40)
+        patch.setattr(_kernels, "LOADED_ROWS", 2 if form == "compiled" else 1 << 40)
         keys = np.array([5, 3, 5, 9, 3, 5] * 10, dtype=np.int64)
         epoch = np.broadcast_to(np.int64(7), len(keys))
         got = _consolidated([keys, epoch], np.ones(len(keys), dtype=np.int64), False)
@@ -110,6 +138,7 @@ def test_a_merge_of_two_parts_raises_the_epoch_column_then_consolidates(
     compaction epoch move to it (column 2 here), then equal rows are summed."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_kernels, "COMPILED_ROWS", 1 if form == "compiled" else 1 << 40)
+        patch.setattr(_kernels, "LOADED_ROWS", 1 if form == "compiled" else 1 << 40)
         parts = []
         for rows in (sorted(first), sorted(second)):
             cols = [np.array([r[i] for r in rows], dtype=np.int64) for i in range(3)]
@@ -144,11 +173,12 @@ def test_the_first_import_on_a_machine_says_it_compiles_and_later_ones_load_quie
 def test_preload_loads_the_compiled_loops_that_a_small_computation_never_loads() -> None:
     """In a fresh process: a small computation (a few hundred keys) runs without numba;
     `linq.preload` then loads the compiled loops (and says how long it took), a second call
-    has nothing to do, and from then on the loops take a few dozen keys too."""
+    has nothing to do, and from then on the loops take a few dozen keys and a thousand rows too."""
     program = """
 import sys, timely
 from libs import linq
-from libs.linq._columns._kernels import COMPILED_KEYS, LOADED_KEYS, compiled_keys
+from libs.linq._columns._kernels import COMPILED_KEYS, COMPILED_ROWS, LOADED_KEYS, LOADED_ROWS
+from libs.linq._columns._kernels import compiled_keys, compiled_rows
 def build(scope):
     i = linq.new_input(scope)
     return i, linq.CollectionOutput(i.collection.distinct())
@@ -157,10 +187,12 @@ with timely.execute(build, timeout=60) as (comp, (i, out)):
     assert out.contents() == dict.fromkeys(range(300), 1), out.contents()
 assert "numba" not in sys.modules and "libs.linq._columns._compiled" not in sys.modules
 assert not compiled_keys(COMPILED_KEYS - 1) and compiled_keys(COMPILED_KEYS)
+assert not compiled_rows(COMPILED_ROWS - 1) and compiled_rows(COMPILED_ROWS)
 took = linq.preload()
 assert took > 0 and "libs.linq._columns._compiled" in sys.modules, took
 assert linq.preload() == 0
 assert compiled_keys(LOADED_KEYS) and not compiled_keys(LOADED_KEYS - 1)
+assert compiled_rows(LOADED_ROWS) and not compiled_rows(LOADED_ROWS - 1)
 print("ok")
 """
     done = subprocess.run(
