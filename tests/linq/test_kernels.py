@@ -61,7 +61,7 @@ def test_consolidation_sorts_sums_and_drops_zeros(form: str, runs: bool, rows: l
 @settings(max_examples=200, deadline=None)
 @given(data=st.data(), bits=st.sampled_from([0, 1, 9, 10, 11, 20, 31, 62]))
 def test_the_radix_sort_sorts_as_numpy_does(data: st.DataObject, bits: int) -> None:
-    """`radix_sorted` (the compiled consolidation's sort) against `numpy.sort`: values that
+    """`radix_sorted` (the compiled consolidation's sort) against `sorted`: values that
     differ in every digit, and values sharing most digits (passes that are skipped)."""
     from libs.linq._columns._compiled import radix_sorted
 
