@@ -25,6 +25,8 @@ with no arrays built per batch: `Batch.lookup`, `matches_each`, and `_least`'s f
 DENSE_QUERY = 1024
 """From this many values at once, sorted keys that are dense ints (a batch's, a query's) find them through a table
 indexed by key (`Batch.positions`), not by binary search."""
+NO_TABLE = np.zeros(0, dtype=np.int32)
+"""The key table of a batch that has none (`Batch.key_index`): the compiled loops then search."""
 DENSITY = 8
 """A batch's keys are dense when they span less than this many ints per distinct key."""
 SPAN_TABLE = 1024
@@ -291,7 +293,7 @@ class Batch(Rows):
         if table is None and queries >= DENSE_QUERY:
             table = index.dense_table()
         if table is None:
-            return self.ukeys, self.starts, EMPTY, 0
+            return self.ukeys, self.starts, NO_TABLE, 0
         return self.ukeys, self.starts, table, int(self.ukeys[0])
 
     def key_ranges(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -327,8 +329,9 @@ class Keys:
         return len(self.keys)
 
     def dense_table(self) -> np.ndarray | None:
-        """The table from key (less the least key) to index, -1 where no key, built now if the
-        keys are dense ints; None if they are not (a binary search is then the way)."""
+        """The table from key (less the least key) to index (int32: half the memory), -1 where
+        no key, built now if the keys are dense ints; None if they are not (a binary search is
+        then the way)."""
         if self.table is None:
             keys = self.keys
             n = len(keys)
@@ -344,7 +347,7 @@ class Keys:
 
                 self.table = key_table(np.ascontiguousarray(keys), low, size)
             else:
-                self.table = np.full(size, -1, dtype=np.int64)
+                self.table = np.full(size, -1, dtype=np.int32)
                 self.table[keys - low] = np.arange(n)
         return self.table
 
@@ -361,8 +364,8 @@ class Keys:
         if table is not None:
             rel = values - low
             if not len(rel) or (int(rel.min()) >= 0 and int(rel.max()) < len(table)):
-                return table[rel]
-            out = table[np.clip(rel, 0, len(table) - 1)]
+                return table[rel].astype(np.int64)
+            out = table[np.clip(rel, 0, len(table) - 1)].astype(np.int64)
             out[(rel < 0) | (rel >= len(table))] = -1  # outside the table (inside, it says -1)
             return out
         rank = np.searchsorted(keys, values)
