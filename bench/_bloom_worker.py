@@ -2,7 +2,7 @@
 
 Started by `bench.bloom_reachability` as ``python -m timely.cli run -n N
 bench/_bloom_worker.py MODE NODES EDGES SOURCES`` with MODE ``async`` or ``coordinated``
-(`libs.bloom.programs.reachability`'s ``coordinated=``). Every process builds the same graph
+(`timely_libs.bloom.programs.reachability`'s ``coordinated=``). Every process builds the same graph
 and sources (`bench.bloom_reachability.instance`) and feeds its share at epoch 0: edge ``i``
 and source ``i`` when ``i % processes == index``. Each process prints one line
 ``BLOOMBENCH {json}``: the seconds from its first record fed to the end of the computation
@@ -20,7 +20,7 @@ from typing import Any
 
 import timely
 from bench.bloom_reachability import MARK, instance
-from libs import bloom
+from timely_libs import bloom
 
 
 def main(argv: list[str]) -> None:

@@ -5,7 +5,7 @@ MODE ...``. Every process generates the same seeded graph and the same seeded ed
 (`bench.faults_overhead.workload`), feeds its share of the initial graph at epoch 0 (edge ``i``
 when ``i % processes == index``) and of every change epoch (change pair ``j`` of an epoch when
 ``j % processes == index``), and keeps at most ``INFLIGHT`` epochs ahead of the output probe of
-`libs.linq.connected_components`.
+`timely_libs.linq.connected_components`.
 
 ``throughput SETTING NODES EDGES EPOCHS BATCH INFLIGHT DIR``: SETTING is ``none`` (no
 fault tolerance), ``checkpoint10`` (`timely.Checkpoints` every 10 epochs in DIR, inputs logged)
@@ -42,8 +42,8 @@ from typing import Any  # noqa: E402
 import timely  # noqa: E402
 from bench.faults_overhead import MARK, VICTIM, workload  # noqa: E402
 from bench.linq_graphs import digest  # noqa: E402
-from libs import linq  # noqa: E402
 from timely.checkpoint._store import complete_epochs  # noqa: E402
+from timely_libs import linq  # noqa: E402
 
 IMPORTED = time.time()
 

@@ -4,7 +4,7 @@ Started by `bench.linq_graphs` as ``python -m timely.cli run -n N bench/_linq_wo
 ``SPEC`` a `bench.linq_graphs.Spec` as JSON. Every process generates the same workload
 (`bench.linq_graphs.workload`) and feeds its share of the initial edges (edge ``i`` with
 ``i % processes == index``); process 0 then feeds each later epoch's changes. Each process loads
-linq's compiled loops first (`libs.linq.preload`, timed on its own), as a program in several
+linq's compiled loops first (`timely_libs.linq.preload`, timed on its own), as a program in several
 processes should, and prints one line ``LINQBENCH {json}``: the seconds to load them, the
 seconds to the first answer (clock started once the cluster is connected), the milliseconds of
 each later epoch (wall, and this process's CPU), its resident memory before the dataflow ran
@@ -22,7 +22,7 @@ from typing import Any
 
 import timely
 from bench.linq_graphs import ALGORITHMS, MARK, Spec, digest, workload
-from libs import linq
+from timely_libs import linq
 
 
 def _peak_mib() -> float:

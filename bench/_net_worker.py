@@ -16,7 +16,7 @@ with ``[pI] ``); the parent parses the N lines. Modes:
                 TCP among the same processes (on the ports the launcher gave them; timely does
                 not run): per round each process writes 8 bytes to every other one and waits
                 for 8 bytes from every other one.
-``cc``          ``examples.connected_components.components`` on a seeded random graph, each
+``cc``          ``timely_examples.connected_components.components`` on a seeded random graph, each
                 process feeding its share of the edges; reports the network statistics.
 """
 
@@ -347,7 +347,7 @@ def run_raw(args: argparse.Namespace) -> None:
 
 
 def make_graph(nodes: int, edges: int, seed: int) -> list[tuple[int, int]]:
-    """The graph of ``examples.connected_components`` (the same generator and seed)."""
+    """The graph of ``timely_examples.connected_components`` (the same generator and seed)."""
     import random
 
     rng = random.Random(seed)
@@ -355,7 +355,7 @@ def make_graph(nodes: int, edges: int, seed: int) -> list[tuple[int, int]]:
 
 
 def run_cc(args: argparse.Namespace) -> None:
-    from examples.connected_components import components, reference_components
+    from timely_examples.connected_components import components, reference_components
 
     edge_list = make_graph(args.nodes, args.edges, args.seed)
     iterations = [0]

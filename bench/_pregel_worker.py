@@ -8,7 +8,7 @@ PROGRAM NODES EDGES OUTDIR`` with PROGRAM ``array`` (``pregel.programs.ArrayPage
 when ``i % processes == index``. Each process prints one line ``PREGELBENCH {json}``: the
 seconds from its first record fed to the end of the computation (clock started once the
 cluster is connected and the dataflow built), the part of that spent feeding the input, the
-part until the graph was loaded (from libs/pregel's progress report; process 0 only), its
+part until the graph was loaded (from timely_libs/pregel's progress report; process 0 only), its
 peak resident memory and the sum of its ranks. The ``(id, rank)`` records its subscription
 received go to ``OUTDIR/ranks-INDEX.npz`` (arrays ``ids`` and ``ranks``), which the parent
 assembles and compares with SciPy's. Not on stdout: the launcher passes a line of over 1 MiB
@@ -29,7 +29,7 @@ import numpy as np
 
 import timely
 from bench.pregel_pagerank import DAMPING, MARK, SUPERSTEPS, edge_list
-from libs import pregel
+from timely_libs import pregel
 
 
 def program(name: str) -> Any:

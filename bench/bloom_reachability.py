@@ -2,7 +2,7 @@
 
 The graph is a seeded random directed graph, 20,000 nodes and 100,000 distinct edges
 (``--quick``: 2,000 and 10,000), and 100 seeded sources. The query is
-`libs.bloom.programs.reachability`, Datalog's ::
+`timely_libs.bloom.programs.reachability`, Datalog's ::
 
     reach(s, s)  <- start(s)
     reach(s, y)  <- reach(s, x), link(x, y)

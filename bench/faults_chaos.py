@@ -2,7 +2,7 @@
 
 Each run (seed 1, 2, ...; ``FAULTSBENCH_CHAOS_RUNS`` or 60, ``--quick`` 10) takes its plan
 from `tests.support.chaos.plan`: a workload alternating between running sums by key (20 epochs,
-a multi-epoch keyed computation) and libs.linq connected components (12 epochs), a shape (0, 2
+a multi-epoch keyed computation) and timely_libs.linq connected components (12 epochs), a shape (0, 2
 or 4 epochs in flight; a consumer taking 0 to 20 ms a batch) and one or two faults: SIGKILL at
 the first epoch, mid-epoch, inside a checkpoint, after N delivered epochs, after every input
 closed, at a random moment, from outside, and again while the restarted processes restore;

@@ -1,6 +1,6 @@
 """``faults.overhead``: what fault tolerance (Naiad §3.4) costs, and how fast a kill is recovered.
 
-The job, as in Naiad §6.3: incremental connected components (`libs.linq.connected_components`)
+The job, as in Naiad §6.3: incremental connected components (`timely_libs.linq.connected_components`)
 on 2 real processes (``timely run -n 2 -m bench._faults_worker``), fed a seeded random graph at
 epoch 0, then `EPOCHS` epochs of `BATCH` edge changes each (half deletions of present edges,
 half insertions), each process feeding its share, at most `INFLIGHT` epochs ahead of the
@@ -272,7 +272,7 @@ def recovery(ctx: Context, size: dict[str, int]) -> None:
     steps = [
         ("launcher", launcher, "failure noticed -> processes respawned (stop the survivor, fresh ports)"),
         ("start", a["started"] - killed - launcher, "interpreter start (includes kill -> noticed)"),
-        ("imports", a["imported"] - a["started"], "timely, libs.linq"),
+        ("imports", a["imported"] - a["started"], "timely, timely_libs.linq"),
         ("graph", a["generated"] - a["imported"], "seeded graph and changes generated"),
         ("resume", a["entered"] - a["generated"], "execute(): read checkpoint + input logs, join, restore, replay"),
         ("first_epoch", progress - a["entered"], f"epoch {a['first_epoch']} (replayed) passes the probe"),
@@ -310,7 +310,7 @@ def read_apart(directory: Path) -> tuple[float, float, Any]:
     newest complete checkpoint (`latest_checkpoint`: every part read and verified) and every
     process's log of the edge input (every frame decoded). Returns the two times and the
     checkpoint."""
-    import libs.linq  # noqa: F401  (registers linq's blocks with the codec, as a resumed process has)
+    import timely_libs.linq  # noqa: F401  (registers linq's blocks with the codec, as a resumed process has)
     from timely.checkpoint import latest_checkpoint
     from timely.checkpoint._store import log_processes, read_log
 

@@ -3,7 +3,7 @@
 Every benchmark runs a library function (TR Figures 3, 8, 19) in fresh processes started by
 ``timely run`` (`bench/_linq_worker.py`): the first answer on a seeded graph, then epochs of
 changes, each timed until the output has reported the epoch's changes. Each process loads
-linq's compiled loops before the clock starts (`libs.linq.preload`; ``linq.cc.load`` records
+linq's compiled loops before the clock starts (`timely_libs.linq.preload`; ``linq.cc.load`` records
 how long: in several processes, loading them at the first large array stalled the others at
 each one's own moment). Each process reports its peak resident memory at the first answer (the
 generated workload, Python lists of edges, included: its size is shown in the progress lines).
@@ -57,19 +57,19 @@ Change = tuple[Edge, int]
 
 
 def _cc(edges: Any, sources: Any) -> Any:
-    from libs import linq
+    from timely_libs import linq
 
     return linq.connected_components(edges)
 
 
 def _scc(edges: Any, sources: Any) -> Any:
-    from libs import linq
+    from timely_libs import linq
 
     return linq.strongly_connected_components(edges)
 
 
 def _sssp(edges: Any, sources: Any) -> Any:
-    from libs import linq
+    from timely_libs import linq
 
     return linq.shortest_paths(edges, sources)
 
@@ -451,7 +451,7 @@ def cc(ctx: Context) -> None:
         met=two < m.one["initial_seconds"],
     )
     ctx.record("linq.cc.memory.p2", sum(p["peak_mib"] for p in m.two), "MiB")
-    ctx.record("linq.cc.load", m.one["load_seconds"], "s")  # before the clock: `libs.linq.preload`
+    ctx.record("linq.cc.load", m.one["load_seconds"], "s")  # before the clock: `timely_libs.linq.preload`
     _update_records(ctx, "linq.cc", m, 2.0, p99=True, p99_target=10.0)
 
 

@@ -1,6 +1,6 @@
 """``net.progress_bytes``: progress traffic per data byte of a connected-components loop.
 
-``examples.connected_components.components`` (min-label propagation in a timely loop) on a
+``timely_examples.connected_components.components`` (min-label propagation in a timely loop) on a
 seeded random graph of `NODES` nodes and `EDGES` edges, in `PROCESSES` OS processes
 (`bench/_net_worker.py`, started by ``timely run -n N``), each feeding its share of the
 edges. The labels are checked against a breadth-first search. From

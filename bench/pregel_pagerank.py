@@ -98,8 +98,8 @@ def scipy_pagerank(nodes: int, edges: list[tuple[int, int]], runs: int = SCIPY_R
 
 
 def _spark_session() -> Any:
-    """The project's local session (`libs.spark.local_session`) with this benchmark's partitions and memory."""
-    from libs import spark as tspark
+    """The project's local session (`timely_libs.spark.local_session`) with this benchmark's partitions and memory."""
+    from timely_libs import spark as tspark
 
     conf = {
         "spark.sql.shuffle.partitions": str(SPARK_PARTITIONS),

@@ -1,4 +1,4 @@
-"""``spark.job``: the main job (`jobs.graph_analytics`) end to end, against the same analyses in plain PySpark.
+"""``spark.job``: the main job (`timely_jobs.graph_analytics`) end to end, against the same analyses in plain PySpark.
 
 The graph is generated with a fixed seed: 100,000 nodes and 1,000,000 edges (``--quick``:
 10,000 and 100,000); the job writes it as Parquet and PySpark reads it from there. Each side
@@ -9,7 +9,7 @@ runs on a ``local[2]`` session of its own, one after the other:
   into the same running computation, then PageRank (20 iterations) with libs/pregel; results
   written as Parquet. The peak memory of the whole process tree (this process, the JVM,
   PySpark's Python workers and the timely processes in them) is sampled meanwhile.
-* PySpark (`jobs._pyspark_baseline`), on a session with the JVM's own settings (the job's
+* PySpark (`timely_jobs._pyspark_baseline`), on a session with the JVM's own settings (the job's
   C1-only JIT suits a JVM that mostly moves data, not PySpark's label propagation):
   DataFrame label propagation for the components, RDD PageRank, and the components
   recomputed from scratch for every epoch of changes (PySpark has no incremental form);
@@ -55,9 +55,9 @@ def sizes(quick: bool) -> tuple[int, int]:
 
 @benchmark("spark.job", "the main job on Spark (CC + 5 epochs of changes + PageRank), vs plain PySpark")
 def spark_job(ctx: Context) -> None:
-    from jobs import _pyspark_baseline as baseline
-    from jobs.graph_analytics import JobOptions, edge_array, edge_changes, run_job
-    from libs import spark as tspark
+    from timely_jobs import _pyspark_baseline as baseline
+    from timely_jobs.graph_analytics import JobOptions, edge_array, edge_changes, run_job
+    from timely_libs import spark as tspark
 
     default_seconds = _readme_command(ctx)
     nodes, edges = sizes(ctx.quick)
@@ -190,7 +190,7 @@ def _one_process_first_answer(ctx: Context, options: Any, out: Path) -> float | 
     what two processes must beat (issue 19, item 5)."""
     from dataclasses import replace
 
-    from jobs.graph_analytics import run_job
+    from timely_jobs.graph_analytics import run_job
 
     ctx.progress("timely: initial components with one process (local[1])")
     single = replace(options, output=out, processes=1, analyses=("cc",), epochs=0)
@@ -202,12 +202,12 @@ def _one_process_first_answer(ctx: Context, options: Any, out: Path) -> float | 
 
 
 def _readme_command(ctx: Context) -> float:
-    """Wall seconds of ``python -m jobs.graph_analytics`` on its default data (a process of its own)."""
+    """Wall seconds of ``python -m timely_jobs.graph_analytics`` on its default data (a process of its own)."""
     with tempfile.TemporaryDirectory(prefix="spark-job-default-") as tmp:
-        ctx.progress("the README's main command: python -m jobs.graph_analytics (default data)")
+        ctx.progress("the README's main command: python -m timely_jobs.graph_analytics (default data)")
         began = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-m", "jobs.graph_analytics", "--output", str(Path(tmp) / "out")],
+            [sys.executable, "-m", "timely_jobs.graph_analytics", "--output", str(Path(tmp) / "out")],
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             capture_output=True,

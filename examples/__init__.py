@@ -1,1 +1,1 @@
-"""Example programs; each is runnable as ``python -m examples.NAME`` and tested in tests/."""
+"""Example programs; each is runnable as ``python -m timely_examples.NAME`` and tested in tests/."""

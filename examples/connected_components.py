@@ -1,6 +1,6 @@
 """Connected components of a generated graph, by min-label propagation in a timely loop.
 
-    python -m examples.connected_components [--nodes N] [--edges M] [--workers W] [--seed S]
+    python -m timely_examples.connected_components [--nodes N] [--edges M] [--workers W] [--seed S]
 
 Each node starts labelled with its own id; at every iteration of the loop, nodes whose label
 improved tell their neighbours. The loop ends by itself when no label improves: a fixed point

@@ -1,6 +1,6 @@
 """Your own timely vertex inside a linq loop: shortest paths within a radius.
 
-    python -m examples.linq_user_vertex [--nodes N] [--edges M] [--radius R] [--epochs E] [--workers W] [--seed S]
+    python -m timely_examples.linq_user_vertex [--nodes N] [--edges M] [--radius R] [--epochs E] [--workers W] [--seed S]
 
 `linq.shortest_paths` is Bellman-Ford as a fixed point: at each iteration every node takes
 the least of its distance and its in-neighbours' distances plus the edge weight. Here the
@@ -40,7 +40,7 @@ from operator import itemgetter
 from typing import Any
 
 import timely
-from libs import linq
+from timely_libs import linq
 
 Node = int
 WeightedEdge = tuple[Node, Node, int]

@@ -1,6 +1,6 @@
 """The project's jobs: whole pipelines that users run from the command line.
 
-``python -m jobs.graph_analytics`` is the main one: Spark reads the edges, timely computes
+``python -m timely_jobs.graph_analytics`` is the main one: Spark reads the edges, timely computes
 components, strongly connected components and PageRank, then follows a stream of edge
 changes epoch by epoch; Spark writes the results.
 """

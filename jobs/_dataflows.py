@@ -1,6 +1,6 @@
 """The timely dataflows the graph job runs inside Spark (one barrier task per process).
 
-Each is a ``build(scope, inputs) -> stream`` as `libs.spark.run` expects: ``inputs`` maps an
+Each is a ``build(scope, inputs) -> stream`` as `timely_libs.spark.run` expects: ``inputs`` maps an
 input name to the timely `Input` that Spark's rows are fed into, and the stream returned
 carries the output rows. Both take and give numpy columns (``columns=True``: no Python
 object per row, in or out).
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 import timely
-from libs import linq, pregel
+from timely_libs import linq, pregel
 
 __all__ = ["COMPONENTS_SCHEMA", "PAGERANK_SCHEMA", "components", "pagerank"]
 

@@ -1,19 +1,19 @@
 """Graph analytics on Spark, with timely inside: components, changes and PageRank.
 
-    python -m jobs.graph_analytics [--input EDGES] [--changes CHANGES] [--output DIR] [--format parquet|csv]
+    python -m timely_jobs.graph_analytics [--input EDGES] [--changes CHANGES] [--output DIR] [--format parquet|csv]
                                    [--analyses cc,scc,pagerank] [--processes N] [--master URL]
 
 The graph is the user's edge list (``--input``: ``src,dst`` integer rows, CSV or Parquet) or,
 by default, one generated with a fixed seed. Timely runs inside Spark, one barrier task per
-process (`libs.spark`):
+process (`timely_libs.spark`):
 
 1. components: connected components (edges undirected) and strongly connected components with
-   `libs.linq` (differential dataflow), in one computation that then follows the epochs of
+   `timely_libs.linq` (differential dataflow), in one computation that then follows the epochs of
    edge changes — the user's (``--changes``), or, on the generated graph only, random ones —
    and reports per epoch only the labels that changed;
-2. pagerank: PageRank (20 iterations) with `libs.pregel`.
+2. pagerank: PageRank (20 iterations) with `timely_libs.pregel`.
 
-Everything is read and checked before Spark starts (see `jobs._input`): a bad row stops the
+Everything is read and checked before Spark starts (see `timely_jobs._input`): a bad row stops the
 job with its file, line and text, or with ``--skip-bad-rows`` is skipped and counted. The
 results are written to a temporary directory next to ``--output`` and moved into place only
 when the job succeeds, so a failed run leaves nothing half-written.
@@ -39,8 +39,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs import _dataflows
-from jobs._input import (
+from timely_jobs import _dataflows
+from timely_jobs._input import (
     Changes,
     Edges,
     InputError,
@@ -82,7 +82,7 @@ class JobOptions:
     input: Path | None = None
     """The edge list; None: a generated graph (``nodes``, ``edges``, ``seed``)."""
     changes: Path | None = None
-    """Edge changes to follow after the input (see `jobs._input.read_changes`)."""
+    """Edge changes to follow after the input (see `timely_jobs._input.read_changes`)."""
     output: Path = Path("graph-analytics-out")
     format: str = "parquet"
     header: bool | None = None
@@ -109,7 +109,7 @@ class JobResult:
     """Seconds per stage, in the order they ran."""
     spark: dict[str, float] = field(default_factory=dict)
     """Seconds Spark itself took, per stage (start-up, writes, and its share of each timely run:
-    preparing the inputs, starting tasks, persisting the output; see `libs.spark.run`'s
+    preparing the inputs, starting tasks, persisting the output; see `timely_libs.spark.run`'s
     ``timings``), and ``total``."""
     counts: dict[str, Any] = field(default_factory=dict)
     """What the job read and found, each named for what it counts (see `_print_summary`)."""
@@ -171,7 +171,7 @@ def edge_array(edges: Any) -> np.ndarray:
 # Progress -----------------------------------------------------------------------------------------
 class _Progress:
     """The job's lines, ``[  12.3s] ...``: a line as each stage starts and ends, live figures
-    from the computation while it runs (`libs.spark.ConsoleProgress` on the job's stream), and
+    from the computation while it runs (`timely_libs.spark.ConsoleProgress` on the job's stream), and
     for a stage with nothing to observe (the JVM starting) a line every few seconds saying what
     it waits for, so that no step is silent for long."""
 
@@ -196,7 +196,7 @@ class _Progress:
     def console(self) -> Any:
         """The live progress of Spark runs, shown through `say` (a bar on a terminal)."""
         if self._console is None:
-            from libs.spark import ConsoleProgress
+            from timely_libs.spark import ConsoleProgress
 
             self._console = ConsoleProgress(self.out, every=self.EVERY, say=self.say)
         return self._console
@@ -300,7 +300,7 @@ def _read(options: JobOptions, progress: _Progress, result: JobResult) -> tuple[
 def run_job(options: JobOptions, session: Any = None, out: Any = None) -> JobResult:
     """Run the pipeline; ``session`` (default: a local one, or one for ``options.master``).
 
-    Raises `JobError` (or `jobs._input.InputError`) before Spark starts for bad options and
+    Raises `JobError` (or `timely_jobs._input.InputError`) before Spark starts for bad options and
     inputs; the output directory is then untouched."""
     unknown = set(options.analyses) - set(ANALYSES)
     if unknown or not options.analyses:
@@ -313,7 +313,7 @@ def run_job(options: JobOptions, session: Any = None, out: Any = None) -> JobRes
     result = JobResult()
     edges, changes, final = _read(options, progress, result)
 
-    from libs import spark as tspark
+    from timely_libs import spark as tspark
 
     own_session = session is None
     staging = output.parent / f".{output.name}.partial-{os.getpid()}"
@@ -373,7 +373,7 @@ class _Writer:
         self.result = result
 
     def write(self, name: str, table: pa.Table) -> None:
-        from libs import spark as tspark
+        from timely_libs import spark as tspark
 
         step = f"write {name.replace('_', ' ')}"
         with self.progress.stage(step, self.result), tspark.watch(self.session, step, self.progress.console):
@@ -572,7 +572,7 @@ def _analyses(text: str) -> tuple[str, ...]:
 def _parser() -> argparse.ArgumentParser:
     d = JobOptions()
     ap = argparse.ArgumentParser(
-        prog="python -m jobs.graph_analytics",
+        prog="python -m timely_jobs.graph_analytics",
         description=__doc__.split("\n\n")[0],
         epilog=_EPILOG.format(analyses="\n".join(f"  {k:<9} {v}" for k, v in ANALYSES.items())),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -657,7 +657,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except Exception as e:
-        from libs.spark import SparkBridgeError
+        from timely_libs.spark import SparkBridgeError
 
         if not isinstance(e, SparkBridgeError):
             raise

@@ -1,2 +1,2 @@
-"""Libraries built on timely's public API only: `libs.linq` (differential dataflow),
+"""Libraries built on timely's public API only: `timely_libs.linq` (differential dataflow),
 and later Pregel, Bloom and the Spark bridge. Nothing here imports timely's internals."""

@@ -71,7 +71,7 @@ def spark_session():  # type: ignore[no-untyped-def]
     pytest.importorskip("pyarrow")
     if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
         pytest.skip("Spark needs Java")
-    from libs import spark as tspark
+    from timely_libs import spark as tspark
 
     session = tspark.local_session(cores=2, app_name="timely-tests")
     yield session
@@ -82,7 +82,7 @@ def spark_session():  # type: ignore[no-untyped-def]
 def generated_job(spark_session: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     """The main job's output directory and result after one run in ``local[2]`` with 2 timely
     processes on `GENERATED_JOB` (run once: a job on Spark takes seconds)."""
-    from jobs.graph_analytics import JobOptions, run_job
+    from timely_jobs.graph_analytics import JobOptions, run_job
 
     out = tmp_path_factory.mktemp("generated-job") / "out"
     return out, run_job(JobOptions(output=out, processes=2, **GENERATED_JOB), session=spark_session)

@@ -17,7 +17,7 @@ import pytest
 import timely
 from tests.support import ROOT
 
-PACKAGES = ["timely", "libs.linq", "libs.pregel", "libs.bloom", "libs.spark"]
+PACKAGES = ["timely", "timely_libs.linq", "timely_libs.pregel", "timely_libs.bloom", "timely_libs.spark"]
 API_PAGE = ROOT / "docs" / "api.md"
 
 

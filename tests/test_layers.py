@@ -1,5 +1,6 @@
 """The layers of docs/architecture.md, enforced by tools: import-linter's contracts (in
-pyproject.toml) and mypy over all the code: timely, libs, jobs, bench, the tests and the examples.
+pyproject.toml) and mypy over all the code: timely, libs, jobs, bench, the tests and the examples
+(under the names they are imported by; tests/support/typecheck.py).
 Both run here, so CI (which runs the README's test command) runs them."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 import timely
 from tests.support import ROOT
+from tests.support.typecheck import checked_names, run_mypy
 
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())
 CONTRACTS = {c["id"]: c for c in CONFIG["tool"]["importlinter"]["contracts"]}
@@ -63,16 +65,10 @@ def test_libraries_may_use_nothing_of_timely_but_its_facade() -> None:
 
 
 @pytest.mark.slow
-def test_mypy_is_clean_over_all_the_code(tmp_path_factory: pytest.TempPathFactory) -> None:
-    files = CONFIG["tool"]["mypy"]["files"]
-    assert sorted(files) == ["bench", "examples", "jobs", "libs", "tests", "timely"]
+def test_mypy_is_clean_over_all_the_code() -> None:
+    names = checked_names()
+    assert sorted(names.values()) == ["bench", "examples", "jobs", "libs", "tests", "timely"]
     assert "exclude" not in CONFIG["tool"]["mypy"], "mypy covers all of timely, the CLI included"
-    cache = Path(sys.prefix) / ".mypy_cache"  # the environment's: warm across local runs, fresh in CI
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--cache-dir", str(cache)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = run_mypy()  # the environment's cache: warm across local runs, fresh in CI
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "Success: no issues found" in done.stdout, done.stdout

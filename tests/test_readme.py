@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```\n", re.S | re.M)
 RUN_TIMEOUT = 120.0
-OURS = {"bench", "jobs", "timely", "examples"}
+OURS = {"bench", "timely_jobs", "timely", "timely_examples"}
 """The packages whose commands the bash blocks' checks run (not pip's, pytest's or ruff's)."""
 
 
@@ -135,7 +135,7 @@ def test_the_set_up_commands_make_a_fresh_environment_and_ci_runs_the_test_one()
     tests = re.search(r"^(.*?)\s+# set up, run the tests$", text, re.M)
     assert job is not None and tests is not None
     for line, extra, then in (
-        (job.group(1), "spark", "-m jobs.graph_analytics"),
+        (job.group(1), "spark", "-m timely_jobs.graph_analytics"),
         (tests.group(1), "test", "-m pytest"),
     ):
         # The project's own virtual environment, without the machine's packages.

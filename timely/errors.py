@@ -17,10 +17,10 @@
     ├── PeerError               another process failed or was lost; says which and why
     ├── CheckpointError         a checkpoint directory that cannot be used as asked
     └── LibraryError            what a library built on timely raises:
-        ├── libs.linq.OperatorError      a user function given to an operator failed
-        ├── libs.pregel.PregelError      a Pregel program went wrong
-        ├── libs.bloom.BloomError        a Bloom program is malformed, or a function failed
-        └── libs.spark.SparkBridgeError  a computation run through Spark failed
+        ├── timely_libs.linq.OperatorError      a user function given to an operator failed
+        ├── timely_libs.pregel.PregelError      a Pregel program went wrong
+        ├── timely_libs.bloom.BloomError        a Bloom program is malformed, or a function failed
+        └── timely_libs.spark.SparkBridgeError  a computation run through Spark failed
 
 So ``except timely.TimelyError`` catches every error of timely and its libraries.
 
@@ -138,8 +138,8 @@ class PeerError(TimelyError):
 
 
 class LibraryError(TimelyError):
-    """The base of the errors a library built on timely raises (`libs.linq`'s ``OperatorError``,
-    `libs.pregel`'s ``PregelError``, ...).
+    """The base of the errors a library built on timely raises (`timely_libs.linq`'s ``OperatorError``,
+    `timely_libs.pregel`'s ``PregelError``, ...).
 
     Raised inside a vertex callback it is treated as the user's own exception: the runtime
     fails the computation with a `VertexError` that names the stage, worker and time, and has

@@ -1,6 +1,6 @@
 """libs/bloom: asynchronous monotone programs on timely (Bloom and BloomL; Naiad §2.4, §4.2).
 
-    from libs import bloom
+    from timely_libs import bloom
 
     def build(scope):
         edges = scope.new_input("edges")

@@ -336,11 +336,13 @@ class LPair(Lattice):
         return self.value[1]  # type: ignore[no-any-return]
 
 
-# Crossing processes: every class has a codec (registered identically in every process) ---------
-timely.register_codec(LMax, lambda x: x.value, LMax)
-timely.register_codec(LMin, lambda x: x.value, LMin)
-timely.register_codec(LBool, lambda x: x.value, LBool)
-timely.register_codec(LSet, lambda x: tuple(x.value), LSet)
-timely.register_codec(LMap, lambda x: tuple(x.value.items()), LMap)
-timely.register_codec(LCounter, lambda x: tuple(x.value.items()), LCounter)
-timely.register_codec(LPair, lambda x: x.value, lambda v: LPair(*v))
+# Crossing processes: every class has a codec (registered identically in every process), with an
+# explicit extension code: codes derived from names collide among seven classes (LMap and LSet did
+# once the package was renamed), and a fixed code keeps the wire format when a module moves.
+timely.register_codec(LMax, lambda x: x.value, LMax, code=96)
+timely.register_codec(LMin, lambda x: x.value, LMin, code=45)
+timely.register_codec(LBool, lambda x: x.value, LBool, code=105)
+timely.register_codec(LSet, lambda x: tuple(x.value), LSet, code=116)
+timely.register_codec(LMap, lambda x: tuple(x.value.items()), LMap, code=22)
+timely.register_codec(LCounter, lambda x: tuple(x.value.items()), LCounter, code=17)
+timely.register_codec(LPair, lambda x: x.value, lambda v: LPair(*v), code=60)

@@ -161,7 +161,7 @@ def _decode_routed(value: Any) -> Routed:
     return Routed(tuple(head), np.frombuffer(routes, dtype=np.int64), tuple(parts))
 
 
-register_codec(Routed, _encode_routed, _decode_routed)
+register_codec(Routed, _encode_routed, _decode_routed, code=26)  # explicit: stable if the module moves
 
 
 def routed(head: tuple[Any, ...], routes: np.ndarray, *parts: Block | None) -> list[tuple[int, Any]]:

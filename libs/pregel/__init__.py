@@ -1,6 +1,6 @@
 """libs/pregel: Pregel vertex programs on timely (Malewicz et al., SIGMOD 2010; Naiad §4.2).
 
-    from libs import pregel
+    from timely_libs import pregel
 
     def compute(vertex, messages):           # HashMin connected components
         smallest = min([vertex.value, *messages])

@@ -43,7 +43,7 @@ from ._vertex_engine import Program, VertexEngine
 
 __all__ = ["SuperstepReport", "pregel"]
 
-log = logging.getLogger("libs.pregel")
+log = logging.getLogger("timely_libs.pregel")
 LOG_EVERY = 5.0
 """Seconds between progress lines in the log (INFO) while a run goes on."""
 
@@ -95,7 +95,7 @@ def pregel(
     in flight, when ``master_compute`` halts it, or after ``max_supersteps`` supersteps.
 
     ``progress``, if given, is called with a `SuperstepReport` after loading and after every
-    superstep, in the process that hosts worker 0; the logger ``libs.pregel`` also says how
+    superstep, in the process that hosts worker 0; the logger ``timely_libs.pregel`` also says how
     a long run is going, every few seconds, at INFO.
 
     ``columns=True`` (an `ArrayProgram` only) takes and gives numpy arrays instead of a tuple

@@ -1,4 +1,4 @@
-"""Pregel programs ported to `libs.pregel`; docs/pregel.md sets each beside the paper's C++.
+"""Pregel programs ported to `timely_libs.pregel`; docs/pregel.md sets each beside the paper's C++.
 
 Every program is a `Program` (or `ArrayProgram`) to pass to `pregel.pregel`. Undirected
 algorithms (components, k-core, core numbers) expect each edge in both directions.

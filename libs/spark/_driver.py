@@ -87,7 +87,7 @@ def run(
     ``columns``: each Arrow batch Spark hands a process arrives on its input as *one* record, a
     tuple of numpy arrays (one per column: numbers without nulls as numeric arrays, other values
     as object arrays), and the output stream carries tuples of numpy arrays, one per column of
-    ``schema`` — no Python object per row (`libs.linq.Collection.from_columns` and
+    ``schema`` — no Python object per row (`timely_libs.linq.Collection.from_columns` and
     ``to_columns`` take and give such arrays). Default: a tuple of values per row, both ways.
     """
     if not inputs:

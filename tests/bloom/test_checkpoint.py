@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 import timely
-from libs import bloom
-from libs.bloom import LMax, LMin, LSet
-from libs.bloom._operators import _Aggregate, _Distinct, _History, _NotIn
 from tests.bloom.test_programs import closure_nx, cumulative, reach_nx, sssp_nx
 from tests.pregel.test_checkpoint import Build, resume, undisturbed
+from timely_libs import bloom
+from timely_libs.bloom import LMax, LMin, LSet
+from timely_libs.bloom._operators import _Aggregate, _Distinct, _History, _NotIn
 
 EPOCHS = 4
 

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import timely
-from libs import bloom
-from libs.bloom import Lattice, LBool, LCounter, LMap, LMax, LMin, LPair, LSet
+from timely_libs import bloom
+from timely_libs.bloom import Lattice, LBool, LCounter, LMap, LMax, LMin, LPair, LSet
 
 small = st.integers(-4, 4)
 lmax = st.one_of(st.none(), small).map(LMax)

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 import timely
-from libs import bloom
-from libs.bloom import LMax, LSet
 from tests.support import TIMEOUT
+from timely_libs import bloom
+from timely_libs.bloom import LMax, LSet
 
 
 def _aggregate_run(coordinated: bool, workers: int) -> tuple[dict[int, list[Any]], int]:

@@ -13,9 +13,9 @@ import networkx as nx
 import pytest
 
 import timely
-from libs import bloom
-from libs.bloom import LMin
 from tests.support import TIMEOUT
+from timely_libs import bloom
+from timely_libs.bloom import LMin
 
 EPOCHS = 3
 

@@ -78,7 +78,7 @@ def test_the_profiler_charges_a_slow_stage_with_the_time_and_the_hook_shows_stat
 
 
 def test_linq_reports_the_rows_of_its_arrangements() -> None:
-    from libs import linq
+    from timely_libs import linq
 
     keys = 500
 

@@ -11,8 +11,8 @@ import sys
 from typing import Any
 
 import timely
-from libs._hash import stable_hash
 from tests.support import TIMEOUT
+from timely_libs._hash import stable_hash
 
 
 class Record(timely.Vertex):
@@ -112,7 +112,7 @@ def test_the_collector_threshold_is_raised_while_running_and_restored_after() ->
 def test_stable_hash_of_int_pairs_is_the_same_in_every_process() -> None:
     """Pairs of ints take Python's tuple hash, which must not depend on PYTHONHASHSEED."""
     keys = [(1, 2), (-7, 2**70), (0, 0), (123456789, -1)]
-    code = f"from libs._hash import stable_hash; print([stable_hash(k) for k in {keys!r}])"
+    code = f"from timely_libs._hash import stable_hash; print([stable_hash(k) for k in {keys!r}])"
     outputs = {
         subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": seed}

@@ -12,8 +12,8 @@ import networkx as nx
 import pytest
 
 import timely
-from examples.connected_components import components, reference_components
 from tests.support import TIMEOUT
+from timely_examples.connected_components import components, reference_components
 
 
 class DistinctCount(timely.Vertex):

@@ -104,7 +104,7 @@ def test_a_run_that_exits_0_without_delivering_every_epoch_fails(tmp_path: Path)
 OWN_TYPES = """
 import sys
 import timely
-from libs import linq
+from timely_libs import linq
 
 class Point:
     def __init__(self, x):

@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.graph_analytics import JobOptions, edge_changes, generate_edges, run_job
 from tests.support import GENERATED_JOB, ROOT
+from timely_jobs.graph_analytics import JobOptions, edge_changes, generate_edges, run_job
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -222,7 +222,7 @@ def test_skip_bad_rows_skips_and_counts_them_and_the_rest_is_analysed(spark_sess
 
 @pytest.mark.slow  # a Spark session
 def test_a_failure_inside_spark_leaves_no_output(spark_session: Any, tmp_path: Path) -> None:
-    from libs.spark import SparkBridgeError
+    from timely_libs.spark import SparkBridgeError
 
     out = tmp_path / "out"
     with pytest.raises(SparkBridgeError, match="task slots"):
@@ -233,7 +233,7 @@ def test_a_failure_inside_spark_leaves_no_output(spark_session: Any, tmp_path: P
 # Bad input, before Spark starts --------------------------------------------------------------------
 def job_command(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "jobs.graph_analytics", *args],
+        [sys.executable, "-m", "timely_jobs.graph_analytics", *args],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -347,7 +347,7 @@ def test_the_job_serves_the_console_while_its_computations_run(tmp_path: Path) -
     is that computation's and whose final state (kept a few seconds by TIMELY_CONSOLE_LINGER,
     which reaches the tasks as TIMELY_CONSOLE does) holds both processes, complete."""
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "jobs.graph_analytics", "--console", "127.0.0.1:0", "--output", str(out)]
+    argv = [sys.executable, "-m", "timely_jobs.graph_analytics", "--console", "127.0.0.1:0", "--output", str(out)]
     argv += ["--nodes", "3000", "--edges", "12000", "--epochs", "2"]
     env = {**os.environ, "TIMELY_CONSOLE_LINGER": "3"}
     job = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -1,4 +1,4 @@
-"""jobs._input: the job's reading and checking of the user's files, on real files, against
+"""timely_jobs._input: the job's reading and checking of the user's files, on real files, against
 plain-Python readings of the same rows (no Spark: all of this happens before Spark starts)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs._input import InputError, apply_changes, read_changes, read_edges
+from timely_jobs._input import InputError, apply_changes, read_changes, read_edges
 
 
 def as_set(pairs: np.ndarray) -> set[tuple[int, int]]:
@@ -81,7 +81,7 @@ def test_change_epochs_from_a_column_from_files_and_from_a_spark_directory(tmp_p
 def test_applied_changes_give_the_graph_a_set_would() -> None:
     rng = random.Random(11)
     start = {(rng.randrange(30), rng.randrange(30)) for _ in range(200)}
-    from jobs._input import Edges, Rows
+    from timely_jobs._input import Edges, Rows
 
     edges = Edges(np.array(sorted(start), dtype=np.int64))
     present = set(start)

@@ -1,4 +1,4 @@
-"""`libs.linq`'s graph algorithms against NetworkX on seeded random graphs.
+"""`timely_libs.linq`'s graph algorithms against NetworkX on seeded random graphs.
 
 Each test loads a random graph in the first epoch, then applies many epochs of random edge
 insertions and deletions (duplicates, self-loops and an edge added and removed in the same
@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import pytest
 
-from libs import linq
 from tests.support.linq_harness import check
 from tests.support.linq_reference import nx_components, nx_scc_edges, nx_shortest_paths, random_epochs
+from timely_libs import linq
 
 EPOCHS = 25
 """Epochs of random changes after the first, which loads the graph."""

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import timely
-from libs import linq
 from tests.support import TIMEOUT
 from tests.support import linq_reference as ref
 from tests.support.linq_harness import Epochs, check, together
+from timely_libs import linq
 
 WORKERS = pytest.mark.parametrize("workers", [1, 3], ids=["w1", "w3"])
 FAST = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,4 +1,4 @@
-"""Checkpoint and restore of `libs.linq`'s stateful operators (Naiad §3.4), driven by hand.
+"""Checkpoint and restore of `timely_libs.linq`'s stateful operators (Naiad §3.4), driven by hand.
 
 Each test runs a linq dataflow over epochs ``0..at``, waits until the output has passed
 ``at``, and collects ``checkpoint()`` from every instance of every stage, each state through
@@ -26,13 +26,13 @@ import numpy as np
 import pytest
 
 import timely
-from libs import linq
-from libs.linq._columns import Block
-from libs.linq._stateful import Routed
 from tests.support import TIMEOUT
 from tests.support import linq_reference as ref
 from tests.support.linq_reference import random_epochs
 from timely._runtime.recovery import deal_pieces
+from timely_libs import linq
+from timely_libs.linq._columns import Block
+from timely_libs.linq._stateful import Routed
 
 CODEC = timely.Codec(allow_pickle=True)
 
@@ -516,9 +516,9 @@ def test_reduce_pending_keys_survive_a_rescale() -> None:
     """A reduce's keys scheduled at later times (TR §4.3) are saved per key and come back to
     whichever instance owns the key; so do records staged for a time that is not complete.
     (Pending keys are held as arrays of key codes, staged records as blocks: see _reduce.)"""
-    from libs.linq._columns import Block, code_of, values_of
-    from libs.linq._lattice import Lattice
-    from libs.linq._reduce import Reduce
+    from timely_libs.linq._columns import Block, code_of, values_of
+    from timely_libs.linq._lattice import Lattice
+    from timely_libs.linq._reduce import Reduce
 
     def make() -> Reduce:
         return Reduce("r", Lattice(1), [first], lambda k, g: {(k, sum(g.values())): 1})

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import timely
-from libs import linq
 from tests.support import TIMEOUT
+from timely_libs import linq
 
 
 def random_epochs(seed: int, epochs: int = 4, nodes: int = 40) -> list[list[tuple[tuple[int, int], int]]]:

@@ -1,4 +1,4 @@
-"""Misuse of `libs.linq` gets a clear error, not a hang or a silently wrong answer.
+"""Misuse of `timely_libs.linq` gets a clear error, not a hang or a silently wrong answer.
 
 A user function that raises, or a key that cannot be hashed, fails the computation with a
 `timely.VertexError` whose message carries linq's `OperatorError` text: the operator, the
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import timely
-from libs import linq
 from tests.support import TIMEOUT
+from timely_libs import linq
 
 WORKERS = pytest.mark.parametrize("workers", [1, 3], ids=["w1", "w3"])
 

@@ -90,8 +90,8 @@ def test_against_networkx_with_compiled_loops_for_every_size(
     """The compiled loops (numba) take over from many rows on; here from one row, so every
     step of these cases runs through them: a few keys, empty batches, one time or several;
     finding keys by search, or (``table``) through every batch's key table."""
-    from libs.linq._columns import _kernels
-    from libs.linq._trace import _batch
+    from timely_libs.linq._columns import _kernels
+    from timely_libs.linq._trace import _batch
 
     monkeypatch.setattr(_kernels, "COMPILED_ROWS", 1)
     compiled_from(monkeypatch, 1)

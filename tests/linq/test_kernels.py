@@ -1,4 +1,4 @@
-"""The column kernels (`libs.linq._columns._kernels`): consolidation in each of its forms (a
+"""The column kernels (`timely_libs.linq._columns._kernels`): consolidation in each of its forms (a
 Python pass for a few rows, numpy passes, compiled loops for many rows) against a dictionary
 that sums the same rows."""
 
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from libs.linq._columns import _kernels
 from tests.support.linq_harness import compiled_from
+from timely_libs.linq._columns import _kernels
 
 ROWS = st.lists(
     st.tuples(st.integers(0, 40), st.integers(-3, 3), st.integers(0, 5), st.sampled_from([1, -1, 2, -2])),
@@ -63,7 +63,7 @@ def test_consolidation_sorts_sums_and_drops_zeros(form: str, runs: bool, rows: l
 def test_the_radix_sort_sorts_as_numpy_does(data: st.DataObject, bits: int) -> None:
     """`radix_sorted` (the compiled consolidation's sort) against `sorted`: values that
     differ in every digit, and values sharing most digits (passes that are skipped)."""
-    from libs.linq._columns._compiled import radix_sorted
+    from timely_libs.linq._columns._compiled import radix_sorted
 
     high = data.draw(st.sampled_from([0, bits // 2, bits]))
     ints = st.integers(0, (1 << bits) - 1) if bits else st.just(0)
@@ -102,8 +102,8 @@ def test_batches_with_broadcast_and_sliced_columns_are_read_alike(form: str) -> 
     """A batch's time columns are often one value broadcast (read-only, no memory) and its
     keys a slice of a larger array: the compiled loops take them as they are, and find what
     the numpy forms find."""
-    from libs.linq import _least
-    from libs.linq._trace import Batch, Rows, Spine, matches
+    from timely_libs.linq import _least
+    from timely_libs.linq._trace import Batch, Rows, Spine, matches
 
     n = 3000
     keys = np.repeat(np.arange(0, 2 * n, 2, dtype=np.int64), 2)[: 2 * n]
@@ -157,7 +157,7 @@ def test_the_first_import_on_a_machine_says_it_compiles_and_later_ones_load_quie
     said = []
     for _ in range(2):
         done = subprocess.run(
-            [sys.executable, "-c", "import libs.linq._columns._compiled"],
+            [sys.executable, "-c", "import timely_libs.linq._columns._compiled"],
             env=env,
             cwd=Path(__file__).parents[2],
             capture_output=True,
@@ -176,20 +176,20 @@ def test_preload_loads_the_compiled_loops_that_a_small_computation_never_loads()
     has nothing to do, and from then on the loops take a few dozen keys and a thousand rows too."""
     program = """
 import sys, timely
-from libs import linq
-from libs.linq._columns._kernels import COMPILED_KEYS, COMPILED_ROWS, LOADED_KEYS, LOADED_ROWS
-from libs.linq._columns._kernels import compiled_keys, compiled_rows
+from timely_libs import linq
+from timely_libs.linq._columns._kernels import COMPILED_KEYS, COMPILED_ROWS, LOADED_KEYS, LOADED_ROWS
+from timely_libs.linq._columns._kernels import compiled_keys, compiled_rows
 def build(scope):
     i = linq.new_input(scope)
     return i, linq.CollectionOutput(i.collection.distinct())
 with timely.execute(build, timeout=60) as (comp, (i, out)):
     i.insert_all([*range(300), 2]); i.advance_to(1); comp.wait_passed(out.probe, 0)
     assert out.contents() == dict.fromkeys(range(300), 1), out.contents()
-assert "numba" not in sys.modules and "libs.linq._columns._compiled" not in sys.modules
+assert "numba" not in sys.modules and "timely_libs.linq._columns._compiled" not in sys.modules
 assert not compiled_keys(COMPILED_KEYS - 1) and compiled_keys(COMPILED_KEYS)
 assert not compiled_rows(COMPILED_ROWS - 1) and compiled_rows(COMPILED_ROWS)
 took = linq.preload()
-assert took > 0 and "libs.linq._columns._compiled" in sys.modules, took
+assert took > 0 and "timely_libs.linq._columns._compiled" in sys.modules, took
 assert linq.preload() == 0
 assert compiled_keys(LOADED_KEYS) and not compiled_keys(LOADED_KEYS - 1)
 assert compiled_rows(LOADED_ROWS) and not compiled_rows(LOADED_ROWS - 1)

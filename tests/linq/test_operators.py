@@ -1,4 +1,4 @@
-"""Every `libs.linq` operator against the from-scratch reference (tests/support/linq_reference.py).
+"""Every `timely_libs.linq` operator against the from-scratch reference (tests/support/linq_reference.py).
 
 Hypothesis picks epochs of additions and retractions for each input; the dataflow gets them
 epoch by epoch, and after every epoch its accumulated output must equal the reference's
@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from libs import linq
 from tests.support import linq_reference as ref
 from tests.support.linq_harness import Epochs, check, together
+from timely_libs import linq
 
 WORKERS = pytest.mark.parametrize("workers", [1, 3], ids=["w1", "w3"])
 FAST = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])

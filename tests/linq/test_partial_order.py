@@ -39,12 +39,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import timely
-from libs import linq
 from tests.linq.test_operators import _ref_outer, _ref_step, _step
 from tests.support import TIMEOUT
 from tests.support import linq_reference as ref
 from tests.support.linq_harness import Epochs, together
 from tests.support.linq_in_flight import assert_epoch, drive
+from timely_libs import linq
 
 EPOCHS = 4
 SPAN = 3

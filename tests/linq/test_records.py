@@ -27,12 +27,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import timely
-from libs import linq
 from tests.support import TIMEOUT
 from tests.support import linq_reference as ref
 from tests.support.linq_harness import check, together
 from tests.support.linq_records_program import EPOCHS, NONE_KEYS, expected, none_keys, records
 from tests.support.modes import Mode
+from timely_libs import linq
 
 FAST = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -190,7 +190,7 @@ def test_records_holding_none_meet_across_processes(mode: Mode) -> None:
 def test_blocks_cross_processes_as_they_are(columns_and_diffs: tuple[list[list[Any]], list[int]]) -> None:
     """A block through the codec a data frame uses comes back with the same columns (values
     and dtypes) and diffs; a column of one int travels as that int (a few bytes, not 8 a row)."""
-    from libs.linq._columns import Block, column_of
+    from timely_libs.linq._columns import Block, column_of
 
     columns, diffs = columns_and_diffs
     block = Block([column_of(c) for c in columns], len(columns), np.asarray(diffs, dtype=np.int64))
@@ -206,7 +206,7 @@ def test_blocks_cross_processes_as_they_are(columns_and_diffs: tuple[list[list[A
 def test_a_column_of_one_int_travels_as_that_int() -> None:
     """Proposals of a label flooding the graph: (node, label 0) with diff 1, 10,000 rows. The
     labels and the diffs take a few bytes, the nodes 8 bytes each."""
-    from libs.linq._columns import Block
+    from timely_libs.linq._columns import Block
 
     n = 10_000
     nodes = np.arange(n, dtype=np.int64)

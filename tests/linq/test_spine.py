@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from libs.linq._trace import Batch, Rows, Spine, _spine
+from timely_libs.linq._trace import Batch, Rows, Spine, _spine
 
 
 def _contents(rows: list[tuple[int, int, int, int, int]], epoch: int) -> dict[tuple[int, ...], int]:

@@ -1,4 +1,4 @@
-"""Finding keys in an arranged batch (`libs.linq._trace`), against a scan of its rows.
+"""Finding keys in an arranged batch (`timely_libs.linq._trace`), against a scan of its rows.
 
 A batch finds the rows of many keys at once by binary search, or, for a large query on a
 batch of dense int keys, through a table indexed by key; a few keys are looked up one by one.
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from libs.linq._trace import Batch, Rows, _batch, matches
 from tests.support.linq_harness import compiled_from
+from timely_libs.linq._trace import Batch, Rows, _batch, matches
 
 SIZES = st.sampled_from([1, 3, 9, 40, 300])
 
@@ -155,8 +155,8 @@ def test_key_totals_sum_each_keys_rows_up_to_t_as_a_scan_does(way: str) -> None:
     hundreds of keys: each key's diffs at epochs ``<= t`` summed, its value, and its rows at
     later epochs, as a scan of every row says; by numpy passes, or by the compiled loop (keys
     found by search, or through each batch's key table)."""
-    from libs.linq import _reduce
-    from libs.linq._trace import Spine
+    from timely_libs.linq import _reduce
+    from timely_libs.linq._trace import Spine
 
     rng = np.random.default_rng(11)
     with pytest.MonkeyPatch.context() as patch:

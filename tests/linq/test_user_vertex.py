@@ -14,8 +14,8 @@ import pytest
 
 import timely
 import timely.testing
-from examples import linq_user_vertex as example
-from libs import linq
+from timely_examples import linq_user_vertex as example
+from timely_libs import linq
 
 TIMEOUT = 30.0
 

@@ -24,10 +24,10 @@ import networkx as nx
 import pytest
 
 import timely
-from libs import pregel
-from libs.pregel import programs
 from tests.support import TIMEOUT
 from tests.support.pregel_harness import both_ways, digraph, random_edges
+from timely_libs import pregel
+from timely_libs.pregel import programs
 
 CODEC = timely.Codec(allow_pickle=True)
 

@@ -1,4 +1,4 @@
-"""Misuse of `libs.pregel` gets a clear error, not a hang or a silently wrong answer.
+"""Misuse of `timely_libs.pregel` gets a clear error, not a hang or a silently wrong answer.
 
 Mistakes found while the dataflow is built (a bad ``on_missing_vertex``, ``max_supersteps``
 below 1, a stream of a loop scope, something that is not an aggregator) raise
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import timely
-from libs import pregel
-from libs.pregel import programs
 from tests.support.pregel_harness import failure, pregel_error, run
+from timely_libs import pregel
+from timely_libs.pregel import programs
 
 RING = [(i, (i + 1) % 6) for i in range(6)]
 """Six vertices 0..5 in a ring: with three workers, each worker owns two."""

@@ -1,4 +1,4 @@
-"""`libs.pregel.programs` against NetworkX on seeded random graphs.
+"""`timely_libs.pregel.programs` against NetworkX on seeded random graphs.
 
 Every program runs with one and with three workers on graphs of several sizes: a tiny one,
 sparse ones with many components and isolated vertices, denser ones; self-loops and
@@ -18,8 +18,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from libs import pregel
-from libs.pregel import programs
 from tests.support.pregel_harness import (
     SIZES,
     Recorder,
@@ -30,6 +28,8 @@ from tests.support.pregel_harness import (
     run,
     simple_graph,
 )
+from timely_libs import pregel
+from timely_libs.pregel import programs
 
 FAST = settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]

@@ -1,4 +1,4 @@
-"""The Pregel model as `libs.pregel` implements it, one rule at a time.
+"""The Pregel model as `timely_libs.pregel` implements it, one rule at a time.
 
 Small hand-made graphs and programs that record what each `compute` call saw (in this
 process: the tests run in-process, so every worker appends to one list) check: combiners,
@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from libs import pregel
-from libs._hash import stable_hash
-from libs.pregel import programs
 from tests.support.pregel_harness import Recorder, both_ways, digraph, random_edges, run, run_epochs
+from timely_libs import pregel
+from timely_libs._hash import stable_hash
+from timely_libs.pregel import programs
 
 FAST = settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]

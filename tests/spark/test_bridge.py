@@ -1,4 +1,4 @@
-"""libs.spark: timely computations as Spark barrier stages, one local Spark session for the file.
+"""timely_libs.spark: timely computations as Spark barrier stages, one local Spark session for the file.
 
 Spark starts slowly (a JVM, then Python workers), so every test shares one ``local[2]``
 session, and runs at most 2 timely processes (the machine has 2 cores). The builds below are
@@ -27,8 +27,8 @@ from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 import timely  # noqa: E402
-from libs import linq  # noqa: E402
-from libs import spark as tspark  # noqa: E402
+from timely_libs import linq  # noqa: E402
+from timely_libs import spark as tspark  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

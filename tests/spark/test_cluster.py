@@ -99,7 +99,7 @@ def test_the_job_on_the_cluster_gives_the_answers_of_local_mode(
     began = time.time() - 1
     out = tmp_path / "out"
     _application(
-        [sys.executable, "-m", "jobs.graph_analytics", "--master", cluster.master_url, *_options(out)],
+        [sys.executable, "-m", "timely_jobs.graph_analytics", "--master", cluster.master_url, *_options(out)],
         cluster,
         cwd=ROOT,
     )

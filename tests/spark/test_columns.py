@@ -1,4 +1,4 @@
-"""libs.spark with ``columns=True``: each Arrow batch reaches a process as one record of numpy
+"""timely_libs.spark with ``columns=True``: each Arrow batch reaches a process as one record of numpy
 arrays, and the output goes back as arrays — the same rows as the tuple-per-row path, on the
 run's shared ``local[2]`` session, with two timely processes."""
 
@@ -20,8 +20,8 @@ from pyspark import cloudpickle
 from pyspark.sql import DataFrame, SparkSession
 
 import timely
-from libs import linq
-from libs import spark as tspark
+from timely_libs import linq
+from timely_libs import spark as tspark
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

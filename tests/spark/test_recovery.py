@@ -1,4 +1,4 @@
-"""libs.spark with checkpoints: a retried barrier stage resumes from the timely processes' last
+"""timely_libs.spark with checkpoints: a retried barrier stage resumes from the timely processes' last
 complete checkpoint, and the result still holds every epoch's rows exactly once.
 
 The workload is a core vertex keeping running sums by key (its `checkpoint` returns a
@@ -30,8 +30,8 @@ from pyspark import cloudpickle  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 
 import timely  # noqa: E402
-from libs import spark as tspark  # noqa: E402
-from libs.spark import _task  # noqa: E402
+from timely_libs import spark as tspark  # noqa: E402
+from timely_libs.spark import _task  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

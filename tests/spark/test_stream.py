@@ -1,4 +1,4 @@
-"""libs.spark.run_stream: files dropped into a watched directory are a Structured Streaming
+"""timely_libs.spark.run_stream: files dropped into a watched directory are a Structured Streaming
 source, each micro-batch one epoch of one long-running computation, each epoch's changes
 written out by Spark — checked against a recomputation from scratch of the graph at every
 epoch. On the run's shared ``local[2]`` session: one timely process (the stream's processes
@@ -24,8 +24,8 @@ from pyspark import cloudpickle  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 
 import timely  # noqa: E402
-from libs import linq  # noqa: E402
-from libs import spark as tspark  # noqa: E402
+from timely_libs import linq  # noqa: E402
+from timely_libs import spark as tspark  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

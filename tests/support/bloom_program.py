@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import timely
-from libs import bloom
 from tests.support.modes import Run
+from timely_libs import bloom
 
 EPOCHS = 2
 QUORUM = 3

@@ -2,7 +2,7 @@
 processes, each run's per-epoch outputs compared with an undisturbed run's.
 
 A `Plan` (from `plan(seed)`) picks a workload (``sum``: running sums by key, a multi-epoch
-keyed computation; ``cc``: libs.linq connected components), the shape of the run (how many
+keyed computation; ``cc``: timely_libs.linq connected components), the shape of the run (how many
 epochs in flight, how slow the consumer is) and one or two faults:
 
 - SIGKILL of a process from inside, at a chosen moment: the first epoch, the middle of an

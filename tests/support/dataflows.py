@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 import timely
-from examples.connected_components import components, reference_components
 from tests.core.test_dataflows import Countdown, DistinctCount, IterationBarrier
 from tests.support.modes import Run
+from timely_examples.connected_components import components, reference_components
 
 
 class Case(Run):

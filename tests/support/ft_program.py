@@ -25,7 +25,7 @@ launch that resumes another by hand (its attempts count from 100 times it in the
 Each process writes its pid to ``OUT/pid-p<index>-a<attempt>``, for a harness that sends
 signals from outside.
 
-Workloads: ``cc`` (libs.linq connected components over epochs of edge changes) and ``sum``
+Workloads: ``cc`` (timely_libs.linq connected components over epochs of edge changes) and ``sum``
 (a core vertex keeping running sums by key).
 """
 
@@ -167,7 +167,7 @@ def dataflow(workload: str, scope: timely.Scope, deliver: Deliver) -> tuple[time
     """Build ``workload``; ``deliver(epoch, records)`` gets each epoch's output. Its input, and
     a probe of its output."""
     if workload == "cc":
-        from libs import linq
+        from timely_libs import linq
 
         edges = linq.new_input(scope, "edges")
         marked = edges.collection.stream.stage("witness", Witness)

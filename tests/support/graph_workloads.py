@@ -24,9 +24,9 @@ import networkx as nx
 
 import timely
 from bench.linq_graphs import power_law_graph
-from libs import linq
 from tests.support import linq_reference as ref
 from tests.support.linq_reference import nx_components, nx_scc_edges, nx_shortest_paths
+from timely_libs import linq
 
 __all__ = ["ALGORITHMS", "KINDS", "Workload", "answer", "closing_early", "dataflow", "share", "workload"]
 

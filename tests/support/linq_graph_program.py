@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 import timely
-from libs import linq
 from tests.support.graph_workloads import closing_early, dataflow, share, workload
 from tests.support.modes import Run
+from timely_libs import linq
 
 
 class GraphRun(Run):

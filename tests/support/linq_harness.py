@@ -14,10 +14,10 @@ from itertools import zip_longest
 import pytest
 
 import timely
-from libs import linq
-from libs.linq._columns import _kernels
 from tests.support import TIMEOUT
 from tests.support import linq_reference as ref
+from timely_libs import linq
+from timely_libs.linq._columns import _kernels
 
 Epochs = Sequence[Sequence[ref.Change]]
 

@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import timely
-from libs import linq
 from tests.support import TIMEOUT
 from tests.support import linq_reference as ref
+from timely_libs import linq
 
 __all__ = ["accumulated", "assert_epoch", "drive"]
 

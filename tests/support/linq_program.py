@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import timely
-from libs import linq
 from tests.support.modes import Run
+from timely_libs import linq
 
 EPOCHS = 10
 ALGORITHMS = ("connected_components", "strongly_connected_components", "shortest_paths")

@@ -26,10 +26,10 @@ from operator import itemgetter
 from typing import Any
 
 import timely
-from libs import linq
 from tests.support import linq_reference as ref
 from tests.support.linq_reference import nx_components, random_epochs
 from tests.support.modes import Run
+from timely_libs import linq
 
 EPOCHS = 8
 first = itemgetter(0)

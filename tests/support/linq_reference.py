@@ -1,4 +1,4 @@
-"""A from-scratch reference for `libs.linq`: each operator's answer on whole multisets.
+"""A from-scratch reference for `timely_libs.linq`: each operator's answer on whole multisets.
 
 Nothing here is incremental. A collection is a plain ``dict`` record -> count (zero counts
 left out); each function computes an operator's result from the complete, accumulated

@@ -17,8 +17,8 @@ import networkx as nx
 import pytest
 
 import timely
-from libs import pregel
 from tests.support import TIMEOUT
+from timely_libs import pregel
 
 Edge = tuple[Any, ...]
 Graph = tuple[Sequence[Edge], Sequence[tuple[Any, Any]] | None]

@@ -1,6 +1,6 @@
 """The pregel workloads of tests/pregel/test_processes.py, as a program for `Mode.run`.
 
-A workload is a program from `libs.pregel.programs` and a seeded random graph per epoch
+A workload is a program from `timely_libs.pregel.programs` and a seeded random graph per epoch
 (`EPOCHS` of them, each a separate run). One dataflow runs every workload asked for, each on
 its own pair of inputs (edges, vertices). Every process builds the same dataflow and feeds only
 its share of each epoch's records: those at positions ``i`` with ``i % processes ==
@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 import timely
-from libs import pregel
-from libs.pregel import programs
 from tests.support.modes import Run
+from timely_libs import pregel
+from timely_libs.pregel import programs
 
 EPOCHS = 2
 WORKLOADS = ("pagerank", "array_pagerank", "column_pagerank", "components", "shortest_paths", "kcore", "matching")

@@ -1,5 +1,5 @@
-"""A Spark application for the standalone-cluster tests: running sums by key with libs.linq,
-fed epoch by epoch by `libs.spark.run_epochs` with checkpoints, on the master it is given.
+"""A Spark application for the standalone-cluster tests: running sums by key with timely_libs.linq,
+fed epoch by epoch by `timely_libs.spark.run_epochs` with checkpoints, on the master it is given.
 
     python -m tests.support.spark_cluster_program MASTER CHECKPOINT_DIR OUT_JSON KILL_DIR
 
@@ -24,8 +24,8 @@ from typing import Any
 from pyspark import cloudpickle
 
 import timely
-from libs import linq
-from libs import spark as tspark
+from timely_libs import linq
+from timely_libs import spark as tspark
 
 __all__ = ["EPOCHS", "EVERY", "KILL_AT", "SCHEMA", "epoch_rows", "expected_changes"]
 

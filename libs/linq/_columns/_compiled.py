@@ -588,7 +588,7 @@ def _say_if_compiled() -> None:
     compiled = [f for f in loops if f.stats.cache_misses]
     if compiled:
         logging.getLogger("timely").warning(
-            "libs.linq compiled %d numeric loops with numba in %.1f s; once per machine (cached in %s)",
+            "timely_libs.linq compiled %d numeric loops with numba in %.1f s; once per machine (cached in %s)",
             len(compiled),
             time.perf_counter() - _STARTED,
             compiled[0].stats.cache_path,

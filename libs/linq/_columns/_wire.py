@@ -73,4 +73,4 @@ def decode(value: Any) -> Block:
 
 
 def register() -> None:
-    register_codec(Block, encode, decode)
+    register_codec(Block, encode, decode, code=65)  # explicit: stable if the module moves
