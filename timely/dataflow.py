@@ -8,7 +8,7 @@ dataflow's graph and hands every handle made while building its running side thr
 see only the `InputBinding` and `ProbeBinding` protocols, so handles created while building
 work afterwards without the runtime touching their insides.
 
-Why about 440 lines in one module: this is the whole building API a user meets (scopes, streams,
+Why about 470 lines in one module: this is the whole building API a user meets (scopes, streams,
 inputs, probes) with the one interface the runtime implements to bind them (`Binder`), so that
 a handle's private state is touched only here.
 """
@@ -292,6 +292,32 @@ class Stream:
     def exchange(self, name: str, key: Partition) -> Stream:
         """The same records, each moved to worker ``key(record) % peers``."""
         return self.stage(name, Forward, exchange=key)  # type: ignore[no-any-return]
+
+    def gather(self, name: str | None = None, to: int = 0) -> Stream:
+        """The same records, all moved to one worker: the first worker of process ``to``.
+
+        Every process runs the same build, so each one calls ``gather``; only process ``to``
+        receives records afterwards. ``stream.gather().subscribe(fn)`` calls ``fn`` on process
+        ``to`` alone, with the whole of each completed time, whatever the number of processes
+        and workers. It funnels the stream through one worker: gather results, not the bulk of
+        a computation. ``name`` defaults to ``<stage>.gather`` (``<stage>.gather<port>`` for an
+        output other than the first).
+        """
+        dataflow = self._scope.dataflow
+        if isinstance(to, bool) or not isinstance(to, int):
+            raise TypeError(f"gather: to must be a process index (an int), got {to!r}")
+        if not 0 <= to < dataflow.processes:
+            raise ValueError(
+                f"gather: to={to} names no process; this computation has {dataflow.processes} "
+                f"(0 to {dataflow.processes - 1})"
+            )
+        if name is None:
+            stage = self.source_name
+            prefix = f"{self._scope.name}." if self._scope.name else ""
+            stage = stage[len(prefix) :] if stage.startswith(prefix) else stage
+            name = f"{stage}.gather" + (str(self.source.port) if self.source.port else "")
+        target = to * dataflow.workers
+        return self.stage(name, Forward, exchange=lambda record: target)  # type: ignore[no-any-return]
 
     def concat(self, name: str, *others: Stream) -> Stream:
         return self._scope.concat(name, [self, *others])
