@@ -127,10 +127,12 @@ class Contents(Vertex):
     """The share of an output's accumulated collection that one worker owns (the consolidation
     before it routes each record to one worker), passing the differences on unchanged.
 
-    Checkpoint: pieces ``block`` of ``(record, count)``, cut by the record's route."""
+    Checkpoint: pieces ``block`` of ``(record, count)``, cut by the record's route; for a
+    gathered output, one piece routed to this worker, where its records go."""
 
-    def __init__(self, op: str) -> None:
+    def __init__(self, op: str, gathered: bool = False) -> None:
         self.op = op
+        self.gathered = gathered
         self.contents: dict[Any, int] = {}
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
@@ -149,7 +151,11 @@ class Contents(Vertex):
             return None
         with paused_gc():
             block = Block.of_records(list(self.contents), np.fromiter(self.contents.values(), np.int64))
-            return KeyedState(routed((), record_key(self.op).routes(block), block))
+            if self.gathered:
+                routes = np.full(len(block), self.worker_index, dtype=np.int64)
+            else:
+                routes = record_key(self.op).routes(block)
+            return KeyedState(routed((), routes, block))
 
     def restore(self, state: Any) -> None:
         contents = self.contents
@@ -166,7 +172,9 @@ class Contents(Vertex):
 class CollectionOutput:
     """The changes of a collection, per completed epoch, and its accumulated contents.
 
-    Holds what this process's workers own: with several processes, each has its share.
+    Holds what this process's workers own: with several processes, each has its share, unless
+    ``gather_to`` names the process that receives every change (`timely.Stream.gather`): then
+    that process holds the whole collection and the others nothing.
     ``on_change(epoch, changes)`` is called for each epoch whose changes are not empty.
 
     The accumulated contents live in the workers' vertices (stage ``<name>.contents``), so a
@@ -179,11 +187,16 @@ class CollectionOutput:
         collection: Collection,
         on_change: Callable[[int, list[tuple[Any, int]]], None] | None = None,
         name: str | None = None,
+        gather_to: int | None = None,
     ) -> None:
         if collection.scope.depth != 0:
             raise ValueError("output: the collection must be in the root scope; leave its loops first")
         full = operator_name(collection.scope, "output", name)
         consolidated = collection.consolidate(name=f"{full}.consolidate")
+        if gather_to is not None:  # after the consolidation, which routes by record
+            blocks = consolidated._blocks.gather(f"{full}.gather", to=gather_to)
+            consolidated = Collection._of(blocks, consolidated.lattice)
+        self.gather_to = gather_to
         self._parts: list[Contents] = []
         held = consolidated._unary("contents", f"{full}.contents", self._part)
         self.changes: dict[int, list[tuple[Any, int]]] = {}
@@ -191,7 +204,7 @@ class CollectionOutput:
         self.probe: Probe = held._blocks.subscribe(self._receive, name=full)
 
     def _part(self, op: str) -> Contents:
-        part = Contents(op)
+        part = Contents(op, gathered=self.gather_to is not None)
         self._parts.append(part)
         return part
 
