@@ -120,12 +120,16 @@ class Program:
             else:
                 c.feedback.connect(self.loop.concat(f"{c.name}.rules", c.rules))
 
-    def output(self, collection: Expr, name: str | None = None) -> Output:
-        """The contents of ``collection`` (or any expression) outside the loop, epoch by epoch."""
+    def output(self, collection: Expr, name: str | None = None, gather_to: int | None = None) -> Output:
+        """The contents of ``collection`` (or any expression) outside the loop, epoch by epoch:
+        each process's share, or with ``gather_to`` the whole of it on that process alone
+        (`timely.Stream.gather`)."""
         if collection.program is not self:
             raise BloomError(f"bloom program {self.name!r}: output of an expression from another program")
         label = name or f"{collection.name}.out"
         stream = self.loop.egress(collection.stream, label)
+        if gather_to is not None:
+            stream = stream.gather(f"{label}.gather", to=gather_to)
         return Output(stream, collection.kind, isinstance(collection, LatticeCollection))
 
 
@@ -302,7 +306,8 @@ class LatticeExpr(Expr):
 
 # Reading the answer ---------------------------------------------------------------------------------
 class Output:
-    """What an expression holds at each epoch, on this process (each process has its share).
+    """What an expression holds at each epoch, on this process (each process has its share, or
+    one process the whole: `Program.output`'s ``gather_to``).
 
     `answer(epoch)` is final once ``probe`` has passed the epoch: the persistent facts sent at
     epochs up to it, the scratch facts sent at it, or per key the merge of the lattice values
