@@ -200,6 +200,16 @@ class _Handle:
     def complete(self) -> bool:
         return self.runtime.complete
 
+    @property
+    def process_index(self) -> int:
+        """Which process this is (0 alone; under ``timely run -n N``, 0 to N - 1)."""
+        return self.runtime.process_index
+
+    @property
+    def processes(self) -> int:
+        """How many processes run this computation (every one runs the same program)."""
+        return self.runtime.processes
+
     def explain(self) -> str:
         """Which pointstamps hold back each pending notification and probe wait."""
         return self.runtime.explain()
