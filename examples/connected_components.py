@@ -115,13 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=200_000)
     parser.add_argument("--edges", type=int, default=300_000)
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=None, help="workers per process (default: timely run's, else 1)")
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)
 
     rng = random.Random(args.seed)
     edge_list = [(rng.randrange(args.nodes), rng.randrange(args.nodes)) for _ in range(args.edges)]
-    print(f"graph: {args.nodes:,} nodes, {args.edges:,} edges (seed {args.seed}); {args.workers} worker(s)")
+    print(
+        f"graph: {args.nodes:,} nodes, {args.edges:,} edges (seed {args.seed}); {args.workers or 'default'} worker(s)"
+    )
     started = time.perf_counter()
     last_line = [started]
 

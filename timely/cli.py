@@ -46,6 +46,7 @@ from ._runtime.config import (
     ENV_PICKLE,
     ENV_RESTART,
     ENV_SECRET,
+    ENV_WORKERS,
     LAUNCHER_HOSTS,
     LAUNCHER_LOCAL,
     SECRET_BYTES,
@@ -119,9 +120,11 @@ _RUN_DESCRIPTION = """\
 Run a timely program: N processes on this machine (-n), or one process of a
 multi-machine cluster (--hosts, --process). Every process runs the same program
 with `python prog.py args...` (or `python -m module args...`), learning its place
-from TIMELY_PROCESSES, TIMELY_PROCESS_INDEX, TIMELY_ADDRESSES, TIMELY_WORKERS and
-TIMELY_SECRET; PYTHONHASHSEED is set to 0 (and PYTHONUNBUFFERED to 1) unless
-already set.
+from TIMELY_PROCESSES, TIMELY_PROCESS_INDEX, TIMELY_ADDRESSES, TIMELY_SECRET and,
+with --workers, TIMELY_WORKERS; PYTHONHASHSEED is set to 0 (and PYTHONUNBUFFERED
+to 1) unless already set. The workers per process are --workers W, or else the
+program's execute(..., workers=W), or else 1; a program whose workers= differs
+from --workers fails at once, saying so.
 
 Each line a process prints is shown prefixed with [p<index>] (stderr on stderr).
 The exit status is 0 only if every process exited 0. When one fails, the others
@@ -200,7 +203,12 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     cluster.add_argument("--process", type=_index, metavar="I", help="the index of the process to run here")
     both = run.add_argument_group("either way")
-    both.add_argument("--workers", type=_positive_int, metavar="W", help="workers per process (default 1)")
+    both.add_argument(
+        "--workers",
+        type=_positive_int,
+        metavar="W",
+        help="workers per process (default: the program's execute(workers=), else 1; both given must agree)",
+    )
     both.add_argument(
         "--secret-file",
         metavar="F",
@@ -411,10 +419,12 @@ def _print_console(console: str | None, indices: list[int], secret: bytes) -> No
 
 
 def _child_env(
-    base: Mapping[str, str], config: ClusterConfig, extra: Mapping[str, str] | None = None
+    base: Mapping[str, str], config: ClusterConfig, extra: Mapping[str, str] | None = None, workers_given: bool = True
 ) -> dict[str, str]:
     env = dict(base)
     env.update(config.to_env())
+    if not workers_given:  # the program's execute(workers=) decides, else one (see _check_workers_agree)
+        del env[ENV_WORKERS]
     if extra:
         env.update(extra)
     env.setdefault("PYTHONHASHSEED", DEFAULT_HASH_SEED)
@@ -479,7 +489,8 @@ def _run(argv: list[str], parser: argparse.ArgumentParser) -> int:
         def children_of(attempt: int, addresses: list[tuple[str, int]], secret: bytes) -> list[Child]:
             extra = {ENV_RESTART: str(attempt), **settings_env}
             config = [ClusterConfig(len(addresses), i, addresses, workers, secret) for i in indices]
-            return [Child(i, _child_env(env, c, extra)) for i, c in zip(indices, config, strict=True)]
+            given = args.workers is not None
+            return [Child(i, _child_env(env, c, extra, given)) for i, c in zip(indices, config, strict=True)]
 
         children = children_of(0, addresses, secret)
         _print_console(args.console, indices, secret)

@@ -119,6 +119,30 @@ def test_the_workers_option_gives_every_process_that_many_workers(tmp_path: Path
         assert pairs == [[w, peers] for w in range(3 * i, 3 * i + 3)], result.stdout
 
 
+WORKERS_IN_PROGRAM = WORKER_COUNTER.replace(
+    "timely.execute(build, timeout=30)", "timely.execute(build, workers=2, timeout=30)"
+)
+
+
+@pytest.mark.parametrize(("option", "expected"), [([], 2), (["--workers", "2"], 2)])
+def test_the_programs_workers_stand_unless_the_launcher_says_otherwise(
+    tmp_path: Path, option: list[str], expected: int
+) -> None:
+    result = timely("run", "-n", "2", *option, script(tmp_path, WORKERS_IN_PROGRAM))
+    assert result.returncode == 0, result.stderr
+    for i in range(2):
+        pairs = json.loads(lines_of(result.stdout, i)[0])
+        assert pairs == [[w, 2 * expected] for w in range(expected * i, expected * i + expected)], result.stdout
+
+
+def test_workers_that_disagree_with_the_program_fail_at_once_naming_both(tmp_path: Path) -> None:
+    # the program would wait 30 s for its peers; the launcher's 20 s limit fails a late error
+    result = timely("run", "-n", "2", "--workers", "3", script(tmp_path, WORKERS_IN_PROGRAM))
+    assert result.returncode != 0
+    assert "timely run --workers 3" in result.stderr and "execute(..., workers=2)" in result.stderr, result.stderr
+    assert lines_of(result.stdout, 0) == [] and lines_of(result.stdout, 1) == []
+
+
 def test_fresh_secret_per_run(tmp_path: Path) -> None:
     prog = script(tmp_path, ENV_PRINTER)
     secrets = {envs_of(timely("run", prog).stdout, 1)[0]["TIMELY_SECRET"] for _ in range(2)}
@@ -135,7 +159,7 @@ def test_base_port_existing_secret_and_user_settings(tmp_path: Path) -> None:
         assert r["TIMELY_SECRET"] == SECRET
         assert r["PYTHONHASHSEED"] == "123"  # the user's choice is kept
         assert r["PYTHONUNBUFFERED"] == ""
-        assert r["TIMELY_WORKERS"] == "1"
+        assert r["TIMELY_WORKERS"] is None  # without --workers, the program's execute(workers=) decides
 
 
 def test_secret_file_wins_over_the_environment(tmp_path: Path) -> None:

@@ -36,7 +36,9 @@ from ..timestamp import Timestamp
 from ..vertex import Vertex
 from .config import (
     ENV_LAUNCHER,
+    ENV_WORKERS,
     ClusterConfig,
+    ClusterConfigError,
     ConsoleSettings,
     checkpoints_from_env,
     cluster_from_env,
@@ -117,6 +119,18 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()  # type: ignore[no-any-return]
 
 
+def _check_workers_agree(workers: int | None, cluster: ClusterConfig | None) -> None:
+    """Refuse a program whose ``execute(..., workers=)`` contradicts ``timely run --workers``:
+    one of them would be silently ignored, and the user would not know which."""
+    if workers is None or cluster is None or ENV_WORKERS not in os.environ or workers == cluster.workers:
+        return
+    raise ClusterConfigError(
+        f"timely run --workers {cluster.workers} ({ENV_WORKERS}) but the program calls "
+        f"execute(..., workers={workers}): give the worker count in one place (leave --workers out, "
+        "or the workers= argument)"
+    )
+
+
 class _Setup(Generic[T]):
     """Where this process runs: alone, on a given transport, or in the cluster the environment
     describes (set by ``timely run`` or the Spark integration); builds the graph accordingly."""
@@ -131,6 +145,7 @@ class _Setup(Generic[T]):
     ) -> None:
         if transport is None and cluster is None:
             cluster = cluster_from_env()
+            _check_workers_agree(workers, cluster)
         if workers is None:  # before a one-process cluster is dropped: its worker count stands
             workers = cluster.workers if cluster is not None else 1
         if cluster is not None and cluster.processes == 1:
