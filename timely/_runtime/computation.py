@@ -32,7 +32,7 @@ from ..errors import ComputationFailed, LibraryError, StalledError, TimelyError
 from ..graph import FrozenGraph
 from ..net.codec import Codec
 from ..net.transport import Transport
-from ..timestamp import Timestamp
+from ..timestamp import Timestamp, _from_flat
 from ..vertex import Vertex
 from .config import (
     ENV_LAUNCHER,
@@ -47,6 +47,7 @@ from .config import (
     peer_timeout_from_env,
     pickle_from_env,
 )
+from .diagnostics import show_time
 from .process import INLINE_SECONDS, SHUTDOWN_SECONDS, ProcessRuntime
 from .recovery import ReplayPlan, plan_replay
 from .report import install as install_failure_report
@@ -272,15 +273,40 @@ class Computation(_Handle):
         has_passed, location = self.runtime.waiters.has_passed, binding.location
         if self._inline(lambda: has_passed(location, t), timeout):
             return
+        self._refuse_a_wait_on_own_inputs(f"probe {probe.name!r} cannot pass {show_time(t)}", (t, location))
 
         async def wait() -> None:
             await self.runtime.wait_passed(location, t)
 
-        self._run(wait(), timeout, f"probe {probe.name!r} did not pass {t}")
+        self._run(wait(), timeout, f"probe {probe.name!r} did not pass {show_time(t)}")
 
     def run(self, timeout: float | None = None) -> None:
         """Run until the computation is complete (close the inputs first)."""
+        self._check_failed()
+        if not self._task.done():
+            self._refuse_a_wait_on_own_inputs("the computation cannot complete", None)
         self._run(None, timeout, "the computation did not complete")
+
+    def _refuse_a_wait_on_own_inputs(self, what: str, target: tuple[Timestamp, int] | None) -> None:
+        """Raise `StalledError` at once when an input this process holds open keeps the wait
+        from ever ending: only this program advances or closes it, and it is blocked in the wait.
+        ``target``: the pointstamp a probe waits to pass (None: completion, which needs every
+        input closed)."""
+        graph = self.runtime.graph
+        held = []
+        for b in self.runtime.bindings.inputs:
+            if b.closed:
+                continue
+            at = (_from_flat((b.epoch,)), graph.stage_location(b.stage))
+            if target is None or graph.reachability.could_result_in(at, target):
+                held.append(f"input {b.name!r} (at epoch {b.epoch})")
+        if held:
+            raise StalledError(
+                f"{what}: this program holds {', '.join(held)} open, and only it can advance or close "
+                "it, which it cannot do while it waits (advance_to past the time or close the input "
+                "first; leaving the with block closes every input)",
+                self.runtime.explain(),
+            )
 
     def explain(self) -> str:
         """What holds progress back now.
@@ -533,7 +559,7 @@ class AsyncComputation(_Handle):
         binding = self.runtime.bindings.probe(probe)
         t = binding.time(time)
         future = self.runtime.wait_passed(binding.location, t)
-        await self._wait(future, timeout, f"probe {probe.name!r} did not pass {t}")
+        await self._wait(future, timeout, f"probe {probe.name!r} did not pass {show_time(t)}")
 
     async def run(self, timeout: float | None = None) -> None:
         """Wait until the computation is complete (close the inputs first)."""

@@ -15,7 +15,6 @@ from typing import Any
 
 from ..graph import FrozenGraph, StageKind
 from ..progress import Pointstamp, ProgressTracker
-from ..timestamp import _from_flat
 from ..vertex import TOP
 from .cluster import ClusterLink
 from .recovery import Recovery
@@ -23,9 +22,22 @@ from .scheduler import Scheduler
 from .statistics import ComputationStatistics, WorkerStatistics
 from .waiters import Waiters
 
-__all__ = ["Diagnostics", "Holder", "Holdup"]
+__all__ = ["Diagnostics", "Holder", "Holdup", "show_time"]
 
 log = logging.getLogger("timely")
+
+UNREACHED_COUNTER = 1 << 62
+"""A loop counter no loop reaches; libraries use it for "after every iteration of the epoch"
+(linq notifies at ``(e, 2**62)`` when an epoch's loop is done). Explanations show it as ``end``."""
+
+
+def show_time(time: Any) -> str:
+    """A time as a user writes it: flat, ``(epoch, counter, ...)`` (`timely.dataflow.as_time`
+    takes that form), with a counter no loop reaches shown as ``end``."""
+    if time is TOP or time is None:
+        return str(time) if time is None else "TOP"
+    parts = [str(time[0])] + ["end" if c >= UNREACHED_COUNTER else str(c) for c in time[1:]]
+    return f"({', '.join(parts)})"
 
 
 @dataclass(frozen=True)
@@ -75,7 +87,7 @@ class Diagnostics:
     def describe(self, p: Pointstamp) -> str:
         """What a pointstamp is, in words: an open input, a stage's capability, messages in flight."""
         time, loc = p
-        t = _from_flat(time) if time is not TOP else "TOP"
+        t = show_time(time)
         count = self.tracker.counts.get(p, 0)
         g = self.graph
         if loc < len(g.stages):
@@ -91,7 +103,7 @@ class Diagnostics:
         time, loc = p
         g = self.graph
         stage = loc if loc < len(g.stages) else g.connectors[loc - len(g.stages)].target
-        return Holder(stage, "TOP" if time is TOP else str(_from_flat(time)), self.describe(p))
+        return Holder(stage, show_time(time), self.describe(p))
 
     def holdups(self) -> list[Holdup]:
         """What waits and on what: each pending notification and probe wait with the pointstamps
@@ -103,9 +115,9 @@ class Diagnostics:
             busy = " (vertex busy in an async callback)" if ctx.busy else ""
             found.append(
                 Holdup(
-                    f"notification at {guarantee} for stage {ctx.stage_name!r} (worker {ctx.worker}){busy}",
+                    f"notification at {show_time(guarantee)} for stage {ctx.stage_name!r} (worker {ctx.worker}){busy}",
                     ctx.location,
-                    str(guarantee),
+                    show_time(guarantee),
                     [self.holder(h) for h in sorted(holders, key=_order)],
                 )
             )
@@ -114,9 +126,9 @@ class Diagnostics:
             holders = self.tracker.holds((time, location))
             found.append(
                 Holdup(
-                    f"probe {name!r} waiting for {time}",
+                    f"probe {name!r} waiting for {show_time(time)}",
                     location,
-                    str(time),
+                    show_time(time),
                     [self.holder(h) for h in sorted(holders, key=_order)],
                 )
             )
@@ -124,9 +136,10 @@ class Diagnostics:
             if ctx.busy:
                 found.append(
                     Holdup(
-                        f"stage {ctx.stage_name!r} (worker {ctx.worker}) is running an async callback at {ctx.held}",
+                        f"stage {ctx.stage_name!r} (worker {ctx.worker}) is running an async callback at "
+                        f"{show_time(ctx.held)}",
                         ctx.location,
-                        str(ctx.held),
+                        show_time(ctx.held),
                         None,
                     )
                 )
