@@ -8,6 +8,8 @@ absent edge, no second copy of a present one). All of this happens before Spark 
 bad input costs a second, not a JVM start-up.
 
 Local files only: ``.csv`` or ``.parquet`` files, or directories of them (such as Spark writes).
+A CSV file's columns may be separated by commas, tabs, semicolons or vertical bars (told apart
+by its first line; a first line with several of them is refused).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 MAX_EPOCHS = 1000
 """Epochs of changes one run takes (each is a Spark DataFrame in one union)."""
 _INTEGER = r"^\s*[+-]?[0-9]{1,18}\s*$"
+DELIMITERS = {",": "commas", "\t": "tabs", ";": "semicolons", "|": "vertical bars"}
+"""What may separate a CSV file's columns, told apart by its first line (whatever the file is named)."""
 
 
 class InputError(Exception):
@@ -145,6 +149,18 @@ def dataset_files(path: Path, what: str) -> tuple[str, list[Path]]:
 
 
 # Reading one file ----------------------------------------------------------------------------------
+def _delimiter(file: Path, first: str) -> str:
+    """The one of `DELIMITERS` that the first line uses (a comma when it uses none: one column);
+    a line that uses several is refused, naming them, rather than read wrong."""
+    used = [d for d in DELIMITERS if d in first]
+    if len(used) > 1:
+        raise InputError(
+            f"{file}, line 1: {first!r} has {' and '.join(DELIMITERS[d] for d in used)}; "
+            "separate the columns with one of them"
+        )
+    return used[0] if used else ","
+
+
 class _Reader:
     """Reads files into integer `Rows`, failing on or skipping bad rows."""
 
@@ -187,7 +203,8 @@ class _Reader:
             raise InputError(f"{file}, line 1: not UTF-8 text (is it a CSV file?)") from None
         if not first_bytes:
             return Rows(file, np.empty((0, len(required)), np.int64), np.empty(0, np.int64))
-        cells = [c.strip() for c in first.split(",")]
+        delimiter = _delimiter(file, first)
+        cells = [c.strip() for c in first.split(delimiter)]
         numeric = all(re.fullmatch(_INTEGER, c) for c in cells)
         header = (not numeric) if self.header is None else self.header
         if header:
@@ -205,7 +222,9 @@ class _Reader:
         table = pcsv.read_csv(
             file,
             read_options=pcsv.ReadOptions(use_threads=False, column_names=order, skip_rows=1 if header else 0),
-            parse_options=pcsv.ParseOptions(invalid_row_handler=wrong_width, ignore_empty_lines=False),
+            parse_options=pcsv.ParseOptions(
+                delimiter=delimiter, invalid_row_handler=wrong_width, ignore_empty_lines=False
+            ),
             convert_options=pcsv.ConvertOptions(
                 column_types=dict.fromkeys(order, pa.string()),
                 strings_can_be_null=False,
@@ -227,7 +246,7 @@ class _Reader:
         for i in np.flatnonzero(~valid & ~blank):
             row = [strings[n][int(i)].as_py() for n in order]
             why = next(f"{n} {v!r} is not an integer" for n, v in zip(order, row) if not re.fullmatch(_INTEGER, v))
-            bad_lines.append((int(lines[i]), ",".join(row), why))
+            bad_lines.append((int(lines[i]), delimiter.join(row), why))
         for number, text, why in sorted(bad_lines):  # the first in the file first
             self.bad(file, f"line {number}", text, why)
         keep = pa.array(valid)

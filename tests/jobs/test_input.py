@@ -4,6 +4,7 @@ plain-Python readings of the same rows (no Spark: all of this happens before Spa
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -97,3 +98,26 @@ def test_applied_changes_give_the_graph_a_set_would() -> None:
     assert as_set(final) == present and changes.rows == 240
     with pytest.raises(InputError, match="removes edge"):
         apply_changes(edges, [[Rows(Path("x"), np.array([[99, 98, -1]]), np.array([1]))]])
+
+
+@pytest.mark.parametrize(("delimiter", "header"), [("\t", True), ("\t", False), (";", True), ("|", False)])
+def test_a_csv_separated_by_tabs_semicolons_or_bars_reads_as_its_comma_twin(
+    tmp_path: Path, delimiter: str, header: bool
+) -> None:
+    rng = random.Random(11)
+    rows = [(rng.randrange(1000), rng.randrange(1000)) for _ in range(200)]
+    (tmp_path / "e.csv").write_text(
+        (f"src{delimiter}dst\n" if header else "") + "".join(f"{a}{delimiter} {b}\n" for a, b in rows)
+    )
+    edges = read_edges(tmp_path / "e.csv")
+    assert as_set(edges.pairs) == set(rows) and edges.rows == len(rows)
+    (tmp_path / "bad.csv").write_text(f"src{delimiter}dst\n1{delimiter}2\n3{delimiter}x\n")
+    bad_row = re.escape(repr(f"3{delimiter}x"))
+    with pytest.raises(InputError, match=rf"bad\.csv, line 3: {bad_row}: dst 'x' is not an integer"):
+        read_edges(tmp_path / "bad.csv")
+
+
+def test_a_first_line_with_two_kinds_of_separator_is_refused_naming_both(tmp_path: Path) -> None:
+    (tmp_path / "e.csv").write_text("src\tdst,\n1\t2\n")
+    with pytest.raises(InputError, match=r"e\.csv, line 1: 'src\\tdst,' has commas and tabs; separate the columns"):
+        read_edges(tmp_path / "e.csv")
