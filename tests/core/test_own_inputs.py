@@ -44,6 +44,23 @@ def test_a_wait_is_refused_only_when_an_open_input_can_reach_the_probe_at_or_bef
         comp.wait_passed(pa, 3)
 
 
+def test_a_wait_with_a_timeout_of_its_own_runs_the_computation_that_long_instead() -> None:
+    # the way to let a computation work while an input stays open: the records sent get through
+    seen: list[int] = []
+
+    def build(scope: timely.Scope) -> tuple[timely.Input, timely.Probe]:
+        a = scope.new_input("a")
+        return a, a.inspect("see", seen.append).probe("pa")
+
+    with timely.execute(build, timeout=TIMEOUT) as (comp, (a, pa)):
+        a.send([1, 2, 3])
+        with pytest.raises(timely.StalledError, match=r"the computation did not complete within 0\.2 s"):
+            comp.run(timeout=0.2)
+        assert seen == [1, 2, 3]
+        with pytest.raises(timely.StalledError, match=r"probe 'pa' did not pass \(0\) within 0\.2 s"):
+            comp.wait_passed(pa, 0, timeout=0.2)
+
+
 class NotifyAt(timely.Vertex):
     """Asks for a notification at a set loop counter of its message's epoch."""
 

@@ -2,7 +2,8 @@
 
 Under ``PYTHONUNBUFFERED=1`` (which the tests and many launchers set), once a uvloop event
 loop had run in the process, a write of more than 64 KiB to a pipe that was not read at once
-came back short and the text layer dropped the rest: 64 KiB of a 1 MiB line arrived."""
+came back short and the text layer dropped the rest: 64 KiB of a 1 MiB line arrived. Timely
+must keep the writes whole without replacing the program's ``sys.stdout`` and ``sys.stderr``."""
 
 from __future__ import annotations
 
@@ -22,8 +23,11 @@ def build(scope):
     inp.map("inc", lambda r: r + 1).probe("done")
     return inp
 
-with timely.execute(build, timeout=30) as (comp, inp):
-    inp.send(range(10))
+streams = (sys.stdout, sys.stderr)
+for _ in range(3):  # each run's loop used to be closed at its end, and the last close bit
+    with timely.execute(build, timeout=30) as (comp, inp):
+        inp.send(range(10))
+assert (sys.stdout, sys.stderr) == streams and sys.stdout is sys.__stdout__, "timely replaced sys.stdout"
 for _ in range(8):
     sys.stdout.write("x" * (1 << 20) + "\\n")
 sys.stderr.write("e" * (1 << 18) + "\\n")

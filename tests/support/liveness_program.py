@@ -69,7 +69,9 @@ def main(mode: str, seconds: float) -> None:
         say("READY", os.getpid())
         epochs = 1
         if mode == "idle":
-            comp.wait_passed(probe, 1)  # no one advances past 1: idle until a process is stopped
+            # no one advances past 1: idle until a process is stopped (with a timeout of its own,
+            # a wait runs even though this program's open input keeps it from ever passing)
+            comp.wait_passed(probe, 1, timeout=90)
         elif mode in ("busy", "stop-self"):
             restarted = os.environ.get("TIMELY_RESTART", "0") != "0"
             last = 10 if mode == "stop-self" and restarted else 10**6

@@ -9,7 +9,7 @@ is called: a wait, an input that is sent more than it can queue, `Computation.ex
 leaving the ``with`` block (which closes the inputs and runs the computation to its end).
 There is no background thread and no locking; parallelism comes from processes.
 
-Why about 450 lines in one module: the synchronous and the asynchronous handles and their two
+Why over 400 lines in one module: the synchronous and the asynchronous handles and their two
 entry points share one setup (`_Setup`, `_Execution`) and must keep the same semantics (closing,
 failing, timing out); side by side, a difference between them shows.
 """
@@ -17,10 +17,10 @@ failing, timing out); side by side, a difference between them shows.
 from __future__ import annotations
 
 import asyncio
-import io
+import atexit
 import os
-import select
 import sys
+import threading
 import time as _time
 from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
@@ -62,57 +62,46 @@ CATCH_UP_SECONDS = 1.0
 the program was away from timely, before it answers."""
 
 
-class _WholeWrites(io.RawIOBase):
-    """A raw stream whose ``write`` writes all it is given, retrying after a short write.
-
-    Under ``PYTHONUNBUFFERED`` (``python -u``) ``sys.stdout`` writes straight to a raw
-    ``FileIO``, and the text layer drops whatever a short write left out. Once a uvloop event
-    loop has run in the process, a write of more than 64 KiB to a pipe that is not read fast
-    enough (a worker's stdout, read by a launcher whose own output is slow) comes back short:
-    the rest of the line was lost. Measured: 64 KiB of 1 MiB arrived."""
-
-    def __init__(self, raw: Any) -> None:
-        super().__init__()
-        self.raw = raw
-
-    def writable(self) -> bool:
-        return True
-
-    def fileno(self) -> int:
-        return int(self.raw.fileno())
-
-    def isatty(self) -> bool:
-        return bool(self.raw.isatty())
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data).cast("B")
-        done = 0
-        while done < len(view):
-            n = self.raw.write(view[done:])
-            if n is None:  # a non-blocking descriptor that is full: wait until it takes more
-                select.select([], [self.raw], [])
-                continue
-            done += n
-        return done
+_main_loop: asyncio.AbstractEventLoop | None = None
+"""The main thread's event loop for synchronous computations, made by the first and kept for
+the next ones until the interpreter exits (`_event_loop` says why)."""
 
 
-def _write_whole_lines() -> None:
-    """Make unbuffered ``sys.stdout`` and ``sys.stderr`` write everything (see `_WholeWrites`)."""
-    for name in ("stdout", "stderr"):
-        stream = getattr(sys, name)
-        if isinstance(stream, io.TextIOWrapper) and type(stream.buffer) is io.FileIO:
-            wrapped = io.TextIOWrapper(
-                _WholeWrites(stream.buffer),  # type: ignore[type-var]
-                encoding=stream.encoding,
-                errors=stream.errors,
-                line_buffering=stream.line_buffering,
-                write_through=True,
-            )
-            setattr(sys, name, wrapped)
+def _event_loop() -> asyncio.AbstractEventLoop:
+    """The event loop a synchronous computation runs on: in the main thread one loop, kept open
+    from one computation to the next; in another thread a fresh one, closed at the end.
+
+    Closing a uvloop loop tears down libuv's io_uring ring, and the kernel finishes that later
+    by interrupting this thread: a blocking write to a full pipe (a worker's stdout, read by a
+    launcher whose own output is slow) then comes back short, and an unbuffered text stream
+    drops the rest of the line (measured: 64 KiB of a 1 MiB line arrived). Keeping the loop
+    open avoids the teardown, instead of replacing the program's ``sys.stdout`` with a stream
+    that retries short writes (what timely once did); it also saves making a loop per run."""
+    global _main_loop
+    if threading.current_thread() is not threading.main_thread():
+        return _new_event_loop()
+    if _main_loop is None or _main_loop.is_closed():
+        _main_loop = _new_event_loop()
+    return _main_loop
+
+
+def _done_with(loop: asyncio.AbstractEventLoop) -> None:
+    """A synchronous computation is over: close its loop unless it is the main thread's."""
+    if loop is not _main_loop:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+def _close_main_loop() -> None:
+    if _main_loop is not None and not _main_loop.is_closed() and not _main_loop.is_running():
+        _main_loop.run_until_complete(_main_loop.shutdown_asyncgens())
+        _main_loop.close()
+
+
+atexit.register(_close_main_loop)
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
-    _write_whole_lines()
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency, but stay usable without it
@@ -267,13 +256,15 @@ class Computation(_Handle):
         runtime.driver = self._drive
 
     def wait_passed(self, probe: Probe, time: Timestamp | int, timeout: float | None = None) -> None:
-        """Run the computation until nothing at or before ``time`` can reach ``probe``."""
+        """Run the computation until nothing at or before ``time`` can reach ``probe`` (refused at
+        once, without a ``timeout``, when an input this program holds open keeps it back: see `run`)."""
         binding = self.runtime.bindings.probe(probe)
         t = binding.time(time)
         has_passed, location = self.runtime.waiters.has_passed, binding.location
         if self._inline(lambda: has_passed(location, t), timeout):
             return
-        self._refuse_a_wait_on_own_inputs(f"probe {probe.name!r} cannot pass {show_time(t)}", (t, location))
+        if timeout is None:
+            self._refuse_a_wait_on_own_inputs(f"probe {probe.name!r} cannot pass {show_time(t)}", (t, location))
 
         async def wait() -> None:
             await self.runtime.wait_passed(location, t)
@@ -281,9 +272,14 @@ class Computation(_Handle):
         self._run(wait(), timeout, f"probe {probe.name!r} did not pass {show_time(t)}")
 
     def run(self, timeout: float | None = None) -> None:
-        """Run until the computation is complete (close the inputs first)."""
+        """Run until the computation is complete (close the inputs first).
+
+        Without a ``timeout`` of its own, a wait (`run`, `wait_passed`) that an input this
+        program holds open keeps from ever ending raises `StalledError` at once: only the
+        program can advance or close the input, and it is blocked in the wait. With one, the
+        wait runs the computation that long (a way to let it work while inputs stay open)."""
         self._check_failed()
-        if not self._task.done():
+        if not self._task.done() and timeout is None:
             self._refuse_a_wait_on_own_inputs("the computation cannot complete", None)
         self._run(None, timeout, "the computation did not complete")
 
@@ -407,8 +403,7 @@ class Computation(_Handle):
                     pass
             elif not self._task.cancelled():
                 self._task.exception()  # retrieved: the caller has its own error to see
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
+            _done_with(loop)
 
 
 def _raise_the_failure(runtime: ProcessRuntime, exc: BaseException | None) -> None:
@@ -524,13 +519,13 @@ class execute(_Execution[T]):
 
     def __enter__(self) -> tuple[Computation, T]:
         setup, deadline = self._prepare()
-        loop = _new_event_loop()
+        loop = _event_loop()
         try:
             asyncio.set_event_loop(loop)
             runtime = self._runtime(setup, loop.run_until_complete(setup.join()))
             self._comp = Computation(runtime, loop, deadline)
         except BaseException:
-            loop.close()
+            loop.close()  # what the failed start left on it goes too (the next run makes a new one)
             raise
         if runtime.recovery is not None:
             try:

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..graph import FrozenGraph, StageKind
 from ..progress import Pointstamp, ProgressTracker
+from ..timestamp import _from_flat
 from ..vertex import TOP
 from .cluster import ClusterLink
 from .recovery import Recovery
@@ -103,7 +104,7 @@ class Diagnostics:
         time, loc = p
         g = self.graph
         stage = loc if loc < len(g.stages) else g.connectors[loc - len(g.stages)].target
-        return Holder(stage, show_time(time), self.describe(p))
+        return Holder(stage, _shown(time), self.describe(p))
 
     def holdups(self) -> list[Holdup]:
         """What waits and on what: each pending notification and probe wait with the pointstamps
@@ -117,7 +118,7 @@ class Diagnostics:
                 Holdup(
                     f"notification at {show_time(guarantee)} for stage {ctx.stage_name!r} (worker {ctx.worker}){busy}",
                     ctx.location,
-                    show_time(guarantee),
+                    _shown(guarantee),
                     [self.holder(h) for h in sorted(holders, key=_order)],
                 )
             )
@@ -128,7 +129,7 @@ class Diagnostics:
                 Holdup(
                     f"probe {name!r} waiting for {show_time(time)}",
                     location,
-                    show_time(time),
+                    _shown(time),
                     [self.holder(h) for h in sorted(holders, key=_order)],
                 )
             )
@@ -139,7 +140,7 @@ class Diagnostics:
                         f"stage {ctx.stage_name!r} (worker {ctx.worker}) is running an async callback at "
                         f"{show_time(ctx.held)}",
                         ctx.location,
-                        show_time(ctx.held),
+                        _shown(ctx.held),
                         None,
                     )
                 )
@@ -213,6 +214,12 @@ class Diagnostics:
             if now - since >= every:
                 log.warning("no progress for %.0f s; what holds it back:\n%s", now - since, self.explain())
                 counting_from = now
+
+
+def _shown(time: Any) -> str:
+    """A time in the console's fields, as its frontiers and loops show times (`Timestamp`'s
+    form); the words of an explanation use `show_time`."""
+    return "TOP" if time is TOP else str(time if time is None else _from_flat(tuple(time)))
 
 
 def _order(p: Pointstamp) -> tuple[Any, ...]:
