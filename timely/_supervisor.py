@@ -11,7 +11,7 @@ process. On Linux each child dies with the launcher, even if the launcher is SIG
 `timely.cli` parses the command line and builds the children (their environment says where
 each stands in the cluster); this module only runs them.
 
-Why about 480 lines in one module: `Supervisor` is one state machine (spawn, watch, grace,
+Why over 400 lines in one module: `Supervisor` is one state machine (spawn, watch, grace,
 terminate, escalate, restart, report) whose transitions read best side by side; the rest is the
 output plumbing it owns (`Sink`, `pump`).
 """

@@ -8,7 +8,7 @@ dataflow's graph and hands every handle made while building its running side thr
 see only the `InputBinding` and `ProbeBinding` protocols, so handles created while building
 work afterwards without the runtime touching their insides.
 
-Why about 470 lines in one module: this is the whole building API a user meets (scopes, streams,
+Why over 400 lines in one module: this is the whole building API a user meets (scopes, streams,
 inputs, probes) with the one interface the runtime implements to bind them (`Binder`), so that
 a handle's private state is touched only here.
 """

@@ -78,7 +78,7 @@ wrong with them; an exception from a user's encode/decode function is chained as
 ``__cause__``. This module is pure (no I/O, no asyncio) and thread-safe: a `Codec` keeps
 no buffers between calls.
 
-Why about 600 lines in one module: the two encodings, the census that chooses between them,
+Why over 400 lines in one module: the two encodings, the census that chooses between them,
 the extension types and the registry must agree on every type code and every path back, and
 the error messages that name a failing record and what to do live next to the path that fails.
 """
