@@ -18,7 +18,7 @@ checkpoints (``--checkpoint-dir``) resumes from its last complete checkpoint. In
 mode only this machine's process restarts, at the same address; the launchers of the other
 machines restart theirs.
 
-Why about 480 lines in one module: half of it is the arguments and the help texts users read in
+Why over 400 lines in one module: half of it is the arguments and the help texts users read in
 ``timely run --help``, kept next to the checks that give each option its meaning.
 """
 
@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import contextlib
 import errno
+import importlib
 import os
 import secrets
 import socket
@@ -397,6 +398,10 @@ def _settings_env(args: argparse.Namespace, env: Mapping[str, str], parser: argp
             console_from(args.console, None)
         except ClusterConfigError as e:
             parser.error(f"argument --console: {e}")
+        try:  # before the console's address is announced, not in process 0 after it
+            importlib.import_module("timely._console")
+        except ImportError as e:
+            parser.error(f"argument --console needs the console extra ({e}): pip install 'timely-dataflow[console]'")
         extra[ENV_CONSOLE] = args.console
     if args.console_linger is not None:
         if args.console is None:
