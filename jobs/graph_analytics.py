@@ -53,6 +53,8 @@ from timely_jobs._input import (
 
 __all__ = [
     "ANALYSES",
+    "COMPONENT_COLUMNS",
+    "SUMMARY_COUNTS",
     "JobError",
     "JobOptions",
     "JobResult",
@@ -69,8 +71,26 @@ ANALYSES = {
     "pagerank": "PageRank, 20 iterations, damping 0.85, as networkx.pagerank -> pagerank (node, rank)",
 }
 FORMATS = ("parquet", "csv")
-RESULTS = ("components", "changes", "pagerank", "generated_edges")
+RESULTS = ("components", "changes", "pagerank", "generated_edges", "generated_changes")
 """What the job writes under --output, each ``NAME.FORMAT``, and ``summary.json``."""
+SUMMARY_COUNTS = (
+    "input",
+    "input_rows",
+    "input_bad_rows_skipped",
+    "duplicate_edges",
+    "edges",
+    "nodes",
+    "changes",
+    "change_epochs",
+    "changes_applied",
+    "changes_bad_rows_skipped",
+    "final_edges",
+    "final_nodes",
+    "cc_components",
+    "scc_components",
+    "pagerank_top",
+)
+"""The keys of ``summary.json``'s ``counts``, every one in every run (null: an analysis not asked for)."""
 
 
 class JobError(Exception):
@@ -251,8 +271,7 @@ def _read(options: JobOptions, progress: _Progress, result: JobResult) -> tuple[
             edges = read_edges(options.input, options.header, options.skip_bad_rows)
             counts["input"] = str(options.input)
         counts["input_rows"] = edges.rows
-        if options.skip_bad_rows:
-            counts["input_bad_rows_skipped"] = edges.skipped.count
+        counts["input_bad_rows_skipped"] = edges.skipped.count  # 0 without --skip-bad-rows: a bad row stops the job
         counts["duplicate_edges"] = edges.duplicates
         counts["edges"] = len(edges.pairs)
         counts["nodes"] = edges.nodes
@@ -280,8 +299,7 @@ def _read(options: JobOptions, progress: _Progress, result: JobResult) -> tuple[
         counts["changes"] = source
         counts["change_epochs"] = len(changes.epochs)
         counts["changes_applied"] = changes.rows
-        if options.skip_bad_rows and options.changes is not None:
-            counts["changes_bad_rows_skipped"] = changes.skipped.count
+        counts["changes_bad_rows_skipped"] = changes.skipped.count
         if changes.epochs:
             progress.say(
                 f"changes: {source}: {changes.rows:,} changes in {len(changes.epochs)} epochs"
@@ -293,6 +311,8 @@ def _read(options: JobOptions, progress: _Progress, result: JobResult) -> tuple[
             )
         counts["final_edges"] = len(final)
         counts["final_nodes"] = int(np.unique(final).size)
+        for name in SUMMARY_COUNTS[SUMMARY_COUNTS.index("cc_components") :]:
+            counts[name] = None  # until its analysis runs
     return edges, changes, final
 
 
@@ -326,6 +346,8 @@ def run_job(options: JobOptions, session: Any = None, out: Any = None) -> JobRes
         writer = _Writer(session, staging, options.format, progress, result)
         if options.input is None:
             writer.write("generated_edges", pa.table({"src": edges.pairs[:, 0], "dst": edges.pairs[:, 1]}))
+            if options.changes is None and changes.epochs:
+                writer.write("generated_changes", _numbered(changes.epochs))
         components = [a for a in ("cc", "scc") if a in options.analyses]
         if components:
             _components(session, tspark, edges, changes, components, options, writer, progress, result)
@@ -351,6 +373,12 @@ def _publish(staging: Path, output: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
     else:
         staging.rename(output)
+
+
+def _numbered(epochs: list[np.ndarray]) -> pa.Table:
+    """Epochs of ``(src, dst, diff)`` rows as one table ``epoch, src, dst, diff`` (from 1), in order."""
+    rows = np.concatenate([np.column_stack([np.full(len(b), e), b]) for e, b in enumerate(epochs, start=1)])
+    return pa.table({n: pa.array(rows[:, k], type=pa.int64()) for k, n in enumerate(("epoch", "src", "dst", "diff"))})
 
 
 def _frame(session: Any, values: np.ndarray, names: Sequence[str] = ("src", "dst")) -> Any:
@@ -456,10 +484,15 @@ def _components(
         )
 
 
+COMPONENT_COLUMNS = ("node", "cc", "scc")
+"""The columns of ``components``, whichever analyses ran (one not asked for is null)."""
+
+
 def _labels(rows: pa.Table, analyses: list[str]) -> tuple[pa.Table, pa.Table]:
     """From every epoch's label changes ``(epoch, analysis, node, label, diff)``: each node's
-    labels after the last epoch (``node`` and a column per analysis, by node), and the changes
-    of the epochs after the first (by epoch, analysis, node, diff)."""
+    labels after the last epoch (`COMPONENT_COLUMNS` by node: an analysis not asked for is a
+    column of nulls, so the file has the same columns however the job was run), and the
+    changes of the epochs after the first (by epoch, analysis, node, diff)."""
     totals = rows.group_by(["analysis", "node", "label"]).aggregate([("diff", "sum")])
     held = totals.filter(pc.greater(totals.column("diff_sum"), 0))
     final: pa.Table | None = None
@@ -468,7 +501,10 @@ def _labels(rows: pa.Table, analyses: list[str]) -> tuple[pa.Table, pa.Table]:
         mine = mine.rename_columns(["node", analysis])
         final = mine if final is None else final.join(mine, "node", join_type="full outer")
     assert final is not None
-    final = final.sort_by("node").select(["node", *analyses])
+    for analysis in COMPONENT_COLUMNS[1:]:
+        if analysis not in analyses:
+            final = final.append_column(analysis, pa.nulls(final.num_rows, pa.int64()))
+    final = final.sort_by("node").select(list(COMPONENT_COLUMNS))
     later = rows.filter(pc.greater(rows.column("epoch"), 0))
     changed = later.sort_by(
         [("epoch", "ascending"), ("analysis", "ascending"), ("node", "ascending"), ("diff", "ascending")]
@@ -515,7 +551,8 @@ def _print_summary(result: JobResult, output: Path, out: Any) -> None:
     p = partial(print, file=out)
     p("\n== graph analytics: summary ==")
     for k, v in result.counts.items():
-        p(f"  {k}: {v}")
+        if v is not None:  # an analysis not asked for
+            p(f"  {k}: {v}")
     for e in result.epochs:
         took = "" if e["seconds"] is None else f" in {e['seconds']:.3f} s"
         relabelled = ", ".join(f"{a} {n}" for a, n in e["nodes_relabelled"].items())
@@ -539,11 +576,15 @@ analyses (--analyses, comma-separated; default all):
 
 results (under --output, as FORMAT files or directories of them, as Spark writes):
   components  node, cc, scc: each node's labels in the graph after the last epoch of changes
+              (a column of an analysis not asked for is null)
   changes     epoch, analysis, node, label, diff: per epoch of changes, each label a node
               took (diff 1) or left (diff -1); written when there are epochs of changes
   pagerank    node, rank: PageRank of the graph after the last epoch of changes
-  generated_edges  src, dst: the generated graph (without --input)
-  summary.json     what was read, skipped and found, per-epoch figures and stage timings
+  generated_edges    src, dst: the generated graph, before any changes (without --input)
+  generated_changes  epoch, src, dst, diff: the random changes applied to it, epoch 1 first
+                     (without --input or --changes); with generated_edges, every epoch's graph
+  summary.json     what was read, skipped and found (every field in every run: null for an
+                   analysis not asked for), per-epoch figures and stage timings
 
 input (--input) and changes (--changes): local .csv or .parquet files, or directories of them.
   Edges: integer columns src, dst. A CSV header naming them is detected (a first line of

@@ -24,7 +24,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support import GENERATED_JOB, ROOT
-from timely_jobs.graph_analytics import JobOptions, edge_changes, generate_edges, run_job
+from timely_jobs.graph_analytics import (
+    COMPONENT_COLUMNS,
+    SUMMARY_COUNTS,
+    JobOptions,
+    edge_changes,
+    generate_edges,
+    run_job,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -138,13 +145,54 @@ def test_the_summary_names_what_it_counts(job: tuple[Path, Any]) -> None:
                 if before[analysis].get(v) != after[analysis].get(v)
             }
             assert epoch["nodes_relabelled"][analysis] == len(moved)
+    assert list(counts) == list(SUMMARY_COUNTS)
+    assert counts["input_bad_rows_skipped"] == counts["changes_bad_rows_skipped"] == 0
     assert sorted(p.name for p in out.iterdir()) == [
         "changes.parquet",
         "components.parquet",
+        "generated_changes.parquet",
         "generated_edges.parquet",
         "pagerank.parquet",
         "summary.json",
     ]
+
+
+@pytest.mark.slow  # a Spark session
+def test_what_the_job_generated_rebuilds_every_epochs_graph(job: tuple[Path, Any], spark_session: Any) -> None:
+    """generated_edges then generated_changes, applied here, give the graph whose components
+    the job wrote (checked with NetworkX), and each epoch's change count."""
+    out, _ = job
+    current = {(r["src"], r["dst"]) for r in read_result(spark_session, out, "generated_edges")}
+    changes = sorted(
+        (r["epoch"], r["src"], r["dst"], r["diff"]) for r in read_result(spark_session, out, "generated_changes")
+    )
+    assert len(current) == EDGES and len(changes) == EPOCHS * CHANGES
+    for epoch, src, dst, diff in changes:
+        assert 1 <= epoch <= EPOCHS and diff in (1, -1)
+        assert ((src, dst) in current) == (diff == -1), "a change that does not apply"
+        (current.add if diff > 0 else current.discard)((src, dst))
+    final = labels(current)
+    rows = read_result(spark_session, out, "components")
+    assert {r["node"]: r["cc"] for r in rows} == final["cc"] and {r["node"]: r["scc"] for r in rows} == final["scc"]
+
+
+@pytest.mark.slow  # a Spark session
+def test_one_analysis_keeps_every_column_and_every_summary_field(spark_session: Any, tmp_path: Path) -> None:
+    """Only scc asked for, on a tab-separated .csv: components still has node, cc, scc (cc null),
+    and summary.json every field (null for what did not run)."""
+    edges = random_graph(4)
+    (tmp_path / "edges.csv").write_text("src\tdst\n" + "".join(f"{a}\t{b}\n" for a, b in edges))
+    out = tmp_path / "out"
+    run_job(JobOptions(input=tmp_path / "edges.csv", output=out, analyses=("scc",)), session=spark_session)
+    table = pq.read_table(out / "components.parquet")
+    assert table.column_names == list(COMPONENT_COLUMNS)
+    assert table.column("cc").null_count == table.num_rows
+    assert dict(zip(table.column("node").to_pylist(), table.column("scc").to_pylist())) == labels(set(edges))["scc"]
+    counts = json.loads((out / "summary.json").read_text())["counts"]
+    assert list(counts) == list(SUMMARY_COUNTS)
+    assert counts["cc_components"] is None and counts["pagerank_top"] is None
+    assert counts["scc_components"] == len(set(labels(set(edges))["scc"].values()))
+    assert counts["input_bad_rows_skipped"] == 0 and counts["changes_applied"] == 0
 
 
 # The user's data ---------------------------------------------------------------------------------
