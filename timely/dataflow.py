@@ -61,7 +61,7 @@ class InputBinding(Protocol):
     def failure(self) -> BaseException | None:
         """The computation's failure, if it has failed."""
 
-    def send(self, records: Iterable[Any]) -> None: ...
+    def send(self, records: Iterable[Any], count: int | None = None) -> None: ...
 
     def advance_to(self, epoch: int) -> None: ...
 
@@ -410,8 +410,16 @@ class Input(Stream, _Bound):
     def closed(self) -> bool:
         return self._bound().closed  # type: ignore[no-any-return]
 
-    def send(self, records: Iterable[Any]) -> None:
-        self._bound().send(records)
+    def send(self, records: Iterable[Any], count: int | None = None) -> None:
+        """Add ``records`` to the current epoch. ``count``: how many records they stand for,
+        when each is a batch of many (a library's block of columns); statistics and the
+        console count that many (default: one a record)."""
+        if count is None:
+            self._bound().send(records)
+            return
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"input {self.name!r}: count must be an int >= 0, not {count!r}")
+        self._bound().send(records, count)
 
     def advance_to(self, epoch: int) -> None:
         self._bound().advance_to(epoch)

@@ -93,12 +93,15 @@ class InputBinding:
         """From now on, call ``seal(epoch, records, next_epoch)`` as each epoch ends (None: stop)."""
         self._log = seal
 
-    def send(self, records: Iterable[Any]) -> None:
+    def send(self, records: Iterable[Any], count: int | None = None) -> None:
+        """``count``: the records the items stand for (each a batch), counted as sent in their
+        place: split over the messages in proportion, so the total is exact."""
         if self.closed:
             raise InputError(f"input {self.name!r} is closed; it takes no more records")
         batch = records if isinstance(records, list) else list(records)
         if not batch:
             return
+        n = len(batch)
         if self._log is not None:
             self._unsealed.extend(batch)
         host = self._host
@@ -110,7 +113,9 @@ class InputBinding:
                 chunk = batch[start : start + MESSAGE_BATCH] if len(batch) > MESSAGE_BATCH else batch
                 ctx = contexts[self._next]
                 self._next = (self._next + 1) % len(contexts)
-                ctx.records_sent += len(chunk)
+                ctx.records_sent += (
+                    len(chunk) if count is None else count * (start + len(chunk)) // n - count * start // n
+                )
                 for i, route in enumerate(ctx.routes[0]):
                     ctx.messages_sent += route.send(chunk if i == 0 else list(chunk), time, pending)
         except CodecError as exc:  # a record for another process: say which input sent it
