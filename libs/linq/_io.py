@@ -104,7 +104,7 @@ class CollectionInput:
             raise ValueError(f"update_columns: {n} records but {len(d)} diffs")
         block = as_block(tuple(columns) if isinstance(columns, tuple) else columns, d, "update_columns")
         if len(block):
-            self.input.send([block])
+            self.input.send([block], count=len(block))
 
     def flush(self) -> None:
         """Send the buffered changes now (``advance_to`` and ``close`` do it anyway)."""
@@ -112,7 +112,7 @@ class CollectionInput:
             return
         records, diffs = self._records, self._diffs
         self._records, self._diffs = [], []
-        self.input.send([Block.of_records(records, np.asarray(diffs, dtype=np.int64))])
+        self.input.send([Block.of_records(records, np.asarray(diffs, dtype=np.int64))], count=len(records))
 
     def advance_to(self, epoch: int) -> None:
         self.flush()

@@ -151,3 +151,26 @@ def test_loops_are_nested_boxes_and_their_frontier_is_the_iteration() -> None:
     outer_box, inner_box = boxes["loop outer"], boxes["loop outer.inner"]
     assert outer_box[0] < inner_box[0] and outer_box[1] < inner_box[1]  # the inner loop's box lies inside
     assert inner_box[2] < outer_box[2] and inner_box[3] < outer_box[3]
+
+
+def test_an_input_of_blocks_counts_the_records_they_hold() -> None:
+    """linq sends a block of columns as one item; the console counts its rows as records (it
+    counted 1 a block), for update_columns and for inserts alike."""
+    import numpy as np
+
+    from timely_libs import linq
+
+    def build(scope: timely.Scope) -> tuple[Any, Any]:
+        numbers = linq.new_input(scope, "numbers")
+        return numbers, linq.CollectionOutput(numbers.collection.distinct())
+
+    with timely.execute(build, workers=2, console=0, timeout=60) as (comp, (numbers, out)):
+        numbers.update_columns(np.arange(10_000, dtype=np.int64))
+        numbers.insert_all(range(500))
+        numbers.advance_to(1)
+        comp.wait_passed(out.probe, 0)
+        _run_a_while(comp, out.probe, 1.3)
+        stages = {s["name"]: s for s in _state(comp)["stages"]}
+        sent = sum(v.statistics().records_sent for v in comp.vertices("numbers"))
+        assert len(out.contents()) == 10_000
+        assert sent == stages["numbers"]["records_out"] == 10_500
