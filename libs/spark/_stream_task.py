@@ -254,7 +254,10 @@ def _feed(batches: list[pa.RecordBatch], inputs: list[timely.Input], epoch: int,
                 batch.column(input_column(k)) if width == 1 else batch.column(input_column(k)).filter(pc.equal(tags, k))
             )
             if len(mine):
-                inputs[k].send([convert(mine)] if columns else convert(mine))
+                if columns:  # one block of len(mine) rows: the console counts rows
+                    inputs[k].send([convert(mine)], count=len(mine))
+                else:
+                    inputs[k].send(convert(mine))
                 fed += len(mine)
     for handle in inputs:
         handle.advance_to(epoch + 1)

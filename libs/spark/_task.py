@@ -367,7 +367,10 @@ def _computation(
                                 if first_answer_at is None:
                                     first_answer_at = time.time()
                         epoch = e
-                    inputs[k].send([part] if plan.columns else part)
+                    if plan.columns:  # a block of n rows: the console counts rows
+                        inputs[k].send([part], count=n)
+                    else:
+                        inputs[k].send(part)
                     fed += n
                 if out.pending >= BATCH_ROWS:
                     yield from out.drain()
