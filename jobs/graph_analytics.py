@@ -22,6 +22,7 @@ when the job succeeds, so a failed run leaves nothing half-written.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -71,6 +72,8 @@ ANALYSES = {
     "pagerank": "PageRank, 20 iterations, damping 0.85, as networkx.pagerank -> pagerank (node, rank)",
 }
 FORMATS = ("parquet", "csv")
+CONSOLE_NEEDS = ("aiohttp", "prometheus_client")
+"""What ``--console`` needs installed (the ``console`` extra)."""
 RESULTS = ("components", "changes", "pagerank", "generated_edges", "generated_changes")
 """What the job writes under --output, each ``NAME.FORMAT``, and ``summary.json``."""
 SUMMARY_COUNTS = (
@@ -691,6 +694,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = _parse(argv)
     console = _parser().parse_known_args(argv)[0].console
     if console is not None:  # the timely processes the Spark tasks start read it (timely run's variable)
+        try:  # before Spark starts, rather than in its tasks
+            for name in CONSOLE_NEEDS:
+                importlib.import_module(name)
+        except ImportError as e:
+            print(
+                f"error: --console needs the console extra ({e}): pip install 'timely-dataflow[console]'",
+                file=sys.stderr,
+            )
+            return 2
         os.environ["TIMELY_CONSOLE"] = console
     try:
         run_job(options)

@@ -342,6 +342,26 @@ def test_bad_input_stops_before_spark_with_one_line_and_writes_nothing(
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written
 
 
+def test_the_console_without_its_extra_stops_the_job_before_spark(tmp_path: Path) -> None:
+    shadow = tmp_path / "shadow" / "aiohttp"  # an environment where the extra is not installed
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError(\"No module named 'aiohttp'\")\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shadow.parent), str(ROOT)])}
+    done = subprocess.run(
+        [sys.executable, "-m", "timely_jobs.graph_analytics", "--console", "0", "--output", str(tmp_path / "out")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: --console needs the console extra (No module named 'aiohttp'): pip install 'timely-dataflow[console]'"
+    ]
+    assert "spark" not in done.stdout.lower() and not (tmp_path / "out").exists()
+
+
 def test_usage_errors_are_argparse_errors(tmp_path: Path) -> None:
     for args, message in (
         (["--analyses", "cc,foo"], "argument --analyses: 'foo': choose from cc, scc, pagerank"),
