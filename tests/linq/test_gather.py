@@ -69,3 +69,43 @@ def test_a_gathered_output_holds_the_whole_answer_on_one_process(tmp_path: Path,
         changes: list[Any] = sorted([(r, -1) for r in before - after] + [(r, 1) for r in after - before])
         assert printed["changes"] == changes
         assert printed["final"] == sorted((label, 1) for label in after)
+
+
+@pytest.mark.parametrize(("workers", "resume_workers"), [(3, 3), (2, 3), (3, 1)])
+def test_a_gathered_outputs_contents_stay_on_the_gathering_worker_across_a_resume(
+    workers: int, resume_workers: int
+) -> None:
+    """Checkpointed after epoch 2 and restored (on the same or another worker count) as the
+    runtime deals pieces: every epoch's contents equal an undisturbed run's, all held by worker 0."""
+    import timely
+    from tests.linq.test_checkpoint import edge_epochs, feed, restore, take_checkpoint
+    from timely_libs import linq
+
+    def build(scope: timely.Scope) -> tuple[list[linq.CollectionInput], linq.CollectionOutput]:
+        edges = linq.new_input(scope, "edges")
+        return [edges], linq.CollectionOutput(linq.connected_components(edges.collection), name="out", gather_to=0)
+
+    def held(comp: timely.Computation) -> list[int]:
+        return [len(v.contents) for v in comp.vertices("out.contents")]  # type: ignore[attr-defined]
+
+    epochs = edge_epochs(5)
+    with timely.execute(build, workers=workers, timeout=TIMEOUT) as (comp, (inputs, out)):
+        undisturbed = feed(comp, inputs, out, epochs, 0, len(epochs))
+        assert held(comp)[1:] == [0] * (workers - 1)
+    with timely.execute(build, workers=workers, timeout=TIMEOUT) as (comp, (inputs, out)):
+        before = feed(comp, inputs, out, epochs, 0, 3)
+        saved = take_checkpoint(comp)
+    with timely.execute(build, workers=resume_workers, timeout=TIMEOUT) as (comp, (inputs, out)):
+        restore(comp, saved)
+        assert held(comp)[0] == len(before[-1][1]) and held(comp)[1:] == [0] * (resume_workers - 1)
+        for inp in inputs:
+            inp.advance_to(3)
+        after = feed(comp, inputs, out, epochs, 3, len(epochs))
+        assert held(comp)[1:] == [0] * (resume_workers - 1)
+    assert before + after == undisturbed
+    graph: dict[tuple[int, int], int] = {}
+    for (changes,) in epochs:
+        for edge, diff in changes:
+            graph[edge] = graph.get(edge, 0) + diff
+    final = labels_of([e for e, n in graph.items() if n > 0])
+    assert undisturbed[-1][1] == dict.fromkeys(final, 1)
