@@ -35,8 +35,10 @@ UNREACHED_COUNTER = 1 << 62
 def show_time(time: Any) -> str:
     """A time as a user writes it: flat, ``(epoch, counter, ...)`` (`timely.dataflow.as_time`
     takes that form), with a counter no loop reaches shown as ``end``."""
-    if time is TOP or time is None:
-        return str(time) if time is None else "TOP"
+    if time is None:
+        return "None"
+    if time is TOP:
+        return "TOP"
     parts = [str(time[0])] + ["end" if c >= UNREACHED_COUNTER else str(c) for c in time[1:]]
     return f"({', '.join(parts)})"
 
