@@ -41,6 +41,7 @@ from ._runtime.config import (
     ENV_CONSOLE,
     ENV_CONSOLE_LINGER,
     ENV_DEBUG,
+    ENV_ENCRYPT,
     ENV_LAUNCHER,
     ENV_PEER_TIMEOUT,
     ENV_PICKLE,
@@ -180,7 +181,8 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run.usage = (
         "timely run [-n N] [--base-port P] [--hosts FILE --process I] [--workers W] [--secret-file F]\n"
         "                  [--grace S] [--kill-after S] [--restarts R] [--checkpoint-dir DIR]\n"
-        "                  [--checkpoint-every K] [--peer-timeout S] [--pickle] [--debug] (prog.py | -m module) [args...]"
+        "                  [--checkpoint-every K] [--peer-timeout S] [--encrypt | --no-encrypt] [--pickle] [--debug]\n"
+        "                  (prog.py | -m module) [args...]"
     )
     local = run.add_argument_group("on this machine")
     local.add_argument(
@@ -229,10 +231,19 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "call into C code that holds the GIL",
     )
     both.add_argument(
+        "--encrypt",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"seal every connection between processes: confidential, and a frame altered, replayed or injected "
+        f"on the way fails the run (sets {ENV_ENCRYPT}=1; keys come from the secret); by default on when a "
+        "process is off loopback, or with --pickle. --no-encrypt leaves the connections in clear",
+    )
+    both.add_argument(
         "--pickle",
         action="store_true",
         help=f"let records that have no codec (timely.register_codec) cross processes pickled (sets {ENV_PICKLE}=1); "
-        "unpickling runs code the sender chooses: only on a trusted cluster",
+        "unpickling runs code the sender chooses: only on a trusted cluster, and never in clear (turns "
+        "--encrypt on; refused with --no-encrypt)",
     )
     both.add_argument(
         "--debug",
@@ -368,7 +379,11 @@ def _settings_env(args: argparse.Namespace, env: Mapping[str, str], parser: argp
     whether this launcher runs every process (and so reports each one's exit) or one."""
     extra = {ENV_LAUNCHER: LAUNCHER_HOSTS if args.hosts is not None else LAUNCHER_LOCAL}
     if args.pickle:
+        if args.encrypt is False:
+            parser.error("--pickle refuses to run over connections in clear: drop --no-encrypt (or --pickle)")
         extra[ENV_PICKLE] = "1"
+    if args.encrypt is not None:
+        extra[ENV_ENCRYPT] = "1" if args.encrypt else "0"
     if args.peer_timeout is not None:
         extra[ENV_PEER_TIMEOUT] = repr(args.peer_timeout)
     if args.debug:
