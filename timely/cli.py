@@ -146,7 +146,8 @@ _RUN_EPILOG = """\
 examples:
   timely run -n 4 prog.py --input data.csv
   timely run -n 2 --workers 3 -m timely_examples.connected_components
-  # on machine k of a cluster (hosts.txt: one host:port per line, the same file everywhere)
+  # on machine k of a cluster (hosts.txt: one host:port per line, the same file everywhere);
+  # off loopback every connection is encrypted and tamper-proof, keyed from the secret
   TIMELY_SECRET=$(cat secret.hex) timely run --hosts hosts.txt --process k prog.py
   # survive up to 3 failures, resuming from a checkpoint taken every 10 epochs
   timely run -n 4 --restarts 3 --checkpoint-dir ckpt --checkpoint-every 10 prog.py
