@@ -17,6 +17,15 @@ stranger cannot confirm a guessed fingerprint. A
 connection that fails any check, sends garbage, or stays silent for `HANDSHAKE_SECONDS` is
 refused and logged; until the handshake succeeds nothing it sends reaches the runtime.
 
+Sealed connections (``encrypt=True``; docs/network.md says when that is the default): the
+greeting and the hello also carry X25519 key shares (``seal``), the MACs' role says "sealed"
+and their nonces take in both shares, so nothing on the path can swap the shares or strip the
+encryption; each connection derives its keys from the secret and the Diffie-Hellman secret
+(`_seal.session`) and every frame after the handshake, heartbeats included, is sealed and
+numbered (`_seal.Sealer`, `_seal.Opener`). A frame that does not open fails the connection
+with an `IntegrityError` naming the peer; nothing of it, nor after it, reaches the runtime.
+Processes with different settings refuse each other, saying so.
+
 Frames are length-prefixed (`framing`), bounded by a maximum size; TCP_NODELAY is set.
 """
 
