@@ -17,6 +17,10 @@ every other. It is the floor for one coordination round. The median and p99 reco
 compared with it (as asked); the ``.mean`` records (total time / iterations) with the raw
 round's mean (``raw_all_to_all.mean``).
 
+``p2.encrypted``: the 2-process loop again with ``timely run --encrypt`` (every progress frame
+sealed and opened: AES-256-GCM, docs/network.md), right after the clear one in every run;
+its median is compared with the clear loop's median of the same run (target <= 1.2x).
+
 Read the median with care: the processes leapfrog. A process that learns its peer is at the
 same iteration delivers two notifications back to back (equal pointstamps do not block each
 other), so about half the iterations take a purely local ~20 us and the other half a full
@@ -34,6 +38,7 @@ WARMUP = 1_000
 ITERATIONS_FULL, RUNS_FULL = 20_000, 2
 ITERATIONS_QUICK, RUNS_QUICK = 5_000, 1
 TARGET_FACTOR = 3.0  # median within 3x of the raw round
+TARGET_ENCRYPTED = 1.2  # sealed median within 1.2x of the clear one
 STATS = ("p10", "p25", "median", "p75", "p90", "p99", "max", "mean")
 
 
@@ -55,18 +60,22 @@ def loop_latency(ctx: Context) -> None:
     iterations, runs = (ITERATIONS_QUICK, RUNS_QUICK) if ctx.quick else (ITERATIONS_FULL, RUNS_FULL)
     raw: dict[int, dict[str, float]] = {}
     timely_: dict[int, dict[str, float]] = {}
+    sealed: dict[int, dict[str, float]] = {}
     for run in range(1, runs + 1):
         for n in PROCESSES:
-            for mode, best in (("raw", raw), ("loop", timely_)):
+            modes: list[tuple[str, dict[int, dict[str, float]], list[str]]] = [("raw", raw, []), ("loop", timely_, [])]
+            if n == 2:
+                modes.append(("loop", sealed, ["--encrypt"]))
+            for mode, best, options in modes:
                 before = load()
-                results = launch(n, mode, "--iterations", iterations, "--warmup", WARMUP)
+                results = launch(n, mode, "--iterations", iterations, "--warmup", WARMUP, options=options)
                 for r in results:
                     ctx.check(r["latency_us"]["n"] == iterations - 1, f"{mode} p{n}: too few rounds timed")
                 s = _slowest(results)
                 if n not in best or s["median"] < best[n]["median"]:
                     best[n] = s
                 cpu = max(r["cpu_seconds"] for r in results) / (iterations + WARMUP) * 1e6
-                label = "raw all-to-all" if mode == "raw" else "timely loop"
+                label = "raw all-to-all" if mode == "raw" else "timely loop" + (" sealed" if options else "")
                 ctx.progress(
                     f"run {run}/{runs}, {label} p{n}, {iterations:,} rounds: {_show(s)}; "
                     f"cpu {cpu:.0f} us/round/process ({before})"
@@ -85,5 +94,15 @@ def loop_latency(ctx: Context) -> None:
             met=t["median"] <= TARGET_FACTOR * base,
         )
         ctx.record(f"net.loop_latency.p{n}.p99", t["p99"], "us", "raw_all_to_all", base, target="(idle regime)")
+    ctx.record(
+        "net.loop_latency.p2.encrypted.median",
+        sealed[2]["median"],
+        "us",
+        "p2.median",
+        timely_[2]["median"],
+        target=f"<= {TARGET_ENCRYPTED:g}x p2 in clear (same run)",
+        met=sealed[2]["median"] <= TARGET_ENCRYPTED * timely_[2]["median"],
+    )
     for n in PROCESSES:
         ctx.record(f"net.loop_latency.p{n}.mean", timely_[n]["mean"], "us", "raw_all_to_all.mean", raw[n]["mean"])
+    ctx.record("net.loop_latency.p2.encrypted.mean", sealed[2]["mean"], "us", "p2.mean", timely_[2]["mean"])

@@ -124,6 +124,9 @@ class JobOptions:
     changes_per_epoch: int = 100
     supersteps: int = 20
     timeout: float = 3600.0
+    encrypt: bool | None = None
+    """Seal the connections between the timely processes: None, when any is off loopback (a
+    real cluster); True, always (``--encrypt``); False, never (``--no-encrypt``)."""
 
 
 @dataclass
@@ -455,6 +458,7 @@ def _components(
             progress=progress.console,
             timings=timings,
             columns=True,
+            encrypt=options.encrypt,
         )
         rows = labels.toArrow()  # the persisted rows: no recomputation
         labels.unpersist()
@@ -537,6 +541,7 @@ def _pagerank(
             progress=progress.console,
             timings=timings,
             columns=True,
+            encrypt=options.encrypt,
         )
         table = ranks.toArrow().sort_by("node")
         ranks.unpersist()
@@ -644,6 +649,13 @@ def _parser() -> argparse.ArgumentParser:
         "--master", help="Spark master URL (default: local[PROCESSES], or spark-submit's --master under spark-submit)"
     )
     run.add_argument(
+        "--encrypt",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="seal the connections between the timely processes (default: when any is off loopback, as on a "
+        "real cluster); --no-encrypt leaves them in clear",
+    )
+    run.add_argument(
         "--console",
         metavar="[HOST:]PORT",
         help="serve timely's live console from the first timely process while the analyses run (docs/console.md)",
@@ -686,6 +698,7 @@ def _parse(argv: Sequence[str] | None) -> JobOptions:
         processes=a.processes,
         master=a.master,
         analyses=a.analyses,
+        encrypt=a.encrypt,
         **{k: (getattr(d, k) if v is None else v) for k, v in generated.items()},
     )
 

@@ -22,7 +22,9 @@ def _tracked(*patterns: str) -> list[str]:
 
 
 def test_no_file_spells_a_folder_name_as_an_import_name() -> None:
-    files = _tracked("*.py", "*.md", "*.toml", ".ci/run")
+    files = [
+        f for f in _tracked("*.py", "*.md", "*.toml", ".ci/run") if f != "tests/test_package.py"
+    ]  # not its examples
     assert len(files) > 100  # the listing worked
     found = [
         f"{name}:{number}: {line.strip()}"

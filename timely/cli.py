@@ -42,6 +42,7 @@ from ._runtime.config import (
     ENV_CONSOLE,
     ENV_CONSOLE_LINGER,
     ENV_DEBUG,
+    ENV_ENCRYPT,
     ENV_LAUNCHER,
     ENV_PEER_TIMEOUT,
     ENV_PICKLE,
@@ -149,7 +150,8 @@ _RUN_EPILOG = """\
 examples:
   timely run -n 4 prog.py --input data.csv
   timely run -n 2 --workers 3 -m timely_examples.connected_components
-  # on machine k of a cluster (hosts.txt: one host:port per line, the same file everywhere)
+  # on machine k of a cluster (hosts.txt: one host:port per line, the same file everywhere);
+  # off loopback every connection is encrypted and tamper-proof, keyed from the secret
   TIMELY_SECRET=$(cat secret.hex) timely run --hosts hosts.txt --process k prog.py
   # survive up to 3 failures, resuming from a checkpoint taken every 10 epochs
   timely run -n 4 --restarts 3 --checkpoint-dir ckpt --checkpoint-every 10 prog.py
@@ -184,7 +186,8 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run.usage = (
         "timely run [-n N] [--base-port P] [--hosts FILE --process I] [--workers W] [--secret-file F]\n"
         "                  [--grace S] [--kill-after S] [--restarts R] [--checkpoint-dir DIR]\n"
-        "                  [--checkpoint-every K] [--peer-timeout S] [--pickle] [--debug] (prog.py | -m module) [args...]"
+        "                  [--checkpoint-every K] [--peer-timeout S] [--encrypt | --no-encrypt] [--pickle] [--debug]\n"
+        "                  (prog.py | -m module) [args...]"
     )
     local = run.add_argument_group("on this machine")
     local.add_argument(
@@ -238,10 +241,19 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "call into C code that holds the GIL",
     )
     both.add_argument(
+        "--encrypt",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"seal every connection between processes: confidential, and a frame altered, replayed or injected "
+        f"on the way fails the run (sets {ENV_ENCRYPT}=1; keys come from the secret); by default on when a "
+        "process is off loopback, or with --pickle. --no-encrypt leaves the connections in clear",
+    )
+    both.add_argument(
         "--pickle",
         action="store_true",
         help=f"let records that have no codec (timely.register_codec) cross processes pickled (sets {ENV_PICKLE}=1); "
-        "unpickling runs code the sender chooses: only on a trusted cluster",
+        "unpickling runs code the sender chooses: only on a trusted cluster, and never in clear (turns "
+        "--encrypt on; refused with --no-encrypt)",
     )
     both.add_argument(
         "--debug",
@@ -377,7 +389,11 @@ def _settings_env(args: argparse.Namespace, env: Mapping[str, str], parser: argp
     whether this launcher runs every process (and so reports each one's exit) or one."""
     extra = {ENV_LAUNCHER: LAUNCHER_HOSTS if args.hosts is not None else LAUNCHER_LOCAL}
     if args.pickle:
+        if args.encrypt is False:
+            parser.error("--pickle refuses to run over connections in clear: drop --no-encrypt (or --pickle)")
         extra[ENV_PICKLE] = "1"
+    if args.encrypt is not None:
+        extra[ENV_ENCRYPT] = "1" if args.encrypt else "0"
     if args.peer_timeout is not None:
         extra[ENV_PEER_TIMEOUT] = repr(args.peer_timeout)
     if args.debug:

@@ -65,6 +65,7 @@ def run(
     progress: bool | ProgressCallback = True,
     timings: dict[str, float] | None = None,
     columns: bool = False,
+    encrypt: bool | None = None,
 ) -> DataFrame:
     """Run ``build`` as a timely computation over ``inputs``, one Spark barrier task per process.
 
@@ -89,6 +90,10 @@ def run(
     as object arrays), and the output stream carries tuples of numpy arrays, one per column of
     ``schema`` — no Python object per row (`timely_libs.linq.Collection.from_columns` and
     ``to_columns`` take and give such arrays). Default: a tuple of values per row, both ways.
+
+    ``encrypt`` seals the connections between the processes (`timely.execute`'s ``encrypt``): by
+    default they are sealed when any executor is off loopback (a real cluster), and left in clear
+    in local mode; True seals them anyway, False never.
     """
     if not inputs:
         raise ValueError("run needs at least one input DataFrame")
@@ -103,6 +108,7 @@ def run(
         progress=progress,
         timings=timings,
         columns=columns,
+        encrypt=encrypt,
     )
 
 
@@ -119,6 +125,7 @@ def run_epochs(
     progress: bool | ProgressCallback = True,
     timings: dict[str, float] | None = None,
     columns: bool = False,
+    encrypt: bool | None = None,
 ) -> DataFrame:
     """Feed ``epochs[i]`` into one running computation as epoch ``i``, and return what the output
     stream produced at each epoch, with a leading ``epoch`` (int) column.
@@ -139,7 +146,7 @@ def run_epochs(
     epoch's rows exactly once. A later call on the same directory resumes that computation
     too (same build, processes and epochs expected); use a fresh directory for a new one.
 
-    ``progress``, ``timings`` and ``columns`` as `run`'s; progress snapshots also count the
+    ``progress``, ``timings``, ``columns`` and ``encrypt`` as `run`'s; progress snapshots also count the
     epochs every process has passed.
     """
     if not epochs:
@@ -164,6 +171,7 @@ def run_epochs(
         progress=progress,
         timings=timings,
         columns=columns,
+        encrypt=encrypt,
     )
 
 
@@ -300,6 +308,7 @@ def _launch(
     progress: bool | ProgressCallback = True,
     timings: dict[str, float] | None = None,
     columns: bool = False,
+    encrypt: bool | None = None,
 ) -> DataFrame:
     if not callable(build):
         raise TypeError("build must be a function (scope, inputs) -> stream")
@@ -320,7 +329,7 @@ def _launch(
     began, began_at = time.perf_counter(), time.time()
     with monitor(session.sparkContext, _label(build), callback, processes=n, epochs=len(epochs)) as listener:
         result = _run_stage(session, build, epochs, names, n, timeout, out, arrow, figures, listener,
-                            epochs_column, checkpoint_dir, checkpoint_every, columns)  # fmt: skip
+                            epochs_column, checkpoint_dir, checkpoint_every, columns, encrypt)  # fmt: skip
     total = time.perf_counter() - began
     tasks: dict[str, Any] = figures.value
     if seconds is not None:
@@ -379,6 +388,7 @@ def _run_stage(
     checkpoint_dir: str | None,
     checkpoint_every: int,
     columns: bool,
+    encrypt: bool | None = None,
 ) -> DataFrame:
     plan = TaskPlan(
         build=build,
@@ -393,6 +403,7 @@ def _run_stage(
         checkpoint_every=checkpoint_every,
         progress=listener,
         columns=columns,
+        encrypt=encrypt,
     )
     packed = _pack(epochs, names, n, sort=epochs_column)
     with quiet_pandas_warning():

@@ -71,6 +71,7 @@ def run_stream(
     checkpoint_location: str | None = None,
     timeout: float | None = None,
     columns: bool = False,
+    encrypt: bool | None = None,
 ) -> StreamRun:
     """Start a stream: each micro-batch of the streaming DataFrames ``inputs`` is one epoch of one
     long-running computation, and ``write(output, epoch)`` receives the epoch's output rows (a
@@ -80,7 +81,7 @@ def run_stream(
     micro-batch needs a slot of its own while the processes hold theirs). Micro-batches start
     every ``trigger_seconds`` when there is new data; ``checkpoint_location`` is Spark's (the
     stream's progress through its sources), not timely's. ``timeout`` bounds the computation;
-    ``columns`` as `run`'s.
+    ``columns`` and ``encrypt`` as `run`'s.
 
     Returns a running `StreamRun`: ``stop()`` it (or use it as a context manager) to end the
     stream and the computation.
@@ -106,7 +107,7 @@ def run_stream(
     if "epoch" in user.fieldNames():
         raise ValueError("the output schema of run_stream may not have a column 'epoch': the bridge adds it")
     out = StructType([StructField("epoch", IntegerType(), False), *user.fields])
-    run = StreamRun(session, build, list(inputs), out, n, write, timeout, columns)
+    run = StreamRun(session, build, list(inputs), out, n, write, timeout, columns, encrypt)
     run.start(_packed(inputs), trigger_seconds, checkpoint_location)
     return run
 
@@ -143,6 +144,7 @@ class StreamRun:
         write: Write,
         timeout: float | None,
         columns: bool = False,
+        encrypt: bool | None = None,
     ) -> None:
         self.session = session
         self.processes = processes
@@ -166,6 +168,7 @@ class StreamRun:
             token=token,
             timeout=timeout,
             columns=columns,
+            encrypt=encrypt,
         )
         self._stage: threading.Thread | None = None
 

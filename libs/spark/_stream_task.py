@@ -61,6 +61,8 @@ class StreamPlan:
     timeout: float | None = None
     columns: bool = False
     """Inputs and output as numpy columns (see `run`'s ``columns``)."""
+    encrypt: bool | None = None
+    """Seal the connections between the processes (see `run`'s ``encrypt``)."""
 
 
 def send_line(out: BinaryIO, message: dict[str, Any]) -> None:
@@ -199,7 +201,9 @@ def _serve(plan: StreamPlan, index: int, cluster: timely.ClusterConfig, host: st
 
         threading.Thread(target=listen, name="timely-stream-control", daemon=True).start()
         try:
-            with timely.execute(build, cluster=cluster, timeout=plan.timeout, checkpoints=False) as (
+            with timely.execute(
+                build, cluster=cluster, timeout=plan.timeout, checkpoints=False, encrypt=plan.encrypt
+            ) as (
                 comp,
                 (inputs, probe),
             ):

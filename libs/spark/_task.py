@@ -85,6 +85,8 @@ class TaskPlan:
     """The driver's progress listener ``(host, port, token)``, or None (see _progress.py)."""
     columns: bool = False
     """Inputs and output as numpy columns, a record per batch, instead of a tuple per row."""
+    encrypt: bool | None = None
+    """Seal the connections between the processes (None: when any of them is off loopback)."""
 
 
 def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -315,7 +317,10 @@ def _computation(
         policy = timely.Checkpoints(log.root, every_epochs=plan.checkpoint_every)
     latency: dict[int, float] = {}
     first_answer_at: float | None = None
-    with timely.execute(build, cluster=cluster, timeout=plan.timeout, checkpoints=policy) as (comp, (inputs, probe)):
+    with timely.execute(build, cluster=cluster, timeout=plan.timeout, checkpoints=policy, encrypt=plan.encrypt) as (
+        comp,
+        (inputs, probe),
+    ):
         # After a restart the runtime has replayed the logged epochs: each input goes on from
         # its own epoch (equal unless the crash fell between two inputs' advances), or is closed.
         starts = [None if handle.closed else handle.epoch for handle in inputs]

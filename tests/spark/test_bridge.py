@@ -117,6 +117,17 @@ def test_round_trip_keeps_schema_and_rows(session: SparkSession, processes: int)
     out.unpersist()
 
 
+@pytest.mark.timeout(120)
+def test_a_sealed_run_moves_every_row_whole(session: SparkSession) -> None:
+    # encrypt=True seals the connections between the two processes (local mode would leave them
+    # in clear); the rows that cross them (identity exchanges by id) arrive whole, with nothing
+    # to set up: the keys come from the secret the driver ships to the tasks.
+    df = session.createDataFrame(_typed_rows(500), TYPES)
+    out = tspark.run(session, identity, {"rows": df}, TYPES, processes=2, timeout=TIMEOUT, encrypt=True)
+    assert _bag(out) == _bag(df)
+    out.unpersist()
+
+
 @pytest.mark.timeout(60)
 def test_empty_input_gives_an_empty_output(session: SparkSession) -> None:
     df = session.createDataFrame([], "a long, b string")

@@ -132,9 +132,9 @@ def test_spark_submit_ships_the_project_as_a_zip_of_its_wheel(
     missing = subprocess.run([str(python), "-c", "import timely"], capture_output=True, text=True, cwd=tmp_path)
     assert missing.returncode != 0, "the bare environment can import timely: the test would prove nothing"
     source = tmp_path / "checkout"  # built from a copy: building writes build/ into the source tree
-    for package in ("timely", "libs", "jobs"):
+    for package in ("timely", "libs", "jobs", "examples"):
         shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
-    for file in ("pyproject.toml", "README.md"):
+    for file in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(ROOT / file, source / file)
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],

@@ -44,6 +44,7 @@ from .config import (
     cluster_from_env,
     console_from,
     console_from_env,
+    encryption_for,
     peer_timeout_from_env,
     pickle_from_env,
 )
@@ -153,6 +154,8 @@ class _Setup(Generic[T]):
         if checkpoints is None and (cluster is not None or transport is None):
             checkpoints = checkpoints_from_env()
         self.checkpoints = checkpoints or None
+        self.encrypt = False
+        """Whether the cluster's connections are sealed (`config.encryption_for` decides)."""
         self.resume: CheckpointInfo | None = None
         self.replay: ReplayPlan | None = None
         if self.checkpoints is not None:
@@ -185,7 +188,12 @@ class _Setup(Generic[T]):
 
             c = self.cluster
             self.transport = await TcpTransport.join(
-                c.process_index, c.addresses, c.secret, self.fingerprint(), peer_timeout=peer_timeout_from_env()
+                c.process_index,
+                c.addresses,
+                c.secret,
+                self.fingerprint(),
+                peer_timeout=peer_timeout_from_env(),
+                encrypt=self.encrypt,
             )
         return self.transport
 
@@ -438,7 +446,11 @@ class _Execution(Generic[T]):
     ``False``: never, whatever the environment says). ``pickle=True`` lets records that the
     codec cannot otherwise encode (types without `timely.register_codec`) cross processes
     pickled; unpickling runs code chosen by the sender, so enable it only on a trusted cluster,
-    in every process (by default ``timely run --pickle`` decides). ``console`` serves a live
+    in every process (by default ``timely run --pickle`` decides). ``encrypt=True`` seals every
+    connection to the other processes (confidential, tamper-proof: docs/network.md); by default
+    ``timely run --encrypt``/``--no-encrypt`` decides, else connections are sealed when any
+    process is off loopback or ``pickle`` is on (pickle with ``encrypt=False`` is refused).
+    ``console`` serves a live
     page of the running computation from process 0 (docs/console.md): a port on loopback, or
     ``"host:port"`` (any other address than loopback asks for a token in the URL, which
     ``console_url`` and the launcher give); 0 for any free port; by default ``timely run
@@ -457,8 +469,10 @@ class _Execution(Generic[T]):
         checkpoints: Checkpoints | Literal[False] | None = None,
         pickle: bool | None = None,
         console: int | str | Literal[False] | None = None,
+        encrypt: bool | None = None,
     ) -> None:
         self._console = console
+        self._encrypt = encrypt
         self._build = build
         self._pickle = pickle_from_env() if pickle is None else pickle
         self._checkpoints = checkpoints
@@ -473,7 +487,9 @@ class _Execution(Generic[T]):
         will print as one block of the user's frames (`timely._runtime.report`)."""
         install_failure_report()
         deadline = None if self._timeout is None else _time.monotonic() + self._timeout
-        return _Setup(self._build, self._workers, self._transport, self._cluster, self._checkpoints), deadline
+        setup = _Setup(self._build, self._workers, self._transport, self._cluster, self._checkpoints)
+        setup.encrypt = encryption_for(setup.cluster, self._encrypt, self._pickle)
+        return setup, deadline
 
     def _console_settings(self, setup: _Setup[T]) -> ConsoleSettings | None:
         secret = setup.cluster.secret if setup.cluster is not None else None

@@ -15,6 +15,8 @@ them)::
     TIMELY_CHECKPOINT_DIR   with --checkpoint-dir: where to checkpoint and resume from (absolute)
     TIMELY_CHECKPOINT_EVERY with --checkpoint-every: checkpoint every K epochs
     TIMELY_PICKLE         "1" with --pickle: records without a codec travel pickled (trusted clusters)
+    TIMELY_ENCRYPT        "1" with --encrypt, "0" with --no-encrypt: seal every connection between
+                          processes (default: sealed when a peer is off loopback, or with --pickle)
     TIMELY_PEER_TIMEOUT   with --peer-timeout: seconds of silence after which a peer counts as hung (30)
     TIMELY_DECODE_BUDGET  MiB one frame from a peer may take once decoded (256); a frame past it is refused
     TIMELY_DEBUG          "1" with --debug: failures print with the runtime's frames too
@@ -32,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import logging
 import os
 import secrets
 from collections.abc import Mapping, Sequence
@@ -39,7 +42,7 @@ from dataclasses import dataclass, field
 
 from ..checkpoint import Checkpoints
 from ..errors import TimelyError
-from ..net.tcp import PEER_TIMEOUT, check_secret
+from ..net.tcp import PEER_TIMEOUT, check_secret, off_loopback
 
 __all__ = [
     "ENV_CONSOLE",
@@ -53,6 +56,7 @@ __all__ = [
     "ENV_CHECKPOINT_DIR",
     "ENV_CHECKPOINT_EVERY",
     "ENV_DEBUG",
+    "ENV_ENCRYPT",
     "ENV_LAUNCHER",
     "ENV_DECODE_BUDGET",
     "ENV_FAILURE_FILE",
@@ -76,6 +80,8 @@ __all__ = [
     "parse_address",
     "parse_secret",
     "decode_budget_from_env",
+    "encrypt_from_env",
+    "encryption_for",
     "peer_timeout_from_env",
     "pickle_from_env",
     "read_hosts_file",
@@ -108,6 +114,10 @@ ENV_FAILURE_FILE = "TIMELY_FAILURE_FILE"
 process failed first even when the consequence ended sooner than the cause."""
 ENV_PICKLE = "TIMELY_PICKLE"
 """``1``: records the codec cannot encode otherwise travel pickled (``timely run --pickle``)."""
+
+ENV_ENCRYPT = "TIMELY_ENCRYPT"
+"""``1``: seal every connection between processes (``timely run --encrypt``); ``0``: leave them in
+clear (``--no-encrypt``); unset: sealed when a peer is off loopback or pickle is on."""
 
 ENV_CONSOLE = "TIMELY_CONSOLE"
 """``[host:]port`` where process 0 serves the live console (``timely run --console``)."""
@@ -304,6 +314,57 @@ def pickle_from_env(environ: Mapping[str, str] | None = None) -> bool:
     if text in ("1", "true", "yes"):
         return True
     raise ClusterConfigError(f"{ENV_PICKLE}={env[ENV_PICKLE]!r}: expected 1 (pickle enabled) or 0")
+
+
+def encrypt_from_env(environ: Mapping[str, str] | None = None) -> bool | None:
+    """What ``TIMELY_ENCRYPT`` asks for (``timely run --encrypt`` / ``--no-encrypt``): True, False,
+    or None when it is unset or empty (the default decides); anything else is a `ClusterConfigError`."""
+    env = os.environ if environ is None else environ
+    text = env.get(ENV_ENCRYPT, "").strip().lower()
+    if not text:
+        return None
+    if text in ("1", "true", "yes"):
+        return True
+    if text in ("0", "false", "no"):
+        return False
+    raise ClusterConfigError(f"{ENV_ENCRYPT}={env[ENV_ENCRYPT]!r}: expected 1 (encrypt) or 0 (in clear)")
+
+
+def encryption_for(
+    cluster: ClusterConfig | None,
+    requested: bool | None,
+    pickle: bool,
+    environ: Mapping[str, str] | None = None,
+) -> bool:
+    """Whether this process seals its connections to its peers.
+
+    ``requested`` (``execute(encrypt=...)``; None: ``TIMELY_ENCRYPT`` decides, and when that is
+    unset too, the cluster does) wins; by default a cluster with any address off loopback is
+    sealed, and so is one with pickle on. Pickle never runs over connections in clear: asking for
+    both is a `ClusterConfigError`. Every process of a cluster must come to the same answer (the
+    handshake refuses a peer that does not), which the default does, since every process has the
+    same addresses.
+    """
+    if cluster is None or cluster.processes == 1:
+        return False  # no connection to seal
+    if requested is None:
+        requested = encrypt_from_env(environ)
+    outside = off_loopback([host for host, _ in cluster.addresses])
+    if requested is None:
+        requested = bool(outside) or pickle
+    if pickle and not requested:
+        raise ClusterConfigError(
+            "pickle refuses to run over connections in clear: an injected frame would run code in the receiver; "
+            "drop encrypt=False (timely run --no-encrypt, TIMELY_ENCRYPT=0) or pickle"
+        )
+    if outside and not requested:
+        logging.getLogger("timely.net").warning(
+            "process %d: connections to %s travel in clear (encryption turned off): anyone on the path can read "
+            "and alter every record",
+            cluster.process_index,
+            ", ".join(sorted(set(outside))),
+        )
+    return requested
 
 
 def _positive_from_env(env: Mapping[str, str], name: str, unit: str) -> float | None:

@@ -1,7 +1,8 @@
 """The network layer's pure parts: the wire codec and length-prefixed framing.
 
 Layer rule: this package imports only `timely.errors` and `timely.timestamp` (and the
-standard library and msgpack); the codec and the framing do no I/O and never touch asyncio.
+standard library, msgpack, and `cryptography` for sealed frames); the codec, the framing and
+the sealing (`_seal`) do no I/O and never touch asyncio.
 """
 
 from __future__ import annotations

@@ -17,6 +17,15 @@ stranger cannot confirm a guessed fingerprint. A
 connection that fails any check, sends garbage, or stays silent for `HANDSHAKE_SECONDS` is
 refused and logged; until the handshake succeeds nothing it sends reaches the runtime.
 
+Sealed connections (``encrypt=True``; docs/network.md says when that is the default): the
+greeting and the hello also carry X25519 key shares (``seal``), the MACs' role says "sealed"
+and their nonces take in both shares, so nothing on the path can swap the shares or strip the
+encryption; each connection derives its keys from the secret and the Diffie-Hellman secret
+(`_seal.session`) and every frame after the handshake, heartbeats included, is sealed and
+numbered (`_seal.Sealer`, `_seal.Opener`). A frame that does not open fails the connection
+with an `IntegrityError` naming the peer; nothing of it, nor after it, reaches the runtime.
+Processes with different settings refuse each other, saying so.
+
 Frames are length-prefixed (`framing`), bounded by a maximum size; TCP_NODELAY is set.
 """
 
@@ -26,6 +35,7 @@ import asyncio
 import errno
 import hashlib
 import hmac
+import ipaddress
 import logging
 import os
 import selectors
@@ -38,10 +48,20 @@ from typing import Any
 import msgpack
 
 from ..errors import FrameError, HandshakeError
+from ._seal import KEY_SHARE_BYTES, TAG_BYTES, IntegrityError, KeyShare, Opener, Sealer, session
 from .framing import MAX_FRAME, FrameReader, frame_header
 from .transport import SilentPeerError, Transport
 
-__all__ = ["TcpTransport", "Heartbeats", "HANDSHAKE_SECONDS", "MIN_SECRET_BYTES", "PEER_TIMEOUT", "check_secret"]
+__all__ = [
+    "TcpTransport",
+    "Heartbeats",
+    "HANDSHAKE_SECONDS",
+    "IntegrityError",
+    "MIN_SECRET_BYTES",
+    "PEER_TIMEOUT",
+    "check_secret",
+    "off_loopback",
+]
 
 log = logging.getLogger("timely.net")
 
@@ -54,6 +74,8 @@ HEARTBEAT_SECONDS = 1.0
 """At most how long between two heartbeats (a tenth of the peer timeout when that is shorter)."""
 MIN_SECRET_BYTES = 16
 """The shortest shared secret accepted: 128 bits, so that it cannot be guessed."""
+BEAT_MAX_FRAME = 64
+"""The largest heartbeat frame accepted on a sealed heartbeat connection (a beat is 16 bytes)."""
 HIGH_WATER = 4 << 20
 """Outgoing bytes queued for one peer above which the transport reports congestion."""
 
@@ -73,20 +95,47 @@ DATA_CHANNEL = "data"
 BEAT_CHANNEL = "beat"
 """The pair's second connection: heartbeats only, sent and read by a thread (see `Heartbeats`)."""
 CHANNELS = (DATA_CHANNEL, BEAT_CHANNEL)
+_SAME_SETTING = "run every process with the same setting (timely run --encrypt / --no-encrypt, or execute(encrypt=...))"
+
+
+def off_loopback(hosts: list[str]) -> list[str]:
+    """The hosts of ``hosts`` that may be off this machine: every one but a loopback address
+    or ``localhost`` (a name is not resolved: it counts as off loopback)."""
+    found = []
+    for host in hosts:
+        if host.lower() == "localhost":
+            continue
+        try:
+            if ipaddress.ip_address(host).is_loopback:
+                continue
+        except ValueError:
+            pass
+        found.append(host)
+    return found
 
 
 class _Refused(Exception):
     """A connection that does not belong to this cluster."""
 
 
+Keys = tuple[bytes, bytes]
+"""A sealed connection's keys, as this side uses them: (sending, receiving)."""
+
+
 class _Peer:
     def __init__(
-        self, index: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, channel: str = DATA_CHANNEL
+        self,
+        index: int,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        channel: str = DATA_CHANNEL,
+        keys: Keys | None = None,
     ) -> None:
         self.index = index
         self.reader = reader
         self.writer = writer
         self.channel = channel
+        self.keys = keys
         self.protocol: _FrameProtocol | None = None
 
 
@@ -94,16 +143,20 @@ class _FrameProtocol(asyncio.Protocol):
     """An established connection: cuts the byte stream into frames and hands each to the
     runtime from ``data_received`` itself (no reader task, no extra event-loop hop)."""
 
-    def __init__(self, owner: TcpTransport, peer: int) -> None:
+    def __init__(self, owner: TcpTransport, peer: int, opener: Opener | None = None) -> None:
         self.owner = owner
         self.peer = peer
-        self.frames = FrameReader(owner.max_frame)
+        self.opener = opener
+        """Opens sealed frames; None on a connection in clear."""
+        self.frames = FrameReader(owner.max_frame + (TAG_BYTES if opener is not None else 0))
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.reported = False
         self.spare: socket.socket | None = None
         """A duplicate of the connection's socket, to read what is left when it breaks (`_rescue`)."""
 
     def data_received(self, data: bytes) -> None:
+        if self.reported:
+            return  # the connection failed (a bad frame): nothing after it is used either
         owner = self.owner
         owner.bytes_received += len(data)
         try:
@@ -111,7 +164,14 @@ class _FrameProtocol(asyncio.Protocol):
         except FrameError as exc:
             self._report(exc)
             return
+        opener = self.opener
         for payload in payloads:
+            if opener is not None:
+                try:
+                    payload = opener.open(payload)
+                except IntegrityError as exc:
+                    self._report(exc)
+                    return
             owner.frames_received += 1
             owner._deliver(self.peer, payload)
 
@@ -153,6 +213,10 @@ class _FrameProtocol(asyncio.Protocol):
             except OSError:
                 return
             if not data:
+                try:
+                    self.frames.eof()  # a frame cut short says more than the broken connection
+                except FrameError as exc:
+                    self._report(exc)
                 return
             self.data_received(data)
             if self.reported:
@@ -168,13 +232,18 @@ class _FrameProtocol(asyncio.Protocol):
 class TcpTransport(Transport):
     """Use `TcpTransport.join` to build one; it returns once every peer is connected."""
 
-    def __init__(self, process_index: int, addresses: list[tuple[str, int]], max_frame: int) -> None:
+    def __init__(
+        self, process_index: int, addresses: list[tuple[str, int]], max_frame: int, encrypt: bool = False
+    ) -> None:
         super().__init__()
         self.process_index = process_index
         self.processes = len(addresses)
         self.addresses = addresses
         self.max_frame = max_frame
+        self.encrypt = encrypt
+        """Whether every connection is sealed (`_seal`): confidential, authenticated, in order."""
         self.peers: dict[int, _Peer] = {}
+        self._sealers: dict[int, Sealer] = {}
         self.refused = 0
         self._closing = False
         self.heartbeats: Heartbeats | None = None
@@ -192,14 +261,17 @@ class TcpTransport(Transport):
         connect_timeout: float = 30.0,
         max_frame: int = MAX_FRAME,
         peer_timeout: float | None = PEER_TIMEOUT,
+        encrypt: bool = False,
     ) -> TcpTransport:
         """Listen, connect to the lower-indexed processes, accept the higher ones, authenticate all
         (two connections per pair: frames, and heartbeats). A peer from which nothing is heard
-        on its heartbeat connection for ``peer_timeout`` seconds is reported lost (None: never)."""
+        on its heartbeat connection for ``peer_timeout`` seconds is reported lost (None: never).
+        ``encrypt`` seals every frame after the handshake, on both connections; every process
+        must say the same (a peer that does not is refused, saying so)."""
         weak = check_secret(secret)
         if weak is not None:
             raise HandshakeError(f"a cluster needs a strong shared secret (TIMELY_SECRET): {weak}")
-        self = cls(process_index, addresses, max_frame)
+        self = cls(process_index, addresses, max_frame, encrypt)
         expected = {(j, channel) for j in range(process_index + 1, self.processes) for channel in CHANNELS}
         accepted: asyncio.Queue[_Peer] = asyncio.Queue()
         handshaking: set[asyncio.Task[Any]] = set()
@@ -210,7 +282,7 @@ class TcpTransport(Transport):
             if task is not None:
                 handshaking.add(task)
             try:
-                index, channel = await asyncio.wait_for(
+                index, channel, keys = await asyncio.wait_for(
                     self._listen_side(reader, writer, secret, fingerprint, expected), HANDSHAKE_SECONDS
                 )
             except asyncio.CancelledError:  # the cluster joined meanwhile: no one else is expected
@@ -233,7 +305,7 @@ class TcpTransport(Transport):
             finally:
                 handshaking.discard(task)  # type: ignore[arg-type]
             expected.discard((index, channel))
-            await accepted.put(_Peer(index, reader, writer, channel))
+            await accepted.put(_Peer(index, reader, writer, channel, keys))
 
         host, port = addresses[process_index]
         try:
@@ -285,13 +357,21 @@ class TcpTransport(Transport):
         for peer in self.peers.values():
             _nodelay(peer.writer)
             self._take_over(peer)
-        self.heartbeats = Heartbeats(self, {j: _detach(peer.writer) for j, peer in beats.items()}, peer_timeout)
+        self.heartbeats = Heartbeats(
+            self,
+            {j: _detach(peer.writer) for j, peer in beats.items()},
+            peer_timeout,
+            {j: peer.keys for j, peer in beats.items() if peer.keys is not None},
+            # what the handshake's reader took in beyond the handshake: the peer's first beats
+            {j: bytes(getattr(peer.reader, "_buffer", b"")) for j, peer in beats.items()},
+        )
         self.heartbeats.start()
         return self
 
-    def _silent(self, peer: int, reason: SilentPeerError) -> None:
-        """The heartbeats found ``peer`` silent: report it lost, and drop its connection (a stopped
-        process would hold our goodbye for as long as it is stopped)."""
+    def _silent(self, peer: int, reason: Exception) -> None:
+        """The heartbeats found ``peer`` silent, or its heartbeat connection tampered with: report
+        it lost, and drop its connection (a stopped process would hold our goodbye for as long as
+        it is stopped)."""
         connection = self.peers[peer]
         if connection.protocol is not None:
             connection.protocol._report(reason)
@@ -301,7 +381,12 @@ class TcpTransport(Transport):
         """Move the connection from the handshake's stream reader to a frame protocol,
         passing on any bytes the reader had already buffered."""
         leftover = bytes(getattr(peer.reader, "_buffer", b""))
-        protocol = _FrameProtocol(self, peer.index)
+        opener = None
+        if peer.keys is not None:
+            sending, receiving = peer.keys
+            self._sealers[peer.index] = Sealer(sending)
+            opener = Opener(receiving, f"the data connection from process {peer.index}")
+        protocol = _FrameProtocol(self, peer.index, opener)
         peer.protocol = protocol
         protocol.spare = _duplicate(peer.writer)
         peer.writer.transport.set_protocol(protocol)
@@ -317,9 +402,13 @@ class TcpTransport(Transport):
         secret: bytes,
         fingerprint: str,
         expected: set[tuple[int, str]],
-    ) -> tuple[int, str]:
+    ) -> tuple[int, str, Keys | None]:
         nonce = os.urandom(16)
-        await _send(writer, {"magic": MAGIC, "process": self.process_index, "nonce": nonce})
+        share = KeyShare() if self.encrypt else None
+        greeting: dict[str, Any] = {"magic": MAGIC, "process": self.process_index, "nonce": nonce}
+        if share is not None:
+            greeting["seal"] = share.public
+        await _send(writer, greeting)
         hello = await _receive(reader)
         if not isinstance(hello, dict) or hello.get("magic") != MAGIC:
             raise _Refused("not a timely peer (bad greeting)")
@@ -329,20 +418,39 @@ class TcpTransport(Transport):
             raise _Refused(f"unexpected process index {index!r} (connection {channel!r})")
         theirs = hello.get("fingerprint")
         their_nonce = hello.get("nonce")
+        their_share = hello.get("seal")  # present when the joiner seals its connections
         if not isinstance(their_nonce, bytes) or not isinstance(theirs, str):
             raise _Refused("malformed greeting")
-        # Authenticate first (their MAC binds the fingerprint they claim), so that only a
-        # holder of the secret learns whether a fingerprint is this cluster's.
-        want = _mac(secret, _role(b"join", channel), nonce, their_nonce, theirs, index, self.process_index)
+        if their_share is not None and (not isinstance(their_share, bytes) or len(their_share) != KEY_SHARE_BYTES):
+            raise _Refused("malformed greeting (key share)")
+        sealed = their_share is not None
+        ours = nonce + (share.public if sealed and share is not None else b"")
+        their_part = their_nonce + (their_share or b"")
+        # Authenticate first (their MAC binds the fingerprint they claim, whether they seal, and
+        # both key shares), so that only a holder of the secret learns whether a fingerprint is
+        # this cluster's, and no one on the path can strip or swap the key shares.
+        want = _mac(secret, _role(b"join", channel, sealed), ours, their_part, theirs, index, self.process_index)
         if not hmac.compare_digest(want, hello.get("mac") or b""):
             await _send(writer, {"ok": False, "reason": "authentication failed"})
             raise _Refused(f"process {index} failed authentication (wrong secret)")
         if theirs != fingerprint:
             await _send(writer, {"ok": False, "reason": "different program"})
             raise _Refused(f"process {index} runs a different program (graph {theirs!r}, ours {fingerprint!r})")
-        mine = _mac(secret, _role(b"listen", channel), their_nonce, nonce, fingerprint, self.process_index, index)
+        if sealed != self.encrypt:
+            await _send(writer, {"ok": False, "reason": "different encryption setting"})
+            raise _Refused(
+                f"process {index} {'encrypts' if sealed else 'does not encrypt'} its connections and process "
+                f"{self.process_index} {'does' if self.encrypt else 'does not'}: {_SAME_SETTING}"
+            )
+        keys = None
+        if share is not None and their_share is not None:
+            to_joiner, to_listener = session(
+                secret, share.shared(their_share), nonce, their_nonce, fingerprint, self.process_index, index, channel
+            )
+            keys = (to_joiner, to_listener)
+        mine = _mac(secret, _role(b"listen", channel, sealed), their_part, ours, fingerprint, self.process_index, index)
         await _send(writer, {"ok": True, "mac": mine})
-        return index, channel
+        return index, channel, keys
 
     async def _connect(
         self, peer: int, secret: bytes, fingerprint: str, timeout: float, channel: str = DATA_CHANNEL
@@ -362,16 +470,43 @@ class TcpTransport(Transport):
                     ) from exc
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.5)
+        keys = None
         try:
             greeting = await asyncio.wait_for(_receive(reader), HANDSHAKE_SECONDS)
             if not isinstance(greeting, dict) or greeting.get("magic") != MAGIC or greeting.get("process") != peer:
                 raise HandshakeError(f"{host}:{port} is not process {peer} of this cluster")
             their_nonce = greeting["nonce"]
+            their_share = greeting.get("seal")
+            if (their_share is not None) != self.encrypt:
+                raise HandshakeError(
+                    f"process {peer} at {host}:{port} {'encrypts' if their_share is not None else 'does not encrypt'} "
+                    f"its connections and process {self.process_index} "
+                    f"{'does' if self.encrypt else 'does not'}: {_SAME_SETTING}"
+                )
             nonce = os.urandom(16)
-            mac = _mac(secret, _role(b"join", channel), their_nonce, nonce, fingerprint, self.process_index, peer)
+            share = KeyShare() if self.encrypt else None
+            ours = nonce + (share.public if share is not None else b"")
+            their_part = their_nonce + (their_share or b"")
+            if share is not None and their_share is not None:
+                to_joiner, to_listener = session(
+                    secret,
+                    share.shared(their_share),
+                    their_nonce,
+                    nonce,
+                    fingerprint,
+                    peer,
+                    self.process_index,
+                    channel,
+                )
+                keys = (to_listener, to_joiner)
+            mac = _mac(
+                secret, _role(b"join", channel, self.encrypt), their_part, ours, fingerprint, self.process_index, peer
+            )
             hello = {"magic": MAGIC, "process": self.process_index, "fingerprint": fingerprint, "nonce": nonce}
             if channel != DATA_CHANNEL:
                 hello["channel"] = channel
+            if share is not None:
+                hello["seal"] = share.public
             await _send(writer, {**hello, "mac": mac})
             answer = await asyncio.wait_for(_receive(reader), HANDSHAKE_SECONDS)
         except HandshakeError:
@@ -388,17 +523,25 @@ class TcpTransport(Transport):
             writer.close()
             reason = answer.get("reason") if isinstance(answer, dict) else "no answer"
             raise HandshakeError(f"process {peer} at {host}:{port} refused us: {reason}")
-        want = _mac(secret, _role(b"listen", channel), nonce, their_nonce, fingerprint, peer, self.process_index)
+        want = _mac(
+            secret, _role(b"listen", channel, self.encrypt), ours, their_part, fingerprint, peer, self.process_index
+        )
         if not hmac.compare_digest(want, answer.get("mac") or b""):
             writer.close()
             raise HandshakeError(f"process {peer} at {host}:{port} failed authentication (wrong secret)")
-        return _Peer(peer, reader, writer, channel)
+        return _Peer(peer, reader, writer, channel, keys)
 
     # Moving frames ----------------------------------------------------------------------------
     def send(self, peer: int, payload: bytes) -> None:
         writer = self.peers[peer].writer
-        writer.writelines((frame_header(len(payload), self.max_frame), payload))
-        self.bytes_sent += len(payload) + 4
+        length = len(payload)
+        if length > self.max_frame:  # the limit is on what the runtime sends
+            frame_header(length, self.max_frame)  # raises, saying so
+        if self.encrypt:
+            payload = self._sealers[peer].seal(payload)
+            length += TAG_BYTES
+        writer.writelines((_pack_length(length), payload))
+        self.bytes_sent += length + 4
         self.frames_sent += 1
 
     def congested(self) -> bool:
@@ -467,7 +610,14 @@ class Heartbeats:
     a C extension that holds the GIL for longer than the peer timeout.
     """
 
-    def __init__(self, owner: TcpTransport, sockets: dict[int, socket.socket], timeout: float | None) -> None:
+    def __init__(
+        self,
+        owner: TcpTransport,
+        sockets: dict[int, socket.socket],
+        timeout: float | None,
+        keys: dict[int, Keys] | None = None,
+        early: dict[int, bytes] | None = None,
+    ) -> None:
         if timeout is not None and not timeout > 0:
             raise ValueError(f"the peer timeout must be a positive number of seconds, not {timeout!r}")
         self.owner = owner
@@ -475,6 +625,15 @@ class Heartbeats:
         self.timeout = timeout
         self.interval = HEARTBEAT_SECONDS if timeout is None else min(HEARTBEAT_SECONDS, timeout / 10)
         self.loop = asyncio.get_running_loop()
+        # Sealed connections (keys given): each beat is a sealed empty frame, so a beat that was
+        # altered, replayed, injected or cut fails the run like a data frame would; in clear, a byte.
+        self._sealers = {peer: Sealer(sending) for peer, (sending, _) in (keys or {}).items()}
+        self._openers = {
+            peer: Opener(receiving, f"the heartbeat connection from process {peer}")
+            for peer, (_, receiving) in (keys or {}).items()
+        }
+        self._frames = {peer: FrameReader(BEAT_MAX_FRAME) for peer in self._openers}
+        self._early = {peer: data for peer, data in (early or {}).items() if data}
         self._wakeup_r, self._wakeup_w = socket.socketpair()
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name=f"timely-heartbeats-p{owner.process_index}", daemon=True)
@@ -497,23 +656,52 @@ class Heartbeats:
         for sock in (*self.sockets.values(), self._wakeup_r, self._wakeup_w):
             sock.close()
 
+    def _beat(self, peer: int) -> bytes:
+        sealer = self._sealers.get(peer)
+        if sealer is None:
+            return b"\0"
+        sealed = sealer.seal(b"")
+        return frame_header(len(sealed)) + sealed
+
+    def _beats(self, peer: int, data: bytes) -> int:
+        """How many heartbeats ``data`` from ``peer`` completes; `FrameError` (an `IntegrityError`
+        when sealed) if it is not heartbeats intact."""
+        frames = self._frames.get(peer)
+        if frames is None:
+            return len(data)  # in clear: every byte is a beat
+        try:
+            beats = frames.feed(data)
+        except FrameError as exc:
+            raise FrameError(f"the heartbeat connection from process {peer} carried something else: {exc}") from None
+        opener = self._openers[peer]
+        for beat in beats:
+            if opener.open(beat):
+                raise IntegrityError(f"a heartbeat from process {peer} carried data")
+        return len(beats)
+
     def _run(self) -> None:
         live = dict(self.sockets)
+        unsent = {peer: bytearray() for peer in live}  # a beat the socket took only part of
         selector = selectors.DefaultSelector()
         try:
             for peer, sock in live.items():
                 selector.register(sock, selectors.EVENT_READ, peer)
             selector.register(self._wakeup_r, selectors.EVENT_READ, None)
             heard = dict.fromkeys(live, time.monotonic())
+            for peer, data in self._early.items():
+                self._received(selector, live, heard, peer, data)
             next_beat = 0.0
             while live and not self._stopped:
                 now = time.monotonic()
                 if now >= next_beat:
                     for peer, sock in list(live.items()):
+                        pending = unsent[peer]
+                        if len(pending) < BEAT_MAX_FRAME:  # else it does not read: its own silence will tell
+                            pending += self._beat(peer)
                         try:
-                            sock.send(b"\0")
+                            del pending[: sock.send(pending)]
                         except BlockingIOError:
-                            pass  # it does not read what we send: its own silence will tell
+                            pass
                         except OSError:
                             self._forget(selector, live, peer)  # gone: its data connection says how
                     next_beat = now + self.interval
@@ -527,10 +715,7 @@ class Heartbeats:
                         continue
                     except OSError:
                         data = b""
-                    if data:
-                        heard[peer] = time.monotonic()
-                    else:
-                        self._forget(selector, live, peer)
+                    self._received(selector, live, heard, peer, data)
                 if self.timeout is not None:
                     now = time.monotonic()
                     for peer in list(live):
@@ -541,16 +726,51 @@ class Heartbeats:
         finally:
             selector.close()
 
+    def _received(
+        self,
+        selector: selectors.BaseSelector,
+        live: dict[int, socket.socket],
+        heard: dict[int, float],
+        peer: int,
+        data: bytes,
+    ) -> None:
+        """Take what ``peer`` sent (nothing: it closed): a sign of life, or of an attack."""
+        if not data:
+            self._forget(selector, live, peer)
+            frames = self._frames.get(peer)
+            if frames is not None and frames.buffered:  # a sealed beat cut short: an attack
+                self._fail(
+                    peer,
+                    FrameError(
+                        f"the heartbeat connection from process {peer} ended in "
+                        f"the middle of a frame ({frames.buffered} bytes of it)"
+                    ),
+                )
+            return
+        try:
+            beats = self._beats(peer, data)
+        except FrameError as exc:
+            self._forget(selector, live, peer)
+            self._fail(peer, exc)
+            return
+        if beats:
+            heard[peer] = time.monotonic()
+
     @staticmethod
     def _forget(selector: selectors.BaseSelector, live: dict[int, socket.socket], peer: int) -> None:
         selector.unregister(live.pop(peer))
 
     def _report(self, peer: int, silent: float) -> None:
-        reason = SilentPeerError(
-            f"nothing heard from process {peer} for {silent:.1f} s (the peer timeout is {self.timeout:g} s): "
-            f"it is hung, stopped, or cut off by the network",
+        self._fail(
             peer,
+            SilentPeerError(
+                f"nothing heard from process {peer} for {silent:.1f} s (the peer timeout is {self.timeout:g} s): "
+                f"it is hung, stopped, or cut off by the network",
+                peer,
+            ),
         )
+
+    def _fail(self, peer: int, reason: Exception) -> None:
         try:
             self.loop.call_soon_threadsafe(self.owner._silent, peer, reason)
         except RuntimeError:
@@ -573,9 +793,16 @@ def _detach(writer: asyncio.StreamWriter) -> socket.socket:
     return mine
 
 
-def _role(role: bytes, channel: str) -> bytes:
-    """The role a MAC is bound to: a heartbeat connection's MAC cannot pass for a data one's."""
-    return role if channel == DATA_CHANNEL else role + b"/" + channel.encode()
+_pack_length = struct.Struct(">I").pack
+"""A frame header (lengths are checked against the limit before)."""
+
+
+def _role(role: bytes, channel: str, sealed: bool = False) -> bytes:
+    """The role a MAC is bound to: a heartbeat connection's MAC cannot pass for a data one's,
+    nor a connection in clear for a sealed one (so no one can strip the encryption)."""
+    if channel != DATA_CHANNEL:
+        role += b"/" + channel.encode()
+    return role + b"/sealed" if sealed else role
 
 
 def _mac(secret: bytes, role: bytes, a: bytes, b: bytes, fingerprint: str, x: int, y: int) -> bytes:
