@@ -398,25 +398,31 @@ class Collection:
         body: Callable[[Collection], Collection],
         name: str | None = None,
     ) -> Collection:
-        """``body`` with this collection's records introduced in order of ``priority(record)``
-        (TR §2.6, §5.1.2), smaller first; ``body`` normally contains a `fixed_point`, which then
-        starts each priority from the fixed point of the previous ones.
+        """``body(self)``, computed with this collection's records introduced in order of
+        ``priority(record)`` (a non-negative int), smaller first (TR §2.6, §5.1.2).
 
-        A new loop coordinate holds the priority round: each record enters at round
-        ``priority(record)`` and leaves at the next, and the body's result goes round to the next
-        round, so round ``p`` runs the body on round ``p - 1``'s result plus the records of
-        priority ``p``. That is the TR's lexicographic order on (priority, iteration), realised
-        by the graph rather than by comparing times, so every time stays in the product order
-        (docs/linq.md, "Loops").
+        Prioritize changes only *times*: a new coordinate holds the priority, each record
+        enters at its own, and the body's result leaves summed over all priorities. So the
+        result is exactly ``body(self)`` for any body (a `count`, a `select`, a nested
+        `fixed_point`, ...); what the priority changes is the order of the work: the body's
+        result for the records of priority at most ``p`` is computed as a difference from
+        the result for those of priority at most ``p - 1``, as a later epoch reuses an
+        earlier one's work (docs/linq.md, "Loops").
         """
         full, loop, entered = _open_loop(self, "prioritize", name)
-        arrive = entered._delayed(priority, 0, "arrive")
-        depart = entered.negate(name="negate")._delayed(priority, 1, "depart")
-        previous = loop.feedback("previous_round")
-        x = Collection._of(loop.concat("x", [arrive._blocks, depart._blocks, previous.stream]), entered.lattice)
+        x = entered._delayed(priority, "priority", "arrive")
         result = _loop_result(full, loop, body(x))
-        previous.connect(result.consolidate(name="cancel")._blocks)
         return result.leave(name="result").consolidate(name="limit")
+
+    def enter_at(self, scope: Scope, iteration: Callable[[Any], int], name: str | None = None) -> Collection:
+        """`enter`, with each record entering ``scope`` at loop iteration ``iteration(record)``
+        (a non-negative int) rather than at the first (differential dataflow's ``enter_at``).
+
+        Inside a `fixed_point` this lets records join the iteration late, e.g. large labels
+        only once the small ones have flooded the graph; a retraction enters at the same
+        iteration as its record. The body sees a record from its iteration on."""
+        entered = self.enter(scope, name=name)
+        return entered._delayed(iteration, "iteration", "enter_at")
 
     # To and from plain timely streams ---------------------------------------------------------------
     def to_stream(self, name: str | None = None) -> Stream:
@@ -457,8 +463,8 @@ class Collection:
         full = operator_name(scope, "from_columns", name)
         return Collection._of(stream.stage(full, lambda: FromColumns(full)), lattice_of(scope))
 
-    def _delayed(self, priority: Callable[[Any], int], extra: int, name: str) -> Collection:
-        return self._unary("delay", name, lambda op: Delay(op, priority, extra))
+    def _delayed(self, shift: Callable[[Any], int], what: str, name: str) -> Collection:
+        return self._unary("delay", name, lambda op: Delay(op, shift, what))
 
 
 def _open_loop(collection: Collection, kind: str, name: str | None) -> tuple[str, LoopContext, Collection]:
