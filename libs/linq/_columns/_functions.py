@@ -22,11 +22,16 @@ import numpy as np
 
 from ._block import SCALAR, Block, column_of
 
-__all__ = ["Columns", "columns", "fields_of", "identity", "twice"]
+__all__ = ["Columns", "columns", "fields_of", "identity", "left", "twice"]
 
 
 def identity(record: Any) -> Any:
     return record
+
+
+def left(a: Any, b: Any) -> Any:
+    """A join's left record as it is: taken column-wise by `join` (the left side's columns)."""
+    return a
 
 
 def twice(record: Any) -> tuple[Any, Any]:
