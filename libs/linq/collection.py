@@ -19,13 +19,16 @@ import itertools
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from operator import itemgetter
 from typing import Any
+
+import numpy as np
 
 from timely import LoopContext, Scope, ScopeError, Stream
 
 from ._arrange import Arrange, Arranged, JoinArranged
 from ._column_io import FromColumns, ToColumns
-from ._columns._functions import identity
+from ._columns._functions import columns, identity, left
 from ._errors import OperatorError
 from ._join import Join
 from ._keys import KeyOf
@@ -241,6 +244,43 @@ class Collection:
         stream = self.scope.stage(full, lambda: Join(full, lattice, key1, key2, selector), streams, exchange=exchange)
         return Collection._of(stream, lattice)
 
+    def semijoin(
+        self,
+        other: Collection,
+        key1: Callable[[Any], Any],
+        key2: Callable[[Any], Any] | None = None,
+        name: str | None = None,
+    ) -> Collection:
+        """The records of this collection whose ``key1(record)`` is a key of ``other``, each
+        with its own count: ``other``'s records are the keys themselves, or ``key2(record)``
+        of them. A key counts once however often ``other`` holds it (a `distinct` of the
+        keys is kept; differential dataflow's ``semijoin`` multiplies by the key's count)."""
+        self._same_scope("semijoin", other)
+        full = self._name("semijoin", name)
+        return self._matching(full, other, key1, key2)
+
+    def antijoin(
+        self,
+        other: Collection,
+        key1: Callable[[Any], Any],
+        key2: Callable[[Any], Any] | None = None,
+        name: str | None = None,
+    ) -> Collection:
+        """The records of this collection whose ``key1(record)`` is *not* a key of ``other``
+        (``other``'s records, or ``key2`` of them), each with its own count: this collection
+        less its `semijoin`."""
+        self._same_scope("antijoin", other)
+        full = self._name("antijoin", name)
+        matching = self._matching(full, other, key1, key2)
+        return self.concat(matching.negate(name=f"{full}.negate"), name=f"{full}.rest")
+
+    def _matching(
+        self, full: str, other: Collection, key1: Callable[[Any], Any], key2: Callable[[Any], Any] | None
+    ) -> Collection:
+        keys = other if key2 is None else other.select(key2, name=f"{full}.keys")
+        present = keys.distinct(name=f"{full}.present")
+        return self.join(present, key1, identity, left, name=f"{full}.match")
+
     def arrange(self, key: Callable[[Any], Any], name: str | None = None) -> Arranged:
         """This collection arranged by ``key`` once, for any number of joins against it
         (``c.join(arranged, key1, None, selector)``) in this scope: each reads the same
@@ -316,6 +356,14 @@ class Collection:
         """``(key, n)``: how many records have each key (each distinct record, without ``key``)."""
         return self._reduce("count", name, [key or identity], Count(), [])
 
+    def count_all(self, name: str | None = None) -> Collection:
+        """The number of records (with their counts) as a collection of one record, an int;
+        no record while the collection is empty (as a `count` has no key then). One worker
+        holds the count."""
+        full = self._name("count_all", name)
+        counted = self._reduce("count_all", f"{full}.count", [_nowhere], Count(), [])
+        return counted.select(_second, name=f"{full}.total")
+
     def sum(self, key: Callable[[Any], Any], value: Callable[[Any], Any], name: str | None = None) -> Collection:
         """``(key, total)``: the sum of ``value(record)`` over each key's records."""
 
@@ -348,13 +396,16 @@ class Collection:
     def enter(self, scope: Scope, name: str | None = None) -> Collection:
         """This collection inside ``scope``, a loop directly inside this collection's scope
         (the TR's ExtendTime): it enters at the loop's first iteration and never changes there."""
-        if not isinstance(scope, LoopContext) or scope.parent is not self.scope:
-            raise ScopeError(
-                f"enter: {_scope_name(scope)} is not a loop directly inside {_scope_name(self.scope)}, "
-                "where this collection lives"
-            )
+        self._check_loop("enter", scope)
         stream = scope.ingress(self._blocks, operator_name(scope, "enter", name))
         return Collection._of(stream, lattice_of(scope))
+
+    def _check_loop(self, op: str, scope: Scope) -> None:
+        if not isinstance(scope, LoopContext) or scope.parent is not self.scope:
+            raise ScopeError(
+                f"{op}: {_scope_name(scope)} is not a loop directly inside {_scope_name(self.scope)}, "
+                "where this collection lives"
+            )
 
     def leave(self, name: str | None = None) -> Collection:
         """This collection outside its loop: the differences of all iterations, summed per outer time."""
@@ -421,8 +472,11 @@ class Collection:
         Inside a `fixed_point` this lets records join the iteration late, e.g. large labels
         only once the small ones have flooded the graph; a retraction enters at the same
         iteration as its record. The body sees a record from its iteration on."""
-        entered = self.enter(scope, name=name)
-        return entered._delayed(iteration, "iteration", "enter_at")
+        self._check_loop("enter_at", scope)
+        full = operator_name(scope, "enter_at", name)
+        entered = Collection._of(scope.ingress(self._blocks, f"{full}.ingress"), lattice_of(scope))
+        stream = entered._blocks.stage(full, lambda: Delay(full, iteration, "iteration"))
+        return Collection._of(stream, entered.lattice)
 
     # To and from plain timely streams ---------------------------------------------------------------
     def to_stream(self, name: str | None = None) -> Stream:
@@ -500,6 +554,15 @@ def _expand(group: Counts) -> list[Any]:
     except TypeError:
         pass
     return records
+
+
+@columns
+def _nowhere(*fields: np.ndarray) -> np.ndarray:
+    """Every record's key is 0: the whole collection is one group (`count_all`)."""
+    return np.zeros(len(fields[0]) if fields else 0, dtype=np.int64)
+
+
+_second = itemgetter(1)
 
 
 def _records(answer: Any, op: str, key: Any) -> Counts:
