@@ -396,16 +396,17 @@ class Collection:
     def enter(self, scope: Scope, name: str | None = None) -> Collection:
         """This collection inside ``scope``, a loop directly inside this collection's scope
         (the TR's ExtendTime): it enters at the loop's first iteration and never changes there."""
-        self._check_loop("enter", scope)
-        stream = scope.ingress(self._blocks, operator_name(scope, "enter", name))
+        stream = self._loop("enter", scope).ingress(self._blocks, operator_name(scope, "enter", name))
         return Collection._of(stream, lattice_of(scope))
 
-    def _check_loop(self, op: str, scope: Scope) -> None:
+    def _loop(self, op: str, scope: Scope) -> LoopContext:
+        """``scope``, refused unless it is a loop directly inside this collection's scope."""
         if not isinstance(scope, LoopContext) or scope.parent is not self.scope:
             raise ScopeError(
                 f"{op}: {_scope_name(scope)} is not a loop directly inside {_scope_name(self.scope)}, "
                 "where this collection lives"
             )
+        return scope
 
     def leave(self, name: str | None = None) -> Collection:
         """This collection outside its loop: the differences of all iterations, summed per outer time."""
@@ -472,9 +473,9 @@ class Collection:
         Inside a `fixed_point` this lets records join the iteration late, e.g. large labels
         only once the small ones have flooded the graph; a retraction enters at the same
         iteration as its record. The body sees a record from its iteration on."""
-        self._check_loop("enter_at", scope)
-        full = operator_name(scope, "enter_at", name)
-        entered = Collection._of(scope.ingress(self._blocks, f"{full}.ingress"), lattice_of(scope))
+        loop = self._loop("enter_at", scope)
+        full = operator_name(loop, "enter_at", name)
+        entered = Collection._of(loop.ingress(self._blocks, f"{full}.ingress"), lattice_of(scope))
         stream = entered._blocks.stage(full, lambda: Delay(full, iteration, "iteration"))
         return Collection._of(stream, entered.lattice)
 

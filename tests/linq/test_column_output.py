@@ -93,9 +93,12 @@ def test_column_output_of_scalars_and_of_mixed_records() -> None:
 
 
 def test_column_output_refuses_a_collection_inside_a_loop() -> None:
+    def body(x: linq.Collection) -> linq.Collection:
+        linq.ColumnOutput(x)
+        return x
+
     def build(scope: timely.Scope) -> None:
-        inp = linq.new_input(scope)
-        inp.collection.fixed_point(lambda x: linq.ColumnOutput(x) and x)  # type: ignore[func-returns-value]
+        linq.new_input(scope).collection.fixed_point(body)
 
     with pytest.raises(ValueError, match="root scope"):
         with timely.execute(build, timeout=TIMEOUT):
