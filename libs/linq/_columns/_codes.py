@@ -15,12 +15,18 @@ anything else hashable                      ``2**62 + id``, ``id`` from the proc
 
 The three ranges are disjoint, so ``5`` and ``(0, 5)`` never share a code. Interned ids are
 process-local: a code never leaves its process (blocks travel with their values, and routing
-uses `route_of`, a stable hash, never an id). The interner keeps every value it has seen for
-the life of the process (ids must stay valid while any arrangement holds them).
+uses `route_of`, a stable hash, never an id).
 
-Equality is Python's: a bool or an integral float has the code of the int it equals (so
-``1``, ``1.0`` and ``True`` are one key, as in a dict), inside a pair too; such a value comes
-back out of an arrangement as that int.
+Equality is exact, type included, as in the wire codec (and Arrow, and differential
+dataflow's Rust types): ``1``, ``1.0`` and ``True`` are three values with three codes (only
+an ``int`` is its own code; a bool or a float is interned), so every record comes out of an
+arrangement as exactly the value that went in. The interner compares by an exact key
+(`_exact`): a value with its type, and tuples and frozensets by their parts' exact keys,
+because Python's own ``==`` would make ``(1, "k")`` and ``(True, "k")`` one dict key.
+
+Memory: the interner keeps every distinct value it has coded, for the life of the process
+(ids must stay valid while any arrangement, or any operator's pending work, holds them); see
+docs/linq.md, "Codes".
 """
 
 from __future__ import annotations
@@ -55,10 +61,11 @@ class _Interner:
 
     def intern(self, value: Any) -> int:
         """The id of ``value`` (TypeError if it cannot be hashed)."""
+        key = value if type(value) in _PLAIN else _exact(value)
         ids = self.ids
-        i = ids.get(value)
+        i = ids.get(key)
         if i is None:
-            i = ids[value] = self.size
+            i = ids[key] = self.size
             self.values.append(value)
             if i >= len(self.hashes):
                 self.hashes = np.concatenate([self.hashes, np.zeros(len(self.hashes), dtype=np.int64)])
@@ -69,32 +76,49 @@ class _Interner:
 
 _interner = _Interner()
 
+_PLAIN = frozenset({str, int, bytes, type(None)})
+"""Types whose ``==`` never equates a value with one of another type (among the values a
+record holds): such a value is its own exact key."""
 
-def _as_int(value: Any) -> Any:
-    """``value`` as the int it equals, if it is a bool or an integral float (else itself):
-    Python counts ``1``, ``1.0`` and ``True`` as one key, so their codes must agree."""
+
+class _Tag:
+    """Marks an exact key (`_exact`): no value of a record is ever equal to one."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"<exact {self.kind}>"
+
+
+_TYPED, _TUPLE, _FROZEN = _Tag("typed"), _Tag("tuple"), _Tag("frozenset")
+
+
+def _exact(value: Any) -> Any:
+    """A dict key equal only for values equal in value *and* type, at every level: ``1.0``,
+    ``True`` and ``1`` get three keys, ``(1, "k")`` and ``(True, "k")`` two."""
     t = type(value)
-    if t is bool:
-        return int(value)
-    if t is float and value.is_integer():
-        return int(value)
-    return value
+    if t in _PLAIN:
+        return value
+    if t is tuple:
+        if set(map(type, value)) <= _PLAIN:
+            return value
+        return (_TUPLE, tuple(map(_exact, value)))
+    if t is frozenset:
+        return (_FROZEN, frozenset(map(_exact, value)))
+    return (_TYPED, t, value)
 
 
 def code_of(value: Any) -> int:
     """The code of one value (TypeError if it cannot be hashed)."""
     t = type(value)
-    if t is not int and (t is bool or t is float):
-        value = _as_int(value)
-        t = type(value)
-    if t is int and -PAIRS <= value < PAIRS:
-        return value  # type: ignore[no-any-return]
-    if t is tuple and len(value) == 2:
+    if t is int:
+        if -PAIRS <= value < PAIRS:
+            return value  # type: ignore[no-any-return]
+    elif t is tuple and len(value) == 2:
         a, b = value
-        if type(a) is not int:
-            a = _as_int(a)
-        if type(b) is not int:
-            b = _as_int(b)
         if type(a) is int and type(b) is int and 0 <= a < _SMALL and 0 <= b < _SMALL:
             return PAIRS + (a << 30 | b)
     return INTERNED + _interner.intern(value)
