@@ -32,6 +32,7 @@ docs/linq.md, "Codes".
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -51,18 +52,21 @@ _ROUTE_MASK = (1 << 62) - 1
 class _Interner:
     """Values <-> dense ids, with each value's stable hash (its route) kept beside it."""
 
-    __slots__ = ("hashes", "ids", "size", "values")
+    __slots__ = ("floats", "hashes", "ids", "size", "values")
 
     def __init__(self) -> None:
         self.ids: dict[Any, int] = {}
+        self.floats: dict[float, int] = {}
+        """Top-level floats by value (all floats: no other type meets them here)."""
         self.values: list[Any] = []
         self.hashes = np.zeros(1024, dtype=np.int64)
         self.size = 0
 
-    def intern(self, value: Any) -> int:
-        """The id of ``value`` (TypeError if it cannot be hashed)."""
-        key = value if type(value) in _PLAIN else _exact(value)
-        ids = self.ids
+    def intern(self, value: Any, key: Any, ids: dict[Any, int] | None = None) -> int:
+        """The id of ``value``, whose exact key (`_exact`) is ``key``, in ``ids`` (by default
+        `ids`; `floats` for a float) (TypeError if it cannot be hashed)."""
+        if ids is None:
+            ids = self.ids
         i = ids.get(key)
         if i is None:
             i = ids[key] = self.size
@@ -121,12 +125,45 @@ def code_of(value: Any) -> int:
         a, b = value
         if type(a) is int and type(b) is int and 0 <= a < _SMALL and 0 <= b < _SMALL:
             return PAIRS + (a << 30 | b)
-    return INTERNED + _interner.intern(value)
+    if t is float:
+        return INTERNED + _interner.intern(value, value, _interner.floats)
+    return INTERNED + _interner.intern(value, value if t in _PLAIN else _exact(value))
+
+
+def _code_of_float(value: float) -> int:
+    return INTERNED + _interner.intern(value, value, _interner.floats)
+
+
+def _code_of_plain(value: Any) -> int:
+    """`code_of` for a value known to be made of `_PLAIN` values only: its own exact key."""
+    t = type(value)
+    if t is int:
+        if -PAIRS <= value < PAIRS:
+            return value  # type: ignore[no-any-return]
+    elif t is tuple and len(value) == 2:
+        a, b = value
+        if type(a) is int and type(b) is int and 0 <= a < _SMALL and 0 <= b < _SMALL:
+            return PAIRS + (a << 30 | b)
+    return INTERNED + _interner.intern(value, value)
+
+
+def _all_plain(values: list[Any], kinds: set[type]) -> bool:
+    """Whether every value is `_PLAIN`, or a tuple of such: checked in C, over the whole list
+    at once, so that a column of strings or of flat tuples skips `_exact` per value
+    (``kinds``: the values' types)."""
+    if kinds <= _PLAIN:
+        return True
+    if kinds - _PLAIN != {tuple}:
+        return False
+    return set(map(type, chain.from_iterable(v for v in values if type(v) is tuple))) <= _PLAIN
 
 
 def codes_of_values(values: Iterable[Any], count: int = -1) -> np.ndarray:
     """The codes of Python values (raises TypeError naming nothing: callers name the value)."""
-    return np.fromiter(map(code_of, values), dtype=np.int64, count=count)
+    values = values if type(values) is list else list(values)
+    kinds = set(map(type, values))
+    code = _code_of_float if kinds == {float} else _code_of_plain if _all_plain(values, kinds) else code_of
+    return np.fromiter(map(code, values), dtype=np.int64, count=count)
 
 
 def codes_of_ints(column: np.ndarray) -> np.ndarray:
