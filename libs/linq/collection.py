@@ -22,13 +22,11 @@ from collections.abc import Callable, Iterable, Mapping
 from operator import itemgetter
 from typing import Any
 
-import numpy as np
-
 from timely import LoopContext, Scope, ScopeError, Stream
 
 from ._arrange import Arrange, Arranged, JoinArranged
 from ._column_io import FromColumns, ToColumns
-from ._columns._functions import columns, identity, left
+from ._columns._functions import identity, left, nothing
 from ._errors import OperatorError
 from ._join import Join
 from ._keys import KeyOf
@@ -361,7 +359,7 @@ class Collection:
         no record while the collection is empty (as a `count` has no key then). One worker
         holds the count."""
         full = self._name("count_all", name)
-        counted = self._reduce("count_all", f"{full}.count", [_nowhere], Count(), [])
+        counted = self._reduce("count_all", f"{full}.count", [nothing], Count(), [])
         return counted.select(_second, name=f"{full}.total")
 
     def sum(self, key: Callable[[Any], Any], value: Callable[[Any], Any], name: str | None = None) -> Collection:
@@ -555,12 +553,6 @@ def _expand(group: Counts) -> list[Any]:
     except TypeError:
         pass
     return records
-
-
-@columns
-def _nowhere(*fields: np.ndarray) -> np.ndarray:
-    """Every record's key is 0: the whole collection is one group (`count_all`)."""
-    return np.zeros(len(fields[0]) if fields else 0, dtype=np.int64)
 
 
 _second = itemgetter(1)

@@ -271,3 +271,24 @@ def test_in_flight(workers: int, lag: int, seed: int) -> None:
             lambda e: assert_epoch(out, e, expected[e], expected[e - 1] if e else {}),
             lag=lag,
         )
+
+
+def test_count_all_of_records_with_no_fields() -> None:
+    """Empty tuples have no column to count by: the whole-collection key needs none."""
+    check(lambda c: c.count_all(), ref_count_all, [([((), 2), (("a",), 1)],), ([((), -1)],)], 1)
+    check(lambda c: c.count_all(), ref_count_all, [([((), 2)],), ([((), -2)],)], 1)
+
+
+def test_a_columns_key_of_the_wrong_length_is_refused() -> None:
+    """A `columns` key function must give one key per record; otherwise the computation fails
+    with an error naming the operator, rather than keys silently paired with other records."""
+
+    def build(scope: timely.Scope) -> tuple[linq.CollectionInput, linq.CollectionOutput]:
+        inp = linq.new_input(scope)
+        return inp, linq.CollectionOutput(inp.collection.count(linq.columns(lambda a: a[:1]), name="short"))
+
+    with pytest.raises(timely.VertexError, match=r"short.*gave keys of shape \(1,\) for 3 records"):
+        with timely.execute(build, timeout=TIMEOUT) as (comp, (inp, out)):
+            inp.insert_all([1, 2, 3])
+            inp.advance_to(1)
+            comp.wait_passed(out.probe, 0, timeout=TIMEOUT)
