@@ -1,4 +1,4 @@
-"""semijoin, antijoin, count_all, enter_at, prioritize and `ColumnOutput` across processes:
+"""semijoin, antijoin, count_all, enter_at, fixed_point, prioritize and `ColumnOutput` across processes:
 the union of what every process reports, epoch by epoch, equals the from-scratch recomputation
 (tests/support/linq_operators_program.py), in lockstep and with every epoch in flight at once."""
 

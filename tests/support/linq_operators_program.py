@@ -1,4 +1,4 @@
-"""semijoin, antijoin, count_all, enter_at and prioritize over seeded random changes, as a
+"""semijoin, antijoin, count_all, enter_at, fixed_point and prioritize over seeded random changes, as a
 program for `Mode.run` (tests/linq/test_more_operators_processes.py).
 
 Two inputs change over `EPOCHS` epochs (`linq_reference.random_epochs`): ``a``, pairs of small
@@ -52,7 +52,13 @@ def query(a: linq.Collection, b: linq.Collection) -> linq.Collection:
     total = a.count_all().select(lambda n: ("total", n))
     reach = _reach(b, a).select(lambda n: ("reach", n))
     counted = a.prioritize(second, lambda x: x.count(first)).select(lambda r: ("prioritized_count", r))
-    return semi.concat(anti, total, reach, counted)
+    closure = a.fixed_point(lambda y: y.concat(y.join(a.enter(y.scope), second, first, _path)).distinct())
+    paths = closure.count(first).select(lambda r: ("paths", r))
+    return semi.concat(anti, total, reach, counted, paths)
+
+
+def _path(x: tuple[int, int], y: tuple[int, int]) -> tuple[int, int]:
+    return (x[0], y[1])
 
 
 def reference(a: ref.Multiset, b: ref.Multiset) -> ref.Multiset:
@@ -72,6 +78,7 @@ def reference(a: ref.Multiset, b: ref.Multiset) -> ref.Multiset:
         {("total", total): 1} if a else {},
         {("reach", n): 1 for n in seen},
         ref.select(ref.count(a, first), lambda r: ("prioritized_count", r)),
+        ref.select(ref.count(ref.closure(r for r, n in a.items() if n > 0), first), lambda r: ("paths", r)),
     )
 
 
