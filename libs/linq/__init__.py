@@ -21,7 +21,7 @@ from ._arrange import Arranged
 from ._columns import preload
 from ._columns._functions import columns
 from ._errors import OperatorError
-from ._io import CollectionInput, CollectionOutput, new_input
+from ._io import CollectionInput, CollectionOutput, ColumnOutput, new_input
 from ._lattice import Lattice
 from .algorithms import (
     connected_components,
@@ -37,6 +37,7 @@ __all__ = [
     "Collection",
     "CollectionInput",
     "CollectionOutput",
+    "ColumnOutput",
     "Lattice",
     "OperatorError",
     "columns",

@@ -10,13 +10,13 @@ import numpy as np
 
 from timely import Input, KeyedState, Probe, Scope, Timestamp, Vertex
 
-from ._columns import Block, concat_blocks
+from ._columns import SCALAR, Block, concat_blocks
 from ._columns._functions import as_block
 from ._linear import block_in, consolidate_block, record_key
 from ._stateful import paused_gc, pieces_of, routed
 from .collection import Collection, operator_name
 
-__all__ = ["CollectionInput", "CollectionOutput", "new_input"]
+__all__ = ["CollectionInput", "CollectionOutput", "ColumnOutput", "new_input"]
 
 _first, _second = itemgetter(0), itemgetter(1)
 
@@ -228,3 +228,66 @@ class CollectionOutput:
     def passed(self, epoch: int) -> bool:
         """Every change of ``epoch`` has been reported."""
         return self.probe.passed(epoch)
+
+
+Columns = tuple[Any, np.ndarray]
+"""``(columns, diffs)``: one numpy array of records (records that are not tuples) or a tuple
+of arrays, one per field, and an int64 array of diffs, all of one length (`Collection.to_columns`)."""
+
+
+class ColumnOutput:
+    """The changes of a collection per completed epoch as numpy columns, with no Python
+    object per record: the columnar `CollectionOutput`, for results of millions of records.
+
+    ``changes[epoch]`` is ``(columns, diffs)`` (`Columns`): the epoch's changes that this
+    process's workers own, consolidated (each record once, no zero diff), in no particular
+    order; an epoch with no change has no entry. ``on_change(epoch, columns, diffs)`` is called
+    for each such epoch. `contents` is the accumulation of the changes reported in this run,
+    consolidated when asked for. Records whose fields are all ints or all floats come out as
+    int64 / float64 columns; other fields as object columns of the values themselves. An
+    epoch whose records have different shapes (ints and pairs, pairs and triples) comes out
+    as one object column of the records.
+    """
+
+    def __init__(
+        self,
+        collection: Collection,
+        on_change: Callable[[int, Any, np.ndarray], None] | None = None,
+        name: str | None = None,
+    ) -> None:
+        if collection.scope.depth != 0:
+            raise ValueError("output: the collection must be in the root scope; leave its loops first")
+        full = operator_name(collection.scope, "column_output", name)
+        consolidated = collection.consolidate(name=f"{full}.consolidate")
+        self.changes: dict[int, Columns] = {}
+        self._pending: list[Block] = []
+        self._contents = Block.empty()
+        self._on_change = on_change
+        self.probe: Probe = consolidated._blocks.subscribe(self._receive, name=full)
+
+    def _receive(self, time: Timestamp, records: list[Any]) -> None:
+        # each worker's blocks are consolidated already, and the workers own disjoint records
+        block = concat_blocks(records)
+        if not len(block):
+            return
+        self._pending.append(block)
+        columns = _columns_of(block)
+        self.changes[time[0]] = (columns, block.diffs)
+        if self._on_change is not None:
+            self._on_change(time[0], columns, block.diffs)
+
+    def contents(self) -> Columns:
+        """The accumulated collection that this process's workers own, as ``(columns,
+        counts)``: every change reported so far, summed per record, zero counts dropped."""
+        if self._pending:
+            self._contents = consolidate_block(concat_blocks([self._contents, *self._pending]), "output")
+            self._pending = []
+        return _columns_of(self._contents), self._contents.diffs
+
+    def passed(self, epoch: int) -> bool:
+        """Every change of ``epoch`` has been reported."""
+        return self.probe.passed(epoch)
+
+
+def _columns_of(block: Block) -> Any:
+    return block.cols[0] if block.arity == SCALAR else tuple(block.cols)

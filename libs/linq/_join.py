@@ -25,7 +25,7 @@ import numpy as np
 from timely import KeyedState, Timestamp, Vertex
 
 from ._columns import SCALAR, Block, codes_of, group_starts, order, route_of
-from ._columns._functions import Columns, as_block
+from ._columns._functions import Columns, as_block, left
 from ._errors import OperatorError
 from ._keys import KeyOf
 from ._lattice import Lattice
@@ -156,6 +156,8 @@ def meet(
 def select_pairs(op: str, sel: Callable[[Any, Any], Any], first: Block, second: Block, diffs: np.ndarray) -> Block:
     """A join's output records for matched pairs (``first`` and ``second`` aligned): column-wise
     for `linq.columns`, else one call per pair (an error names both records)."""
+    if sel is left:
+        return Block(first.cols, first.arity, diffs)
     if type(sel) is Columns:
         cols = [*(first.cols if first.arity != 0 else ()), *(second.cols if second.arity != 0 else ())]
         return as_block(sel.fn(*cols), diffs, "join selector")

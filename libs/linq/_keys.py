@@ -15,7 +15,7 @@ import numpy as np
 
 from ._columns import Block, codes_of, route_of
 from ._columns._codes import codes_of_values
-from ._columns._functions import Columns, apply_columns, fields_of, identity
+from ._columns._functions import Columns, apply_columns, fields_of, identity, nothing
 from ._errors import OperatorError
 
 __all__ = ["KeyOf", "unhashable"]
@@ -71,8 +71,15 @@ class KeyOf:
                 return block.record_codes()
             if self.field is not None and block.arity > self.field:
                 return codes_of(block.cols[self.field])
+            if self.fn is nothing:
+                return np.zeros(len(block), dtype=np.int64)
             if type(self.fn) is Columns:
-                return codes_of(np.asarray(apply_columns(self.fn, block)))
+                out = np.asarray(apply_columns(self.fn, block))
+                if out.shape != (len(block),):
+                    raise OperatorError(
+                        f"{self.op}: the key function gave keys of shape {out.shape} for {len(block)} records"
+                    )
+                return codes_of(out)
         except TypeError:
             keys = block.records() if self.whole else block.cols[self.field].tolist() if self.field is not None else []
             raise unhashable(self.op, "record" if self.whole else "key", keys, block.records()) from None

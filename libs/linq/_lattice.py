@@ -6,8 +6,8 @@ earlier epoch at iteration ``i`` is reused at iteration ``i`` of a later epoch, 
 change at epoch ``e`` still reaches every iteration after it. ``join`` is the least upper
 bound, the first time at which two differences are both part of a collection.
 
-(`prioritize` gives the TR's lexicographic order by the shape of its dataflow, not by
-comparing times; `Collection.prioritize` says why.)
+(`prioritize` adds a coordinate in the product order too, not the TR's lexicographic one;
+docs/linq.md, "Loops", says why.)
 
 Operators need ``le`` and ``join`` once per record in join and reduce, so depth 0 and 1
 get their own functions.

@@ -218,35 +218,50 @@ class FromTriples(Vertex):
 
 
 class Delay(_Linear):
-    """Moves each difference to the time whose innermost coordinate is ``fn(record) + extra``:
-    how `prioritize` introduces records at their priority (and retracts them one round later)."""
+    """Moves each difference to the time whose innermost coordinate is larger by
+    ``fn(record)``, a non-negative int (``what`` names it in errors): how `prioritize`
+    introduces records at their priority and `enter_at` lets them into a loop late.
+    ``fn`` may be `columns`-wrapped: one call per block."""
 
-    def __init__(self, op: str, fn: Callable[[Any], Any], extra: int) -> None:
+    def __init__(self, op: str, fn: Callable[[Any], Any], what: str) -> None:
         super().__init__(op, fn)
-        self.extra = extra
+        self.what = what
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         block = block_in(records)
-        fn = self.fn
-        recs = block.records()
-        try:
-            prio = [fn(d) for d in recs]
-        except Exception as exc:
-            raise self.fail("priority function", recs, exc) from exc
-        for d, p in zip(recs, prio):
-            if type(p) is not int or p < 0:
-                raise OperatorError(f"{self.op}: priority {p!r} of record {d!r} is not a non-negative int")
-        if not prio:
+        if not len(block):
             return
-        prios = np.asarray(prio, dtype=np.int64)
-        idx = np.argsort(prios, kind="stable")
-        prios = prios[idx]
-        starts = group_starts([prios]).tolist()
+        shifts = self._shifts(block)
+        idx = np.argsort(shifts, kind="stable")
+        shifts = shifts[idx]
+        starts = group_starts([shifts]).tolist()
         ends = [*starts[1:], len(idx)]
         prefix = tuple(time[:-1])
         for s, e in zip(starts, ends):
-            t = (*prefix, time[-1] + int(prios[s]) + self.extra)
-            self.send_by(self.outputs[0], [block.take(idx[s:e])], t)  # type: ignore[arg-type]
+            t = (*prefix, time[-1] + int(shifts[s]))
+            self.send_by(self.outputs[0], [block.take(idx[s:e]) if e - s < len(idx) else block], t)  # type: ignore[arg-type]
+
+    def _shifts(self, block: Block) -> np.ndarray:
+        """Each record's shift as an int64 array, refused unless every one is an int >= 0."""
+        if type(self.fn) is Columns:
+            out = np.asarray(self.columns(self.what, block))
+            if out.shape != (len(block),) or out.dtype.kind not in "iu":
+                raise OperatorError(f"{self.op}: the {self.what} must give one int per record, got {out!r}")
+            bad = np.flatnonzero(out < 0)
+            if len(bad):
+                rec = block.records()[int(bad[0])]
+                raise OperatorError(f"{self.op}: {self.what} {int(out[bad[0]])} of record {rec!r} is negative")
+            return out.astype(np.int64, copy=False)
+        recs = block.records()
+        fn = self.fn
+        try:
+            shifts = [fn(d) for d in recs]
+        except Exception as exc:
+            raise self.fail(f"{self.what} function", recs, exc) from exc
+        for d, p in zip(recs, shifts):
+            if type(p) is not int or p < 0:
+                raise OperatorError(f"{self.op}: {self.what} {p!r} of record {d!r} is not a non-negative int")
+        return np.asarray(shifts, dtype=np.int64)
 
 
 class Route(Vertex):

@@ -119,6 +119,8 @@ class PerKey(Reducer):
         for i, k in enumerate(keys):
             lo, hi = starts[i], starts[i + 1]
             g = dict(zip(records[lo:hi], counts[lo:hi]))
+            if len(g) < hi - lo:
+                raise _equal_records(op, k, records[lo:hi])
             try:
                 answer = fn(k, g)
             except OperatorError as exc:
@@ -144,6 +146,21 @@ class PerKey(Reducer):
         except TypeError:
             raise OperatorError(f"{op}: the reducer returned a record that cannot be hashed") from None
         return np.asarray(out_keys, dtype=np.int64), cols, arity, block.diffs
+
+
+def _equal_records(op: str, key: Any, records: list[Any]) -> OperatorError:
+    """Two records of one group that differ only in type (``1`` and ``1.0``): linq keeps them
+    apart, a Python reducer's ``{record: count}`` could not."""
+    seen: dict[Any, Any] = {}
+    for r in records:
+        if r in seen:
+            return OperatorError(
+                f"{op}: key {key!r} has records {seen[r]!r} and {r!r}, equal in Python but of different "
+                "types; linq keeps them apart, but this reducer sees its group as a dict, which cannot: "
+                "convert them to one type first"
+            )
+        seen[r] = r
+    return OperatorError(f"{op}: key {key!r} has two records equal in Python but of different types")
 
 
 def _value_column(value: Any, group: Group) -> np.ndarray | None:

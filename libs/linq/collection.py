@@ -19,13 +19,14 @@ import itertools
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from operator import itemgetter
 from typing import Any
 
 from timely import LoopContext, Scope, ScopeError, Stream
 
 from ._arrange import Arrange, Arranged, JoinArranged
 from ._column_io import FromColumns, ToColumns
-from ._columns._functions import identity
+from ._columns._functions import identity, left, nothing
 from ._errors import OperatorError
 from ._join import Join
 from ._keys import KeyOf
@@ -241,6 +242,43 @@ class Collection:
         stream = self.scope.stage(full, lambda: Join(full, lattice, key1, key2, selector), streams, exchange=exchange)
         return Collection._of(stream, lattice)
 
+    def semijoin(
+        self,
+        other: Collection,
+        key1: Callable[[Any], Any],
+        key2: Callable[[Any], Any] | None = None,
+        name: str | None = None,
+    ) -> Collection:
+        """The records of this collection whose ``key1(record)`` is a key of ``other``, each
+        with its own count: ``other``'s records are the keys themselves, or ``key2(record)``
+        of them. A key counts once however often ``other`` holds it (a `distinct` of the
+        keys is kept; differential dataflow's ``semijoin`` multiplies by the key's count)."""
+        self._same_scope("semijoin", other)
+        full = self._name("semijoin", name)
+        return self._matching(full, other, key1, key2)
+
+    def antijoin(
+        self,
+        other: Collection,
+        key1: Callable[[Any], Any],
+        key2: Callable[[Any], Any] | None = None,
+        name: str | None = None,
+    ) -> Collection:
+        """The records of this collection whose ``key1(record)`` is *not* a key of ``other``
+        (``other``'s records, or ``key2`` of them), each with its own count: this collection
+        less its `semijoin`."""
+        self._same_scope("antijoin", other)
+        full = self._name("antijoin", name)
+        matching = self._matching(full, other, key1, key2)
+        return self.concat(matching.negate(name=f"{full}.negate"), name=f"{full}.rest")
+
+    def _matching(
+        self, full: str, other: Collection, key1: Callable[[Any], Any], key2: Callable[[Any], Any] | None
+    ) -> Collection:
+        keys = other if key2 is None else other.select(key2, name=f"{full}.keys")
+        present = keys.distinct(name=f"{full}.present")
+        return self.join(present, key1, identity, left, name=f"{full}.match")
+
     def arrange(self, key: Callable[[Any], Any], name: str | None = None) -> Arranged:
         """This collection arranged by ``key`` once, for any number of joins against it
         (``c.join(arranged, key1, None, selector)``) in this scope: each reads the same
@@ -316,6 +354,14 @@ class Collection:
         """``(key, n)``: how many records have each key (each distinct record, without ``key``)."""
         return self._reduce("count", name, [key or identity], Count(), [])
 
+    def count_all(self, name: str | None = None) -> Collection:
+        """The number of records (with their counts) as a collection of one record, an int;
+        no record while the collection is empty (as a `count` has no key then). One worker
+        holds the count."""
+        full = self._name("count_all", name)
+        counted = self._reduce("count_all", f"{full}.count", [nothing], Count(), [])
+        return counted.select(_second, name=f"{full}.total")
+
     def sum(self, key: Callable[[Any], Any], value: Callable[[Any], Any], name: str | None = None) -> Collection:
         """``(key, total)``: the sum of ``value(record)`` over each key's records."""
 
@@ -348,13 +394,17 @@ class Collection:
     def enter(self, scope: Scope, name: str | None = None) -> Collection:
         """This collection inside ``scope``, a loop directly inside this collection's scope
         (the TR's ExtendTime): it enters at the loop's first iteration and never changes there."""
+        stream = self._loop("enter", scope).ingress(self._blocks, operator_name(scope, "enter", name))
+        return Collection._of(stream, lattice_of(scope))
+
+    def _loop(self, op: str, scope: Scope) -> LoopContext:
+        """``scope``, refused unless it is a loop directly inside this collection's scope."""
         if not isinstance(scope, LoopContext) or scope.parent is not self.scope:
             raise ScopeError(
-                f"enter: {_scope_name(scope)} is not a loop directly inside {_scope_name(self.scope)}, "
+                f"{op}: {_scope_name(scope)} is not a loop directly inside {_scope_name(self.scope)}, "
                 "where this collection lives"
             )
-        stream = scope.ingress(self._blocks, operator_name(scope, "enter", name))
-        return Collection._of(stream, lattice_of(scope))
+        return scope
 
     def leave(self, name: str | None = None) -> Collection:
         """This collection outside its loop: the differences of all iterations, summed per outer time."""
@@ -398,25 +448,34 @@ class Collection:
         body: Callable[[Collection], Collection],
         name: str | None = None,
     ) -> Collection:
-        """``body`` with this collection's records introduced in order of ``priority(record)``
-        (TR §2.6, §5.1.2), smaller first; ``body`` normally contains a `fixed_point`, which then
-        starts each priority from the fixed point of the previous ones.
+        """``body(self)``, computed with this collection's records introduced in order of
+        ``priority(record)`` (a non-negative int), smaller first (TR §2.6, §5.1.2).
 
-        A new loop coordinate holds the priority round: each record enters at round
-        ``priority(record)`` and leaves at the next, and the body's result goes round to the next
-        round, so round ``p`` runs the body on round ``p - 1``'s result plus the records of
-        priority ``p``. That is the TR's lexicographic order on (priority, iteration), realised
-        by the graph rather than by comparing times, so every time stays in the product order
-        (docs/linq.md, "Loops").
+        Prioritize changes only *times*: a new coordinate holds the priority, each record
+        enters at its own, and the body's result leaves summed over all priorities. So the
+        result is exactly ``body(self)`` for any body (a `count`, a `select`, a nested
+        `fixed_point`, ...); what the priority changes is the order of the work: the body's
+        result for the records of priority at most ``p`` is computed as a difference from
+        the result for those of priority at most ``p - 1``, as a later epoch reuses an
+        earlier one's work (docs/linq.md, "Loops").
         """
         full, loop, entered = _open_loop(self, "prioritize", name)
-        arrive = entered._delayed(priority, 0, "arrive")
-        depart = entered.negate(name="negate")._delayed(priority, 1, "depart")
-        previous = loop.feedback("previous_round")
-        x = Collection._of(loop.concat("x", [arrive._blocks, depart._blocks, previous.stream]), entered.lattice)
+        x = entered._delayed(priority, "priority", "arrive")
         result = _loop_result(full, loop, body(x))
-        previous.connect(result.consolidate(name="cancel")._blocks)
         return result.leave(name="result").consolidate(name="limit")
+
+    def enter_at(self, scope: Scope, iteration: Callable[[Any], int], name: str | None = None) -> Collection:
+        """`enter`, with each record entering ``scope`` at loop iteration ``iteration(record)``
+        (a non-negative int) rather than at the first (differential dataflow's ``enter_at``).
+
+        Inside a `fixed_point` this lets records join the iteration late, e.g. large labels
+        only once the small ones have flooded the graph; a retraction enters at the same
+        iteration as its record. The body sees a record from its iteration on."""
+        loop = self._loop("enter_at", scope)
+        full = operator_name(loop, "enter_at", name)
+        entered = Collection._of(loop.ingress(self._blocks, f"{full}.ingress"), lattice_of(scope))
+        stream = entered._blocks.stage(full, lambda: Delay(full, iteration, "iteration"))
+        return Collection._of(stream, entered.lattice)
 
     # To and from plain timely streams ---------------------------------------------------------------
     def to_stream(self, name: str | None = None) -> Stream:
@@ -457,8 +516,8 @@ class Collection:
         full = operator_name(scope, "from_columns", name)
         return Collection._of(stream.stage(full, lambda: FromColumns(full)), lattice_of(scope))
 
-    def _delayed(self, priority: Callable[[Any], int], extra: int, name: str) -> Collection:
-        return self._unary("delay", name, lambda op: Delay(op, priority, extra))
+    def _delayed(self, shift: Callable[[Any], int], what: str, name: str) -> Collection:
+        return self._unary("delay", name, lambda op: Delay(op, shift, what))
 
 
 def _open_loop(collection: Collection, kind: str, name: str | None) -> tuple[str, LoopContext, Collection]:
@@ -494,6 +553,9 @@ def _expand(group: Counts) -> list[Any]:
     except TypeError:
         pass
     return records
+
+
+_second = itemgetter(1)
 
 
 def _records(answer: Any, op: str, key: Any) -> Counts:

@@ -141,23 +141,82 @@ def test_operators_over_mixed_records(workers: int, op: str, data: st.DataObject
 
 # Equal records of different types ---------------------------------------------------------------------
 EQUAL_BUT_DIFFERENT = [r for i in range(12) for r in ((i, "k"), (float(i), "k"), (i, 2), (i + 0.0, 2.0))] + [
+    1,
+    1.0,
+    True,
     (True, "k"),
     (False, 2),
+    ((1, True), "nested"),
+    ((1, 1), "nested"),
+    frozenset({1}),
+    frozenset({True}),
 ]
-"""Python counts ``(1, "k")``, ``(1.0, "k")`` and ``(True, "k")`` as one record (equal, same hash)."""
+"""Python counts ``(1, "k")``, ``(1.0, "k")`` and ``(True, "k")`` as one record (equal, same
+hash); linq, as the wire codec, keeps them apart, each with its own type."""
+
+
+RANK = {"(True, 'k')": 0, "1.0": 1, "(4.0, 'k')": 2}
+"""A min's order over three records, by their exact form."""
+
+
+def exactly(changes: list[tuple[Any, int]]) -> Counter[str]:
+    """Changes compared by ``repr``, which tells ``1``, ``1.0`` and ``True`` apart at every level."""
+    out: Counter[str] = Counter()
+    for record, diff in changes:
+        out[repr(record)] += diff
+    return +out
 
 
 @pytest.mark.parametrize("workers", [1, 3])
-def test_equal_records_of_different_types_are_one_record(workers: int) -> None:
-    def query(scope: timely.Scope) -> tuple[linq.CollectionInput, linq.CollectionOutput]:
-        inp = linq.new_input(scope, "records")
-        return inp, linq.CollectionOutput(inp.collection.distinct().count(lambda r: "all"))
+def test_records_keep_their_exact_types(workers: int) -> None:
+    """Through arrangements (distinct, a count by a key, a join) every record comes out exactly
+    as it went in: ``True`` stays ``True``, ``1.0`` stays ``1.0``, also inside tuples and sets;
+    equal values of different types are different records and different keys."""
 
-    with timely.execute(query, workers=workers, timeout=TIMEOUT) as (comp, (inp, out)):
+    def key(r: Any) -> Any:
+        return r[0] if type(r) is tuple else r
+
+    def build(scope: timely.Scope) -> tuple[linq.CollectionInput, list[linq.CollectionOutput]]:
+        inp = linq.new_input(scope, "records")
+        c = inp.collection
+        queries = [
+            c.distinct(),
+            c.count(key),
+            c.join(c, key, key, lambda a, b: (a, b)).where(lambda p: type(key(p[0])) is not type(key(p[1]))),
+            c.where(lambda r: repr(r) in RANK).min(lambda r: 0, lambda r: RANK[repr(r)]),
+        ]
+        return inp, [linq.CollectionOutput(q) for q in queries]
+
+    with timely.execute(build, workers=workers, timeout=TIMEOUT) as (comp, (inp, outs)):
         inp.insert_all(EQUAL_BUT_DIFFERENT)
         inp.advance_to(1)
-        comp.wait_passed(out.probe, 0, timeout=TIMEOUT)
-        assert out.contents() == {("all", len(set(EQUAL_BUT_DIFFERENT))): 1}
+        inp.remove_all([1.0, (True, "k")])
+        inp.advance_to(2)
+        for out in outs:
+            comp.wait_passed(out.probe, 1, timeout=TIMEOUT)
+    distinct, counted, joined, least = outs
+    assert exactly(distinct.changes[0]) == exactly([(r, 1) for r in EQUAL_BUT_DIFFERENT])
+    assert exactly(distinct.changes[1]) == exactly([(1.0, -1), ((True, "k"), -1)])
+    keys = Counter(repr(key(r)) for r in EQUAL_BUT_DIFFERENT)
+    assert exactly(counted.changes[0]) == Counter(f"({k}, {n})" for k, n in keys.items())
+    assert joined.changes == {}, "keys of different types met in a join"
+    assert exactly(least.changes[0]) == exactly([((True, "k"), 1)])
+    assert exactly(least.changes[1]) == exactly([((True, "k"), -1), ((4.0, "k"), 1)])
+
+
+def test_a_python_reducer_refuses_a_group_of_equal_records_of_different_types() -> None:
+    """``group_by`` sees a key's group as ``{record: count}``, which cannot hold both ``1`` and
+    ``1.0``: a clear error names them, rather than a count silently lost."""
+
+    def build(scope: timely.Scope) -> tuple[linq.CollectionInput, linq.CollectionOutput]:
+        inp = linq.new_input(scope, "records")
+        return inp, linq.CollectionOutput(inp.collection.group_by(lambda r: 0, lambda k, rs: [len(rs)], name="sizes"))
+
+    with pytest.raises(timely.VertexError, match=r"sizes: key 0 has records 1 and 1\.0, equal in Python"):
+        with timely.execute(build, timeout=TIMEOUT) as (comp, (inp, out)):
+            inp.insert_all([1, 1.0])
+            inp.advance_to(1)
+            comp.wait_passed(out.probe, 0, timeout=TIMEOUT)
 
 
 def test_records_holding_none_meet_across_processes(mode: Mode) -> None:

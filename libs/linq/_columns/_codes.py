@@ -15,17 +15,24 @@ anything else hashable                      ``2**62 + id``, ``id`` from the proc
 
 The three ranges are disjoint, so ``5`` and ``(0, 5)`` never share a code. Interned ids are
 process-local: a code never leaves its process (blocks travel with their values, and routing
-uses `route_of`, a stable hash, never an id). The interner keeps every value it has seen for
-the life of the process (ids must stay valid while any arrangement holds them).
+uses `route_of`, a stable hash, never an id).
 
-Equality is Python's: a bool or an integral float has the code of the int it equals (so
-``1``, ``1.0`` and ``True`` are one key, as in a dict), inside a pair too; such a value comes
-back out of an arrangement as that int.
+Equality is exact, type included, as in the wire codec (and Arrow, and differential
+dataflow's Rust types): ``1``, ``1.0`` and ``True`` are three values with three codes (only
+an ``int`` is its own code; a bool or a float is interned), so every record comes out of an
+arrangement as exactly the value that went in. The interner compares by an exact key
+(`_exact`): a value with its type, and tuples and frozensets by their parts' exact keys,
+because Python's own ``==`` would make ``(1, "k")`` and ``(True, "k")`` one dict key.
+
+Memory: the interner keeps every distinct value it has coded, for the life of the process
+(ids must stay valid while any arrangement, or any operator's pending work, holds them); see
+docs/linq.md, "Codes".
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -45,20 +52,24 @@ _ROUTE_MASK = (1 << 62) - 1
 class _Interner:
     """Values <-> dense ids, with each value's stable hash (its route) kept beside it."""
 
-    __slots__ = ("hashes", "ids", "size", "values")
+    __slots__ = ("floats", "hashes", "ids", "size", "values")
 
     def __init__(self) -> None:
         self.ids: dict[Any, int] = {}
+        self.floats: dict[float, int] = {}
+        """Top-level floats by value (all floats: no other type meets them here)."""
         self.values: list[Any] = []
         self.hashes = np.zeros(1024, dtype=np.int64)
         self.size = 0
 
-    def intern(self, value: Any) -> int:
-        """The id of ``value`` (TypeError if it cannot be hashed)."""
-        ids = self.ids
-        i = ids.get(value)
+    def intern(self, value: Any, key: Any, ids: dict[Any, int] | None = None) -> int:
+        """The id of ``value``, whose exact key (`_exact`) is ``key``, in ``ids`` (by default
+        `ids`; `floats` for a float) (TypeError if it cannot be hashed)."""
+        if ids is None:
+            ids = self.ids
+        i = ids.get(key)
         if i is None:
-            i = ids[value] = self.size
+            i = ids[key] = self.size
             self.values.append(value)
             if i >= len(self.hashes):
                 self.hashes = np.concatenate([self.hashes, np.zeros(len(self.hashes), dtype=np.int64)])
@@ -69,40 +80,90 @@ class _Interner:
 
 _interner = _Interner()
 
+_PLAIN = frozenset({str, int, bytes, type(None)})
+"""Types whose ``==`` never equates a value with one of another type (among the values a
+record holds): such a value is its own exact key."""
 
-def _as_int(value: Any) -> Any:
-    """``value`` as the int it equals, if it is a bool or an integral float (else itself):
-    Python counts ``1``, ``1.0`` and ``True`` as one key, so their codes must agree."""
+
+class _Tag:
+    """Marks an exact key (`_exact`): no value of a record is ever equal to one."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"<exact {self.kind}>"
+
+
+_TYPED, _TUPLE, _FROZEN = _Tag("typed"), _Tag("tuple"), _Tag("frozenset")
+
+
+def _exact(value: Any) -> Any:
+    """A dict key equal only for values equal in value *and* type, at every level: ``1.0``,
+    ``True`` and ``1`` get three keys, ``(1, "k")`` and ``(True, "k")`` two."""
     t = type(value)
-    if t is bool:
-        return int(value)
-    if t is float and value.is_integer():
-        return int(value)
-    return value
+    if t in _PLAIN:
+        return value
+    if t is tuple:
+        if set(map(type, value)) <= _PLAIN:
+            return value
+        return (_TUPLE, tuple(map(_exact, value)))
+    if t is frozenset:
+        return (_FROZEN, frozenset(map(_exact, value)))
+    return (_TYPED, t, value)
 
 
 def code_of(value: Any) -> int:
     """The code of one value (TypeError if it cannot be hashed)."""
     t = type(value)
-    if t is not int and (t is bool or t is float):
-        value = _as_int(value)
-        t = type(value)
-    if t is int and -PAIRS <= value < PAIRS:
-        return value  # type: ignore[no-any-return]
-    if t is tuple and len(value) == 2:
+    if t is int:
+        if -PAIRS <= value < PAIRS:
+            return value  # type: ignore[no-any-return]
+    elif t is tuple and len(value) == 2:
         a, b = value
-        if type(a) is not int:
-            a = _as_int(a)
-        if type(b) is not int:
-            b = _as_int(b)
         if type(a) is int and type(b) is int and 0 <= a < _SMALL and 0 <= b < _SMALL:
             return PAIRS + (a << 30 | b)
-    return INTERNED + _interner.intern(value)
+    if t is float:
+        return INTERNED + _interner.intern(value, value, _interner.floats)
+    return INTERNED + _interner.intern(value, value if t in _PLAIN else _exact(value))
+
+
+def _code_of_float(value: float) -> int:
+    return INTERNED + _interner.intern(value, value, _interner.floats)
+
+
+def _code_of_plain(value: Any) -> int:
+    """`code_of` for a value known to be made of `_PLAIN` values only: its own exact key."""
+    t = type(value)
+    if t is int:
+        if -PAIRS <= value < PAIRS:
+            return value  # type: ignore[no-any-return]
+    elif t is tuple and len(value) == 2:
+        a, b = value
+        if type(a) is int and type(b) is int and 0 <= a < _SMALL and 0 <= b < _SMALL:
+            return PAIRS + (a << 30 | b)
+    return INTERNED + _interner.intern(value, value)
+
+
+def _all_plain(values: list[Any], kinds: set[type]) -> bool:
+    """Whether every value is `_PLAIN`, or a tuple of such: checked in C, over the whole list
+    at once, so that a column of strings or of flat tuples skips `_exact` per value
+    (``kinds``: the values' types)."""
+    if kinds <= _PLAIN:
+        return True
+    if kinds - _PLAIN != {tuple}:
+        return False
+    return set(map(type, chain.from_iterable(v for v in values if type(v) is tuple))) <= _PLAIN
 
 
 def codes_of_values(values: Iterable[Any], count: int = -1) -> np.ndarray:
     """The codes of Python values (raises TypeError naming nothing: callers name the value)."""
-    return np.fromiter(map(code_of, values), dtype=np.int64, count=count)
+    values = values if type(values) is list else list(values)
+    kinds = set(map(type, values))
+    code = _code_of_float if kinds == {float} else _code_of_plain if _all_plain(values, kinds) else code_of
+    return np.fromiter(map(code, values), dtype=np.int64, count=count)
 
 
 def codes_of_ints(column: np.ndarray) -> np.ndarray:

@@ -22,11 +22,22 @@ import numpy as np
 
 from ._block import SCALAR, Block, column_of
 
-__all__ = ["Columns", "columns", "fields_of", "identity", "twice"]
+__all__ = ["Columns", "columns", "fields_of", "identity", "left", "nothing", "twice"]
 
 
 def identity(record: Any) -> Any:
     return record
+
+
+def nothing(record: Any) -> int:
+    """0, for every record: the key of a whole collection as one group, taken without a call
+    per record by a keyed operator (`Collection.count_all`)."""
+    return 0
+
+
+def left(a: Any, b: Any) -> Any:
+    """A join's left record as it is: taken column-wise by `join` (the left side's columns)."""
+    return a
 
 
 def twice(record: Any) -> tuple[Any, Any]:
