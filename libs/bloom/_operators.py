@@ -36,10 +36,11 @@ the loop drains and the computation ends without anyone counting iterations.
 from __future__ import annotations
 
 import bisect
+import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sized
 from typing import Any
 
-from timely import KeyedState, Stream, Timestamp, Vertex
+from timely import KeyedState, Scope, Stream, Timestamp, Vertex
 
 from .._hash import by_first, stable_hash
 from ._errors import BloomError
@@ -49,17 +50,34 @@ from ._lattice import Lattice
 __all__ = ["aggregate", "apply", "distinct", "join", "not_in", "when"]
 
 
+_TIMESTEP_LOOPS: weakref.WeakSet[Scope] = weakref.WeakSet()
+"""The rule loops of timestep programs: two deep, the outer counter being the timestep."""
+
+
 def _check_scope(op: str, *streams: Stream) -> None:
     for s in streams:
-        if s.scope.depth > 1:
+        if s.scope.depth > 1 and s.scope not in _TIMESTEP_LOOPS:
             raise BloomError(
-                f"{op}: runs in the root scope or in a loop directly inside it, but {s!r} is "
-                f"{s.scope.depth} loops deep (facts are dated by epoch; outer loop counters would be lost)"
+                f"{op}: runs in the root scope or in a loop directly inside it (or a timestep program's rule "
+                f"loop), but {s!r} is {s.scope.depth} loops deep (facts are dated by epoch; outer loop "
+                "counters would be lost)"
             )
 
 
-def _at(time: Timestamp, epoch: int) -> Timestamp:
-    return time if time[0] == epoch else time.with_epoch(epoch)
+def _stamp(time: Timestamp) -> int:
+    """What dates a fact: the epoch, or in a timestep program's loops (two deep) the timestep,
+    the outer counter."""
+    counters = time.counters
+    return counters[0] if len(counters) == 2 else time.epoch
+
+
+def _at(time: Timestamp, stamp: int) -> Timestamp:
+    """``time`` moved to epoch (or timestep) ``stamp``, its other coordinates kept: a vertex
+    holding ``time`` may send there whenever ``stamp`` is not earlier than `_stamp` of ``time``."""
+    counters = time.counters
+    if len(counters) == 2:
+        return time if counters[0] == stamp else Timestamp(time.epoch, (stamp, counters[1]))
+    return time if time.epoch == stamp else time.with_epoch(stamp)
 
 
 def _hold(vertex: Vertex, pending: dict[Timestamp, list[Any]], records: list[Any], time: Timestamp) -> None:
@@ -137,12 +155,12 @@ class _Distinct(Vertex):
         if self.coordinated:
             _hold(self, self.pending, records, time)
             return
-        fresh = self._fresh(records, time[0])
+        fresh = self._fresh(records, _stamp(time))
         if fresh:
             self.send_by(self.outputs[0], fresh, time)
 
     def on_notify(self, time: Timestamp) -> None:
-        fresh = self._fresh(self.pending.pop(time), time[0])
+        fresh = self._fresh(self.pending.pop(time), _stamp(time))
         if fresh:
             self.send_by(self.outputs[0], fresh, time)
 
@@ -231,7 +249,7 @@ class _Join(Vertex):
         """Per input: key -> record -> earliest epoch (persistent) or set of epochs (scratch)."""
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
-        epoch = time[0]
+        epoch = _stamp(time)
         key_of = self.keys[edge]
         mine, theirs = self.index[edge], self.index[1 - edge]
         mine_p, theirs_p = self.persistent[edge], self.persistent[1 - edge]
@@ -278,7 +296,7 @@ class _Join(Vertex):
         if now:
             self.send_by(self.outputs[0], now, time)
         for e, out in later.items():
-            self.send_by(self.outputs[0], out, time.with_epoch(e))
+            self.send_by(self.outputs[0], out, _at(time, e))
 
     def checkpoint(self) -> Any:
         """``KeyedState`` of ``(input, key, ((record, first epoch), ...))`` items, routed by
@@ -396,10 +414,10 @@ class _Aggregate(Vertex):
         if self.coordinated:
             _hold(self, self.pending, records, time)
             return
-        self._send(self._absorb(records, time[0]), time)
+        self._send(self._absorb(records, _stamp(time)), time)
 
     def on_notify(self, time: Timestamp) -> None:
-        self._send(self._absorb(self.pending.pop(time), time[0]), time)
+        self._send(self._absorb(self.pending.pop(time), _stamp(time)), time)
 
     def _send(self, out: dict[int, list[tuple[Any, Lattice]]], time: Timestamp) -> None:
         for epoch, records in out.items():
@@ -515,13 +533,14 @@ def apply(stream: Stream, fn: Callable[[Any], Any], name: str = "apply") -> Stre
 class _When(Vertex):
     """Sends ``key`` (a persistent fact) the first time ``predicate(value)`` is true."""
 
-    def __init__(self, name: str, predicate: Callable[[Any], Any]) -> None:
+    def __init__(self, name: str, predicate: Callable[..., Any], keyed: bool = False) -> None:
         self.name = name
         self.predicate = predicate
+        self.keyed = keyed
         self.fired: dict[Any, int] = {}
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
-        epoch = time[0]
+        epoch = _stamp(time)
         fired = self.fired
         out = []
         for key, value in records:
@@ -529,7 +548,7 @@ class _When(Vertex):
             if seen is not None and seen <= epoch:
                 continue
             try:
-                verdict = self.predicate(value)
+                verdict = self.predicate(key, value) if self.keyed else self.predicate(value)
             except Exception as exc:
                 raise BloomError(
                     f"when {self.name!r}: the predicate failed on key {key!r}, value {value!r}: {exc!r}"
@@ -549,17 +568,18 @@ class _When(Vertex):
             _keep_earliest(self.fired, key, epoch)
 
 
-def when(stream: Stream, predicate: Callable[[Any], Any], name: str = "when") -> Stream:
+def when(stream: Stream, predicate: Callable[..., Any], name: str = "when", *, keyed: bool = False) -> Stream:
     """The keys of a lattice stream whose value satisfies ``predicate``, each sent once, as
     persistent facts (BloomL's threshold test: a quorum reached stays reached).
 
     A ``predicate`` marked `monotone` (returning an `LBool` or a bool that, once true, stays true
     as the value grows) fires as soon as a partial value satisfies it, without coordination.
-    An unmarked predicate is only asked about values complete for their time."""
+    An unmarked predicate is only asked about values complete for their time. ``keyed``: the
+    predicate is ``predicate(key, value)``, monotone in the value for every key."""
     _check_scope(f"when {name!r}", stream)
     if kind_of(predicate) is None:
         stream = aggregate(stream, f"{name}.wait", coordinated=True)
-    return stream.stage(name, lambda: _When(name, predicate), exchange=by_first)  # type: ignore[no-any-return]
+    return stream.stage(name, lambda: _When(name, predicate, keyed), exchange=by_first)  # type: ignore[no-any-return]
 
 
 # not_in: stratified negation --------------------------------------------------------------------
@@ -575,7 +595,7 @@ class _NotIn(Vertex):
         self.asked: set[Timestamp] = set()
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
-        epoch = time[0]
+        epoch = _stamp(time)
         facts = self.negative if edge else self.positive
         for r in records:
             seen = facts.get(r)
@@ -587,7 +607,7 @@ class _NotIn(Vertex):
 
     def on_notify(self, time: Timestamp) -> None:
         self.asked.discard(time)
-        epoch = time[0]
+        epoch = _stamp(time)
         negative = self.negative
         sent = self.sent.setdefault(epoch, set())
         out = []
