@@ -155,7 +155,7 @@ def chat(connects: Stream, messages: Stream, leaves: Stream, server: str = "serv
         leave.send(bye.select(_to(server)))
         mcast.send(said.join(nick, _first, _first, _to_server(server)))
         nodelist = p.keyed_table("nodelist")  # (server, client, nick)
-        nodelist.upsert(connect)
+        nodelist |= connect
         nodelist.delete(nodelist.join(leave, _address_and_client, _address_and_client, _left))
         mcast.send(mcast.join(nodelist, _first, _first, _forward))
         inbox = p.table("inbox")

@@ -243,7 +243,10 @@ def test_ring_passes_a_count_round_and_keeps_each_members_last(workers: int) -> 
     """test_basic_ring: member 9 (the last) sees count 39; here also the exact timestep, and each
     member's ``last_cnt`` (its latest count) after every timestep, against a plain simulation."""
     members = [f"m{i}" for i in range(RING)]
-    feeds: Feeds = {"kickoff": [[("m0", 0)]], "next_guy": [[(members[i], members[(i + 1) % RING]) for i in range(RING)]]}
+    feeds: Feeds = {
+        "kickoff": [[("m0", 0)]],
+        "next_guy": [[(members[i], members[(i + 1) % RING]) for i in range(RING)]],
+    }
     got, comp = run(ring, feeds, 43, workers)
     assert [t for t, s in enumerate(got["done"]) if s] == [40]
     assert got["done"][40] == {("m9", 39)}
