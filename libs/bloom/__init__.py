@@ -22,7 +22,8 @@ waits for a notification. Built on timely's public API only. See docs/bloom.md.
 from . import programs
 from ._errors import BloomError
 from ._functions import kind_of, monotone, morphism
-from ._lattice import Lattice, LBool, LCounter, LMap, LMax, LMin, LPair, LSet
+from ._group import accum, argmax, argmin, average, count, group, maximum, minimum, total
+from ._lattice import Lattice, LBag, LBool, LCounter, LMap, LMax, LMin, LPair, LPSet, LSet
 from ._operators import aggregate, apply, distinct, join, not_in, when
 from ._program import Collection, Expr, LatticeCollection, LatticeExpr, Output, Program
 
@@ -30,11 +31,13 @@ __all__ = [
     "BloomError",
     "Collection",
     "Expr",
+    "LBag",
     "LBool",
     "LCounter",
     "LMap",
     "LMax",
     "LMin",
+    "LPSet",
     "LPair",
     "LSet",
     "Lattice",
@@ -42,14 +45,23 @@ __all__ = [
     "LatticeExpr",
     "Output",
     "Program",
+    "accum",
     "aggregate",
     "apply",
+    "argmax",
+    "argmin",
+    "average",
+    "count",
     "distinct",
+    "group",
     "join",
     "kind_of",
+    "maximum",
+    "minimum",
     "monotone",
     "morphism",
     "not_in",
     "programs",
+    "total",
     "when",
 ]

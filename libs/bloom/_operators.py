@@ -584,13 +584,28 @@ def when(stream: Stream, predicate: Callable[..., Any], name: str = "when", *, k
 
 # not_in: stratified negation --------------------------------------------------------------------
 class _NotIn(Vertex):
-    """Facts of input 0 whose key is not among the facts of input 1, once each time is complete."""
+    """Facts of input 0 whose key is not among the facts of input 1, once each time is complete.
 
-    def __init__(self, name: str, key: Callable[[Any], Any]) -> None:
+    With a join predicate (Bud's ``notin(other, :a => :b) { |x, y| ... }``) input 1 carries
+    whole facts, indexed by ``negated_key``; a fact is blocked by those with its key for which
+    ``predicate(fact, negated)`` holds."""
+
+    def __init__(
+        self,
+        name: str,
+        key: Callable[[Any], Any],
+        negated_key: Callable[[Any], Any] | None = None,
+        predicate: Callable[[Any, Any], Any] | None = None,
+    ) -> None:
         self.name = name
         self.key = key
+        self.negated_key = negated_key
+        self.predicate = predicate
         self.positive: dict[Any, int] = {}
         self.negative: dict[Any, int] = {}
+        """Without a predicate: negated key -> first epoch; with one: negated fact -> first epoch."""
+        self.by_key: dict[Any, dict[Any, int]] = {}
+        """With a predicate: negated key -> negated fact -> first epoch."""
         self.sent: dict[int, set[Any]] = {}
         self.asked: set[Timestamp] = set()
 
@@ -601,14 +616,37 @@ class _NotIn(Vertex):
             seen = facts.get(r)
             if seen is None or epoch < seen:
                 facts[r] = epoch
+                if edge and self.negated_key is not None:
+                    self._index(r, epoch)
         if time not in self.asked:
             self.asked.add(time)
             self.notify_at(time)
 
+    def _index(self, negated: Any, epoch: int) -> None:
+        assert self.negated_key is not None
+        try:
+            k = self.negated_key(negated)
+        except Exception as exc:
+            raise BloomError(f"not_in {self.name!r}: the negated key failed on {negated!r}: {exc!r}") from exc
+        self.by_key.setdefault(k, {})[negated] = epoch
+
+    def _blocked(self, r: Any, k: Any, epoch: int) -> bool:
+        if self.negated_key is None:
+            blocked = self.negative.get(k)
+            return blocked is not None and blocked <= epoch
+        predicate = self.predicate
+        for n, since in self.by_key.get(k, {}).items():
+            if since <= epoch:
+                try:
+                    if predicate is None or predicate(r, n):
+                        return True
+                except Exception as exc:
+                    raise BloomError(f"not_in {self.name!r}: the predicate failed on {r!r}, {n!r}: {exc!r}") from exc
+        return False
+
     def on_notify(self, time: Timestamp) -> None:
         self.asked.discard(time)
         epoch = _stamp(time)
-        negative = self.negative
         sent = self.sent.setdefault(epoch, set())
         out = []
         for r, since in self.positive.items():
@@ -618,8 +656,7 @@ class _NotIn(Vertex):
                 k = self.key(r)
             except Exception as exc:
                 raise BloomError(f"not_in {self.name!r}: the key failed on record {r!r}: {exc!r}") from exc
-            blocked = negative.get(k)
-            if blocked is None or blocked > epoch:
+            if not self._blocked(r, k, epoch):
                 sent.add(r)
                 out.append(r)
         if out:
@@ -627,22 +664,37 @@ class _NotIn(Vertex):
 
     def checkpoint(self) -> Any:
         """``KeyedState`` of ``(input, fact, first epoch)`` items, routed as the inputs are
-        exchanged: a fact of input 0 by `stable_hash` of its key, a negated key by its own. What
-        was sent is per epoch (scratch), so it is not kept."""
+        exchanged: a fact of input 0 by `stable_hash` of its key, a negated fact by that of its
+        key (the fact itself without a negated key). What was sent is per epoch (scratch), so
+        it is not kept."""
         _complete(f"not_in {self.name!r}", self.asked)
-        key = self.key
+        key, negated_key = self.key, self.negated_key or _identity
         entries = [(stable_hash(key(r)), (0, r, epoch)) for r, epoch in self.positive.items()]
-        entries.extend((stable_hash(k), (1, k, epoch)) for k, epoch in self.negative.items())
+        entries.extend((stable_hash(negated_key(n)), (1, n, epoch)) for n, epoch in self.negative.items())
         return _keyed(entries)
 
     def restore(self, state: Any) -> None:
         for edge, fact, epoch in _items(f"not_in {self.name!r}", state):
             _keep_earliest(self.negative if edge else self.positive, fact, epoch)
+            if edge and self.negated_key is not None:
+                self._index(fact, self.negative[fact])
 
 
-def not_in(stream: Stream, negated: Stream, key: Callable[[Any], Any] | None = None, name: str = "not_in") -> Stream:
+def not_in(
+    stream: Stream,
+    negated: Stream,
+    key: Callable[[Any], Any] | None = None,
+    name: str = "not_in",
+    *,
+    negated_key: Callable[[Any], Any] | None = None,
+    predicate: Callable[[Any, Any], Any] | None = None,
+) -> Stream:
     """The facts of ``stream`` whose ``key`` (default: the fact itself) is not a fact of ``negated``
     (stratified negation; coordinated: one notification per time).
+
+    With ``negated_key`` (Bud's ``notin(other, :a => :b)``) ``negated`` carries whole facts, and a
+    fact is blocked by those whose ``negated_key`` equals its ``key`` and, with ``predicate``
+    (Bud's block), for which ``predicate(fact, negated_fact)`` holds.
 
     At each complete time it sends, as scratch facts of that epoch, every fact that holds then
     and is not negated then, each once per epoch. ``negated`` must be complete at the times
@@ -650,11 +702,14 @@ def not_in(stream: Stream, negated: Stream, key: Callable[[Any], Any] | None = N
     iteration 0) or the output of an earlier loop."""
     _check_scope(f"not_in {name!r}", stream, negated)
     k = key if key is not None else _identity
+    if predicate is not None and negated_key is None:
+        negated_key = _identity
+    nk = negated_key or _identity
     return stream.scope.stage(
         name,
-        lambda: _NotIn(name, k),
+        lambda: _NotIn(name, k, negated_key, predicate),
         [stream, negated],
-        exchange=[lambda r: stable_hash(k(r)), stable_hash],
+        exchange=[lambda r: stable_hash(k(r)), lambda n: stable_hash(nk(n))],
     )  # type: ignore[no-any-return]
 
 

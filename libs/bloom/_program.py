@@ -437,10 +437,19 @@ class Expr:
     def __or__(self, other: Expr) -> Expr:
         return self.union(other)
 
-    def not_in(self, negated: Stream, key: Callable[[Any], Any] | None = None) -> Expr:
+    def not_in(
+        self,
+        negated: Stream,
+        key: Callable[[Any], Any] | None = None,
+        *,
+        negated_key: Callable[[Any], Any] | None = None,
+        predicate: Callable[[Any, Any], Any] | None = None,
+    ) -> Expr:
         """Facts whose ``key`` (default: the fact) is not in ``negated``, a root-scope stream from a
-        lower stratum (e.g. another program's output). Coordinated: it waits, per time, until
-        everything up to that time has arrived; its facts hold at their epoch only."""
+        lower stratum (e.g. another program's output, an input). Coordinated: it waits, per time,
+        until everything up to that time has arrived; its facts hold at their epoch only. With
+        ``negated_key`` and ``predicate``: Bud's ``notin(other, :a => :b) { |x, y| ... }`` (see
+        `bloom.not_in`)."""
         if not isinstance(negated, Stream) or negated.scope.depth != 0:
             raise BloomError(
                 f"not_in on {self.name!r}: the negated side must be a root-scope stream (a lower stratum, "
@@ -450,7 +459,7 @@ class Expr:
             raise BloomError(f"not_in on {self.name!r}: a table with deletions cannot be negated against yet")
         name = self.program._name("not_in")
         inside = self.program.bring_in(negated, f"{name}.negated")
-        stream = not_in(self.stream, inside, key, name)
+        stream = not_in(self.stream, inside, key, name, negated_key=negated_key, predicate=predicate)
         return self._derive("not_in", stream, "scratch")
 
 
