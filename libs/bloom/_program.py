@@ -154,6 +154,14 @@ class Program:
         k = key or _whole
         return Collection(self, name, "mutable", source, _hash_of(k), key=k)
 
+    def input(self, name: str, stream: Stream) -> Expr:
+        """Bud's ``interface input``: the records of the root-scope ``stream`` as scratch facts, each
+        epoch's at its timestep (not deduplicated, as no collection keeps them: use
+        `Program.scratch` with a source for a named, deduplicated one)."""
+        if not isinstance(stream, Stream) or stream.scope.depth != 0:
+            raise BloomError(f"input {name!r}: needs a root-scope stream, got {stream!r}")
+        return Expr(self, name, self.bring_in(stream, f"{name}.input"), "scratch")
+
     def temp(self, name: str, expr: Expr) -> Expr:
         """Bud's ``temp :name <= expr``: a name for ``expr``, re-derived at every timestep from what
         holds then (it holds what ``expr`` holds: persistent, scratch or changing facts)."""
@@ -263,6 +271,10 @@ def _left(left: Any, right: Any) -> Any:
     return left
 
 
+def _flipped(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    return lambda probe, fact: fn(fact, probe)
+
+
 def _added(change: tuple[Any, int]) -> list[Any]:
     return [change[0]] if change[1] > 0 else []
 
@@ -271,9 +283,20 @@ def _on_fact(fn: Callable[[Any], Any]) -> Callable[[tuple[Any, int]], tuple[Any,
     return lambda change: (fn(change[0]), change[1])
 
 
-def _hash_of_second(route: Callable[[Any], int]) -> Callable[[Any], int]:
-    """Routes an ``(op, fact)`` control record as ``route`` routes the fact."""
-    return lambda record: route(record[1])
+def _control_route(route: Callable[[Any], int]) -> Callable[[Any], int]:
+    """Routes an ``(op, fact)`` control record as ``route`` routes the fact, and a lookup
+    ``(LOOKUP, (join, key, probe))`` by its key (as a table routes its facts)."""
+    lookup = int(Op.LOOKUP)
+    return lambda record: stable_hash(record[1][1]) if record[0] == lookup else route(record[1])
+
+
+def _lookup_of(join: int, key: Callable[[Any], Any]) -> Callable[[Any], tuple[int, tuple[int, Any, Any]]]:
+    lookup = int(Op.LOOKUP)
+    return lambda probe: (lookup, (join, key(probe), probe))
+
+
+def _answers_of(join: int) -> Callable[[tuple[int, Any]], list[Any]]:
+    return lambda answer: [answer[1]] if answer[0] == join else []
 
 
 def _hash_of(key: Callable[[Any], Any]) -> Callable[[Any], int]:
@@ -371,6 +394,11 @@ class Expr:
                 f"with scratch facts only (an input, a channel, a scratch), and {probe.name!r} is {probe.kind}"
             )
         f = fn if fn is not None else _pair
+        table_key, probe_key = (left_key, right_key) if table is self else (right_key, left_key)
+        if isinstance(table, Collection) and table_key is table.key:  # on the table's key: it answers itself
+            result = f if table is other else _flipped(f)
+            stream = table._lookup(probe, probe_key, result, outer=False)
+            return Expr(self.program, f"{self.name}.join({other.name})", stream, "scratch")
         stream = change_join(
             table.stream,
             probe.stream,
@@ -400,9 +428,12 @@ class Expr:
                 f"(program.keyed_table), got {self.kind} and {table.kind}"
             )
         name = self.program._name("left_join")
-        stream = change_join(
-            table.stream, self.stream, right_key, left_key, fn or _pair, name, changes_first=False, outer=True
-        )
+        if isinstance(table, Collection) and right_key is table.key:
+            stream = table._lookup(self, left_key, fn or _pair, outer=True)
+        else:
+            stream = change_join(
+                table.stream, self.stream, right_key, left_key, fn or _pair, name, changes_first=False, outer=True
+            )
         self.program._outer_joins.append((table, name))
         return Expr(self.program, f"{self.name}.left_join({table.name})", stream, "scratch")
 
@@ -507,13 +538,20 @@ class Collection(Expr):
             inputs.append(program.bring_in(source, f"{name}.source"))
         exchange: list[Any] = [route] * len(inputs)
         for edge in range(1, 3 if self.next_feedback is not None else 2):
-            exchange[edge] = _hash_of_second(route)
+            exchange[edge] = _control_route(route)
         self.rules: list[Stream] = []
         self.controls: list[Stream] = []
         self.nexts: list[Stream] = []
+        self.lookups: dict[int, tuple[Callable[[Any, Any], Any], bool]] = {}
+        """A table with deletions: the joins it answers itself (filled while rules are added)."""
+        self.answers: Stream | None = None
+        """A table with deletions: ``(join, result)`` answers of its lookups."""
         if kind == "mutable":
             assert key is not None
-            changes, again = loop.stage(name, lambda: _Table(name, key), inputs, exchange=exchange, outputs=2)
+            lookups = self.lookups
+            changes, again, self.answers = loop.stage(
+                name, lambda: _Table(name, key, lookups), inputs, exchange=exchange, outputs=3
+            )
             super().__init__(program, name, changes, kind)
             # The table's own path to its next timestep: repeated deletions, and the guarantee that
             # everything of a timestep has reached it before it applies the next one.
@@ -623,6 +661,20 @@ class Collection(Expr):
             raise BloomError(f"<+- into {self.name!r}: the body must be scratch facts, {expr.name!r} is {expr.kind}")
         self.program._tagged(expr, Op.UPSERT, self, f"<+- into {self.name!r}")
         return self
+
+    def _lookup(
+        self, probe: Expr, probe_key: Callable[[Any], Any], fn: Callable[[Any, Any], Any], *, outer: bool
+    ) -> Stream:
+        """The join of scratch facts ``probe`` with this table on its key, answered by the table
+        itself (`Op.LOOKUP`): ``fn(probe, fact)`` at the probe's timestep."""
+        if self.program.finished:
+            raise BloomError(f"join with {self.name!r}: program {self.program.name!r} is already finished")
+        join = len(self.lookups)
+        self.lookups[join] = (fn, outer)
+        name = self.program._name(f"{self.name}.lookup")
+        self.controls.append(probe.stream.map(f"{name}.ask", _lookup_of(join, probe_key)))
+        assert self.answers is not None
+        return self.answers.flat_map(f"{name}.answers", _answers_of(join))
 
     def bootstrap(self, facts: Any) -> Self:
         """Bud's ``bootstrap``: ``facts`` are inserted at timestep 0 (once, by one worker)."""

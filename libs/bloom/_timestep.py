@@ -47,6 +47,12 @@ class Op(IntEnum):
     persistent body: Bud deletes it at every timestep it holds)."""
     UPSERT = 4
     """Replace whatever the table stores under the fact's key by the fact (``<+-``)."""
+    LOOKUP = 5
+    """``(join, key, probe)``: answer the scratch fact ``probe`` of join ``join`` with the fact
+    stored under ``key`` at this timestep (a join of scratch facts with the table on its key)."""
+
+
+_INSERT, _PERSIST, _DELETE, _DELETE_ALWAYS, _UPSERT, _LOOKUP = (int(op) for op in Op)
 
 
 def _tagger(op: Op) -> Callable[[Any], tuple[int, Any]]:
@@ -175,20 +181,27 @@ class _Collection(_Distinct):
 # Tables with deletions ---------------------------------------------------------------------------------
 class _Table(Vertex):
     """A table with deletions (Bud's ``table`` with ``<-`` or ``<+-`` rules): per key (the whole
-    fact without one) one stored fact. Inputs: edge 0 the rules (``<=``), edge 1 the control
-    records, then its source if it has one. Output 0: changes ``(fact, +1 | -1)``; output 1:
-    `Op.DELETE` records for itself at the next timestep (`Op.DELETE_ALWAYS`'s repeated
-    deletion; it also makes the table's own output a path to its control input, so that
-    timestep ``e`` is only applied after everything of ``e - 1`` reached it).
+    fact without one) one stored fact. Inputs: edge 0 the rules (``<=``), edges 1 and 2 the
+    control records (within the timestep, and from the previous one), then its source if it has
+    one. Output 0: changes ``(fact, +1 | -1)``; output 1: `Op.DELETE` records for itself at the
+    next timestep (`Op.DELETE_ALWAYS`'s repeated deletion; it also makes the table's own output
+    a path to its control input, so that timestep ``e`` is only applied after everything of
+    ``e - 1`` reached it); output 2: the answers ``(join, result)`` of `Op.LOOKUP` records.
 
     The records of an epoch are applied together, in Bud's order (deletions, then upserts and
-    inserts), when a notification at ``(e, 1)`` (or the earliest later time they arrived at)
+    inserts), when a notification at ``(e, e, 1)`` (or the earliest later time they arrived at)
     says none of the deletions of epoch ``e`` is still on its way; records of an applied epoch
-    can only be inserts and are applied at once."""
+    can only be inserts and lookups, applied at once. A lookup (a join of scratch facts with
+    the table on its key) is answered against the table as it is at the lookup's timestep: the
+    table applies ``e + 1`` only after every record of ``e`` reached it, lookups included."""
 
-    def __init__(self, name: str, key: Callable[[Any], Any]) -> None:
+    def __init__(
+        self, name: str, key: Callable[[Any], Any], lookups: dict[int, tuple[Callable[[Any, Any], Any], bool]]
+    ) -> None:
         self.name = name
         self.key = key
+        self.lookups = lookups
+        """join id -> (result function ``fn(probe, fact)``, outer: answer ``fn(probe, None)`` on no match)."""
         self.stored: dict[Any, Any] = {}
         """key -> the fact stored under it."""
         self.waiting: dict[int, list[tuple[int, Any]]] = {}
@@ -196,6 +209,10 @@ class _Table(Vertex):
         self.asked: dict[int, Timestamp] = {}
         """epoch -> the earliest notification requested for it."""
         self.applied: set[int] = set()
+        self.latest = -1
+        """The latest epoch applied: the one the table's state is at."""
+        self.probed: dict[Any, list[tuple[int, Any]]] = {}
+        """Lookups answered at ``latest``: key -> ``(join, probe)`` (a later insert of ``latest`` joins them)."""
         self.persisted: dict[Any, int] = {}
         """fact -> epoch from which a persistent rule body derives it (re-inserted if deleted)."""
         self.doomed: dict[Any, int] = {}
@@ -207,11 +224,15 @@ class _Table(Vertex):
         tagged = records if edge in (1, 2) else [(Op.INSERT, r) for r in records]
         if epoch in self.applied:
             for op, _ in tagged:
-                if op >= Op.DELETE:
+                if Op.DELETE <= op <= Op.UPSERT:
                     raise BloomError(f"table {self.name!r}: a deletion of epoch {epoch} came after it was applied")
             self._send(self._apply(epoch, tagged), time)
             return
-        self.waiting.setdefault(epoch, []).extend(tagged)
+        waiting = self.waiting.get(epoch)
+        if waiting is None:
+            self.waiting[epoch] = list(tagged)
+        else:
+            waiting.extend(tagged)
         at = _settled(time)
         old = self.asked.get(epoch)
         if old is None or not old.less_equal(at):
@@ -226,57 +247,69 @@ class _Table(Vertex):
         del self.asked[epoch]
         self._send(self._apply(epoch, self.waiting.pop(epoch, [])), time)
 
-    def _send(self, result: tuple[list[Any], list[Any]], time: Timestamp) -> None:
-        changes, again = result
+    def _send(self, result: tuple[list[Any], list[Any], list[Any]], time: Timestamp) -> None:
+        changes, again, answers = result
         if changes:
             self.send_by(self.outputs[0], changes, time)
         if again:
             self.send_by(self.outputs[1], again, time)
+        if answers:
+            self.send_by(self.outputs[2], answers, time)
 
     # applying one epoch ---------------------------------------------------------------------------------
-    def _apply(self, epoch: int, records: list[tuple[int, Any]]) -> tuple[list[Any], list[Any]]:
-        """Apply ``records`` of ``epoch``; return (the changes, deletions for the next epoch)."""
-        stored = self.stored
+    def _apply(self, epoch: int, records: list[tuple[int, Any]]) -> tuple[list[Any], list[Any], list[Any]]:
+        """Apply ``records`` of ``epoch``; return (the changes, deletions for the next epoch, answers)."""
+        if epoch != self.latest:
+            self.latest = epoch
+            self.probed = {}
+        stored, key = self.stored, self.key
         before: dict[Any, Any] = {}  # key -> fact before this call (absent: None), for the changes
-
-        def remember(k: Any) -> None:
-            if k not in before:
-                before[k] = stored.get(k)
-
         inserts: list[tuple[int, Any]] = []
-        for op, fact in records:  # deletions first (Bud applies them before pending inserts)
-            if op == Op.DELETE or op == Op.DELETE_ALWAYS:
-                if op == Op.DELETE_ALWAYS:
-                    since = self.doomed.get(fact)
-                    if since is None or epoch - 1 < since:
-                        self.doomed[fact] = epoch - 1
-                k = self._key(fact)
-                if stored.get(k) == fact and not self._persists(fact, epoch):
-                    remember(k)
-                    del stored[k]
-            else:
-                inserts.append((op, fact))
-        written: set[Any] = set()  # keys written by this call: a second, different fact is a conflict
-        for op, fact in inserts:
-            k = self._key(fact)
-            if op == Op.PERSIST:
-                since = self.persisted.get(fact)
-                if since is None or epoch < since:
-                    self.persisted[fact] = epoch
-            old = stored.get(k)
-            if old == fact:
-                continue
-            if old is not None and (op != Op.UPSERT or k in written):
-                raise BloomError(
-                    f"table {self.name!r}: key {k!r} holds {old!r}; {fact!r} at timestep {epoch} breaks the key "
-                    "constraint (delete the old fact first, or replace it with upsert, Bud's <+-)"
-                )
-            remember(k)
-            written.add(k)
-            stored[k] = fact
+        lookups: list[Any] = []
+        fact: Any = None
+        try:
+            for op, fact in records:  # deletions first (Bud applies them before pending inserts)
+                if op == _LOOKUP:
+                    lookups.append(fact)
+                elif op < _DELETE or op == _UPSERT:
+                    inserts.append((op, fact))
+                else:
+                    if op == _DELETE_ALWAYS:
+                        since = self.doomed.get(fact)
+                        if since is None or epoch - 1 < since:
+                            self.doomed[fact] = epoch - 1
+                    k = key(fact)
+                    if stored.get(k) == fact and not (self.persisted and self._persists(fact, epoch)):
+                        if k not in before:
+                            before[k] = fact
+                        del stored[k]
+            written: set[Any] = set()  # keys written by this call: a second, different fact is a conflict
+            for op, fact in inserts:
+                k = key(fact)
+                if op == _PERSIST:
+                    since = self.persisted.get(fact)
+                    if since is None or epoch < since:
+                        self.persisted[fact] = epoch
+                old = stored.get(k)
+                if old == fact:
+                    continue
+                if old is not None and (op != _UPSERT or k in written):
+                    raise BloomError(
+                        f"table {self.name!r}: key {k!r} holds {old!r}; {fact!r} at timestep {epoch} breaks the key "
+                        "constraint (delete the old fact first, or replace it with upsert, Bud's <+-)"
+                    )
+                if k not in before:
+                    before[k] = old
+                written.add(k)
+                stored[k] = fact
+        except BloomError:
+            raise
+        except Exception as exc:
+            raise BloomError(f"table {self.name!r}: the key failed on fact {fact!r}: {exc!r}") from exc
         changes: list[Any] = []
         again: list[Any] = []
-        doomed = self.doomed
+        answers: list[Any] = []
+        doomed, probed = self.doomed, self.probed
         for k, old in before.items():
             new = stored.get(k)
             if old == new:
@@ -285,16 +318,42 @@ class _Table(Vertex):
                 changes.append((old, -1))
             if new is not None:
                 changes.append((new, 1))
-                since = doomed.get(new)
-                if since is not None and since <= epoch:
-                    again.append((int(Op.DELETE), new))
-        return changes, again
+                if doomed:
+                    since = doomed.get(new)
+                    if since is not None and since <= epoch:
+                        again.append((_DELETE, new))
+                if not probed:
+                    continue
+                for join, probe in probed.get(k, ()):  # lookups of this epoch answered before it came
+                    fn, outer = self.lookups[join]
+                    if outer:
+                        raise BloomError(
+                            f"table {self.name!r}: {new!r} was inserted at timestep {epoch} after a left join "
+                            f"answered {probe!r} without it"
+                        )
+                    answers.append((join, fn(probe, new)))
+        if lookups:
+            self._answer(lookups, answers)
+        return changes, again, answers
 
-    def _key(self, fact: Any) -> Any:
+    def _answer(self, lookups: list[Any], answers: list[Any]) -> None:
+        stored, probed, specs = self.stored, self.probed, self.lookups
+        join = probe = None
         try:
-            return self.key(fact)
+            for join, k, probe in lookups:
+                fn, outer = specs[join]
+                fact = stored.get(k)
+                if fact is not None:
+                    answers.append((join, fn(probe, fact)))
+                elif outer:
+                    answers.append((join, fn(probe, None)))
+                seen = probed.get(k)
+                if seen is None:
+                    probed[k] = [(join, probe)]
+                else:
+                    seen.append((join, probe))
         except Exception as exc:
-            raise BloomError(f"table {self.name!r}: the key failed on fact {fact!r}: {exc!r}") from exc
+            raise BloomError(f"table {self.name!r}: join {join} failed on {probe!r}: {exc!r}") from exc
 
     def _persists(self, fact: Any, epoch: int) -> bool:
         since = self.persisted.get(fact)

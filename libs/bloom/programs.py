@@ -118,14 +118,13 @@ def kvs(puts: Stream, dels: Stream, gets: Stream, name: str = "kvs") -> tuple[Ou
 
     A put or a delete takes effect at the next timestep; a get sees the table as it is at its own."""
     with Program(puts.scope, name, timesteps=True) as p:
-        kvput = p.scratch("kvput", puts)
-        kvdel = p.scratch("kvdel", dels)
-        kvget = p.scratch("kvget", gets)
+        kvput = p.input("kvput", puts)
+        kvdel = p.input("kvdel", dels)
+        kvget = p.input("kvget", gets)
         kvstate = p.keyed_table("kvstate", key=_first)
         kvstate.upsert(kvput.select(_key_value))
         kvstate.delete(kvstate.join(kvdel, _first, _first, _left))
-        response = p.scratch("kvget_response")
-        response |= kvget.join(kvstate, _second, _first, _get_response)
+        response = p.temp("kvget_response", kvget.join(kvstate, _second, _first, _get_response))
     return p.output(response), p.output(kvstate)
 
 
