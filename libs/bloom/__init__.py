@@ -16,7 +16,10 @@ Rules over tables, scratch collections and channels run inside one timely loop w
 derived. Lattices (`LMax`, `LMin`, `LBool`, `LSet`, `LMap`, `LCounter`, `LPair`) merge values
 that grow; `aggregate` sends a value each time it grows, or, coordinated, once per complete
 time. Functions marked `monotone` / `morphism` are forwarded without waiting; anything else
-waits for a notification. Built on timely's public API only. See docs/bloom.md.
+waits for a notification. ``Program(scope, name, timesteps=True)`` adds Bloom's timesteps
+(``<+``, ``<-``, ``<+-``, ``<~``, tables with deletions, ``bootstrap``, ``periodic``), and
+`programs` has Bud's KVS, cart, chat and two-phase commit. Built on timely's public API only.
+See docs/bloom.md.
 """
 
 from . import programs

@@ -14,6 +14,12 @@ stages reading the collections' streams, and its result goes around the target's
 Leaving the ``with`` block (or `Program.finish`) connects the feedback edges. Nothing in the
 loop calls ``notify_at`` unless a rule asks for it (`Expr.not_in`, an unmarked function): the
 rules run to their fixed point asynchronously, and the loop ends when nothing new is derived.
+
+A *timestep program* (``Program(scope, name, timesteps=True)``) wraps that loop in an outer one
+whose counter is Bloom's timestep: ``<+`` (`Collection.defer`), ``<-`` (`Collection.delete`),
+``<+-`` (`Collection.upsert`) and ``<~`` (`Collection.send`) carry facts around it to the
+next timestep, and tables with deletions (`Program.keyed_table`) apply each timestep's changes
+once the previous one is complete (docs/bloom.md, "Timesteps").
 """
 
 from __future__ import annotations

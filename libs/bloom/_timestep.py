@@ -1,20 +1,22 @@
-"""Bloom's timesteps on timely epochs: the vertices behind ``<+``, ``<-``, ``<~``, ``<+-``,
-tables with deletions, the clock (``bootstrap``, ``periodic``) and scratch re-derivation.
+"""Bloom's timesteps on timely: the vertices behind ``<+``, ``<-``, ``<~``, ``<+-``, tables with
+deletions and the clock (``bootstrap``, ``periodic``).
 
-A timestep is an epoch. A rule's facts of timestep ``e`` that take effect at ``e + 1`` (``<+``,
-``<-``, ``<~``) leave the program's loop (egress drops the iteration counter), cross `_Shift`
-(a root-scope vertex that re-sends each batch at the next epoch) and come back in at
-``(e + 1, 0)``; the target collection reads them, tagged with what they mean (`Op`), through
-its *control* feedback, so they always reach it at iteration 1 of their epoch. That fixed
-arrival point is what lets a table with deletions know, with one notification at
-``(e, 1)``, that every deletion of timestep ``e`` has arrived: nothing of timestep ``e - 1``
-is left anywhere in the loop.
+A timestep program is two loops: the outer loop's counter is the timestep, the inner one runs
+the rules to their fixed point. Times are ``(epoch, timestep, iteration)``; `_ToTimestep` puts
+epoch ``e``'s input at timestep ``e``, so every time has ``epoch <= timestep`` and
+``(T, T, i)`` comes after every time of timesteps up to ``T`` (a notification there says they
+are complete). A rule's facts of timestep ``t`` that take effect at ``t + 1`` (``<+``, ``<-``,
+``<+-``, ``<~``) leave the rule loop (egress drops the iteration), go around the outer loop's
+feedback (``t + 1``) and come back in at iteration 0; the target collection reads them, tagged
+with what they mean (`Op`), so they always reach it at iteration 0 or 1 of their timestep.
 
-A table with deletions (`_Table`) sends *changes*, ``(fact, +1)`` when a fact starts to hold
-and ``(fact, -1)`` when it stops, all of one timestep's deletions at ``(e, 1)``. A join of
-such a stream with scratch facts (`_ChangeJoin`) answers the scratch facts of epoch ``e`` once
-``(e, 1)`` is complete; inserts that arrive later are monotone and join as they come. Nothing
-else waits: tables without deletions, channels and lattices stay coordination-free.
+A table with deletions (`_Table`) applies a timestep once a notification at ``(T, T, 1)`` says
+all of ``T - 1`` reached it (its own path around the outer loop makes that so), sends
+*changes*, ``(fact, +1)`` and ``(fact, -1)``, and answers lookups (joins of scratch facts on
+its key) itself. A join of its changes with scratch facts on another key (`_ChangeJoin`)
+answers a timestep's scratch facts once ``(T, T, 1)`` is complete; inserts that arrive later
+are monotone and join as they come. Nothing else waits: tables without deletions, channels and
+lattices stay coordination-free.
 """
 
 from __future__ import annotations
@@ -221,7 +223,7 @@ class _Table(Vertex):
     # receiving -------------------------------------------------------------------------------------
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         epoch = _stamp(time)
-        tagged = records if edge in (1, 2) else [(Op.INSERT, r) for r in records]
+        tagged = records if edge in (1, 2) else [(_INSERT, r) for r in records]
         if epoch in self.applied:
             for op, _ in tagged:
                 if Op.DELETE <= op <= Op.UPSERT:
