@@ -222,7 +222,8 @@ class Program:
                 c.controls.append(inside.flat_map(f"{c.name}.bootstrap", _for_target(index)))
         for c in self.collections:
             _connect(self.loop, c.feedback, c.rules, f"{c.name}.rules", f"{c.name}.norules")
-            _connect(self.loop, c.control, c.controls, f"{c.name}.controls", f"{c.name}.nocontrols")
+            if c.control is not None:
+                _connect(self.loop, c.control, c.controls, f"{c.name}.controls", f"{c.name}.nocontrols")
             if c.next_feedback is not None:
                 assert self.outer is not None
                 _connect(self.outer, c.next_feedback, c.nexts, f"{c.name}.nexts", f"{c.name}.nonexts")
@@ -241,8 +242,8 @@ class Program:
         """Send ``stream``'s ``(op, fact)`` records to ``target``'s control input at the next
         timestep: out of the rule loop, around the outer loop's feedback, back in."""
         self._timestep_only(what)
-        if target.next_feedback is None:
-            raise BloomError(f"{what}: {target.name!r} takes rules with <= only")
+        if target.next_feedback is None or not target.takes_control:
+            raise BloomError(f"{what}: {target.name!r} takes rules with <= only (a lattice collection)")
         target.nexts.append(self.loop.egress(stream, f"{target.name}.{self._name('next')}"))
 
     def _tagged(self, expr: Expr, op: Op, target: Collection, what: str) -> None:
@@ -528,12 +529,15 @@ class Collection(Expr):
         self.key = key
         loop = program.loop
         self.feedback: Feedback = loop.feedback(f"{name}.derived")
-        self.control: Feedback = loop.feedback(f"{name}.control")
+        self.control: Feedback | None = None
+        """Timestep programs: the rule loop's feedback carrying control records within a timestep."""
         self.next_feedback: Feedback | None = None
         """Timestep programs: the outer loop's feedback carrying this collection's next-timestep records."""
-        inputs = [self.feedback.stream, self.control.stream]
-        if program.outer is not None and self.takes_control:
+        inputs = [self.feedback.stream]
+        if program.outer is not None:  # a program without timesteps has no use for them: no extra stages
+            self.control = loop.feedback(f"{name}.control")
             self.next_feedback = program.outer.feedback(f"{name}.next")
+            inputs.append(self.control.stream)
             inputs.append(loop.ingress(self.next_feedback.stream, f"{name}.next.in"))
         self.has_source = source is not None
         self.instant_controls = False
@@ -543,8 +547,8 @@ class Collection(Expr):
                 raise BloomError(f"collection {name!r}: the source must be a root-scope stream, got {source!r}")
             inputs.append(program.bring_in(source, f"{name}.source"))
         exchange: list[Any] = [route] * len(inputs)
-        for edge in range(1, 3 if self.next_feedback is not None else 2):
-            exchange[edge] = _control_route(route)
+        if self.control is not None:
+            exchange[1] = exchange[2] = _control_route(route)
         self.rules: list[Stream] = []
         self.controls: list[Stream] = []
         self.nexts: list[Stream] = []
@@ -563,7 +567,7 @@ class Collection(Expr):
             # everything of a timestep has reached it before it applies the next one.
             program._next(again, self, f"table {name!r}")
         else:
-            control = (1, 2) if self.next_feedback is not None else (1,)
+            control = (1, 2) if self.control is not None else ()
             stream = loop.stage(name, self._vertex(name, kind, route, control), inputs, exchange=exchange)
             super().__init__(program, name, stream, kind)
         program.collections.append(self)
