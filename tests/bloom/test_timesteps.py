@@ -338,3 +338,30 @@ def test_a_key_constraint_violation_fails_the_run_naming_the_table() -> None:
 
     with pytest.raises(timely.VertexError, match="table 't': key 'k' holds .* breaks the key constraint"):
         run(make, {"puts": [[("k", 1), ("k", 2)]]}, 1, 1)
+
+
+def rederived(base_in: timely.Stream, del_in: timely.Stream, probe_in: timely.Stream) -> dict[str, bloom.Output]:
+    """``t <= base`` (a table) with ``t <- del``: Bud derives ``base``'s facts into ``t`` at every
+    timestep, so deleting one that ``base`` still holds does not remove it; a fact inserted
+    only by ``<+`` goes. ``probe`` joins ``t`` on a field that is not its key (the general join)."""
+    with bloom.Program(base_in.scope, "rederive", timesteps=True) as p:
+        base = p.table("base", base_in)
+        extra = p.scratch("extra", del_in)
+        t = p.keyed_table("t", key=lambda f: f[0])
+        t |= base
+        t.defer(extra.where(lambda f: f[2] == "add").select(lambda f: (f[0], f[1])))
+        t.delete(extra.where(lambda f: f[2] == "del").select(lambda f: (f[0], f[1])))
+        probe = p.input("probe", probe_in)
+        hits = p.temp("hits", probe.join(t, lambda q: q, lambda f: f[1], lambda q, f: (q, f[0])))
+    return {"t": p.output(t), "hits": p.output(hits)}
+
+
+def test_a_fact_a_persistent_rule_derives_survives_its_deletion(workers: int) -> None:
+    feeds: Feeds = {
+        "base_in": [[("a", 1)], [], [], []],
+        "del_in": [[("b", 2, "add")], [("a", 1, "del"), ("b", 2, "del")], [], []],
+        "probe_in": [[1, 2], [1, 2], [1, 2], [1, 2]],
+    }
+    got, comp = run(rederived, feeds, 4, workers)
+    assert got["t"] == [{("a", 1)}, {("a", 1), ("b", 2)}, {("a", 1)}, {("a", 1)}]
+    assert got["hits"] == [{(1, "a")}, {(1, "a"), (2, "b")}, {(1, "a")}, {(1, "a")}]
