@@ -16,13 +16,17 @@ Rules over tables, scratch collections and channels run inside one timely loop w
 derived. Lattices (`LMax`, `LMin`, `LBool`, `LSet`, `LMap`, `LCounter`, `LPair`) merge values
 that grow; `aggregate` sends a value each time it grows, or, coordinated, once per complete
 time. Functions marked `monotone` / `morphism` are forwarded without waiting; anything else
-waits for a notification. Built on timely's public API only. See docs/bloom.md.
+waits for a notification. ``Program(scope, name, timesteps=True)`` adds Bloom's timesteps
+(``<+``, ``<-``, ``<+-``, ``<~``, tables with deletions, ``bootstrap``, ``periodic``), and
+`programs` has Bud's KVS, cart, chat and two-phase commit. Built on timely's public API only.
+See docs/bloom.md.
 """
 
 from . import programs
 from ._errors import BloomError
 from ._functions import kind_of, monotone, morphism
-from ._lattice import Lattice, LBool, LCounter, LMap, LMax, LMin, LPair, LSet
+from ._group import accum, argmax, argmin, average, count, group, maximum, minimum, total
+from ._lattice import Lattice, LBag, LBool, LCounter, LMap, LMax, LMin, LPair, LPSet, LSet
 from ._operators import aggregate, apply, distinct, join, not_in, when
 from ._program import Collection, Expr, LatticeCollection, LatticeExpr, Output, Program
 
@@ -30,11 +34,13 @@ __all__ = [
     "BloomError",
     "Collection",
     "Expr",
+    "LBag",
     "LBool",
     "LCounter",
     "LMap",
     "LMax",
     "LMin",
+    "LPSet",
     "LPair",
     "LSet",
     "Lattice",
@@ -42,14 +48,23 @@ __all__ = [
     "LatticeExpr",
     "Output",
     "Program",
+    "accum",
     "aggregate",
     "apply",
+    "argmax",
+    "argmin",
+    "average",
+    "count",
     "distinct",
+    "group",
     "join",
     "kind_of",
+    "maximum",
+    "minimum",
     "monotone",
     "morphism",
     "not_in",
     "programs",
+    "total",
     "when",
 ]

@@ -19,9 +19,9 @@ from typing import Any, ClassVar, TypeVar
 import timely
 
 from ._errors import BloomError
-from ._functions import monotone, morphism
+from ._functions import kind_of, monotone, morphism
 
-__all__ = ["LBool", "LCounter", "LMap", "LMax", "LMin", "LPair", "LSet", "Lattice"]
+__all__ = ["LBag", "LBool", "LCounter", "LMap", "LMax", "LMin", "LPSet", "LPair", "LSet", "Lattice"]
 
 L = TypeVar("L", bound="Lattice")
 
@@ -114,6 +114,11 @@ class LMax(Lattice):
     def add(self, n: Any) -> LMax:
         return self if self.value is None else LMax(self.value + n)
 
+    @morphism
+    def min_of(self, n: Any) -> LMax:
+        """Bud's ``min_of``: the value capped at ``n`` (max(a, b) capped is the max of the caps)."""
+        return self if self.value is None or self.value <= n else LMax(n)
+
 
 class LMin(Lattice):
     """The smallest value seen (the order is reversed: smaller is *higher*); bottom is None
@@ -163,6 +168,11 @@ class LBool(Lattice):
     def merge_all(cls, values: Iterable[LBool]) -> LBool:
         return LBool(any(v.value for v in values))
 
+    @morphism
+    def when_true(self, then: Lattice) -> Lattice:
+        """Bud's ``when_true``: ``then`` once true, its bottom before (a guarded value)."""
+        return then if self.value else then.bottom()
+
 
 class LSet(Lattice):
     """A growing set (a frozenset inside); merge is union."""
@@ -205,6 +215,20 @@ class LSet(Lattice):
     @morphism
     def intersect(self, other: LSet) -> LSet:
         return LSet(self.value & other.value)
+
+    @morphism
+    def product(self, other: LSet) -> LSet:
+        """Every pair ``(x, y)``, ``x`` here and ``y`` in ``other`` (Bud's ``eqjoin`` without a predicate)."""
+        return LSet((x, y) for x in self.value for y in other.value)
+
+    @monotone
+    def group_count(self, key: Callable[[Any], Hashable]) -> LMap:
+        """Bud's ``group_count``: per ``key(x)``, how many elements have it, as an `LMap` of `LMax`."""
+        counts: dict[Hashable, int] = {}
+        for x in self.value:
+            k = key(x)
+            counts[k] = counts.get(k, 0) + 1
+        return LMap({k: LMax(n) for k, n in counts.items()})
 
     def __iter__(self) -> Any:
         return iter(self.value)
@@ -261,6 +285,123 @@ class LMap(Lattice):
     @monotone
     def size(self) -> LMax:
         return LMax(len(self.value))
+
+    @morphism
+    def has_key(self, key: Hashable) -> LBool:
+        """Bud's ``key?``."""
+        return LBool(key in self.value)
+
+    @morphism
+    def project(self, keys: Iterable[Hashable]) -> LMap:
+        """The map restricted to ``keys`` (a projection: distributes over the key-wise merge)."""
+        wanted = set(keys)
+        return LMap({k: v for k, v in self.value.items() if k in wanted})
+
+    @morphism
+    def filter(self) -> LMap:
+        """Bud's ``filter`` on a map of `LBool`: the keys whose value is true (as ``LBool(True)``)."""
+        for k, v in self.value.items():
+            if not isinstance(v, LBool):
+                raise BloomError(f"LMap.filter: the value of key {k!r} is {v!r}, not an LBool")
+        return LMap({k: v for k, v in self.value.items() if v.value})
+
+    @monotone
+    def apply(self, fn: Callable[[Any], Lattice]) -> LMap:
+        """Bud's ``apply``: ``fn`` on every value; ``fn`` must be marked `monotone` or `morphism`
+        (an unmarked one would make the result non-monotone, so it is refused)."""
+        if kind_of(fn) is None:
+            raise BloomError(f"LMap.apply: {fn!r} is not marked monotone or morphism")
+        return LMap({k: fn(v) for k, v in self.value.items()})
+
+
+class LPSet(LSet):
+    """Bud's ``lpset``: a growing set of non-negative numbers, whose sum only grows."""
+
+    __slots__ = ()
+
+    def __init__(self, value: Iterable[Hashable] = _BOTTOM) -> None:
+        super().__init__(value)
+        for x in self.value:
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0:
+                raise BloomError(f"LPSet: {x!r} is not a number >= 0")
+
+    def merge(self, other: LSet) -> LPSet:  # type: ignore[override]
+        if type(other) is not LPSet:
+            self._same(other, "merge")
+        a, b = self.value, other.value
+        if b <= a:
+            return self
+        if a <= b:
+            return other  # type: ignore[return-value]  # an LPSet: checked above
+        return LPSet(a | b)
+
+    @classmethod
+    def merge_all(cls, values: Iterable[LSet]) -> LPSet:  # type: ignore[override]
+        return LPSet(frozenset().union(*(v.value for v in values)))
+
+    @monotone
+    def pos_sum(self) -> LMax:
+        """Bud's ``pos_sum``: the sum (it grows with the set, as every element is >= 0)."""
+        return LMax(sum(self.value))
+
+
+class LBag(Lattice):
+    """Bud's ``lbag``: a multiset, element -> multiplicity (an int > 0); merge keeps the larger
+    multiplicity of each element. Treat the dict inside as read-only."""
+
+    __slots__ = ()
+
+    def __init__(self, value: Mapping[Any, int] | Iterable[tuple[Any, int]] = _BOTTOM) -> None:
+        counts = {} if value is _BOTTOM else dict(value)
+        for x, n in counts.items():
+            if type(n) is not int or n <= 0:
+                raise BloomError(f"LBag: {x!r} has multiplicity {n!r}; multiplicities are ints > 0")
+        self.value = counts
+
+    def merge(self, other: LBag) -> LBag:
+        if type(other) is not LBag:
+            self._same(other, "merge")
+        a, b = self.value, other.value
+        merged = None
+        for x, n in b.items():
+            if n > a.get(x, 0):
+                if merged is None:
+                    merged = dict(a)
+                merged[x] = n
+        return self if merged is None else LBag(merged)
+
+    def __hash__(self) -> int:
+        return hash(("LBag", frozenset(self.value.items())))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (LBag, (tuple(self.value.items()),))
+
+    @morphism
+    def multiplicity(self, x: Hashable) -> LMax:
+        return LMax(self.value.get(x, 0))
+
+    @morphism
+    def contains(self, x: Hashable) -> LBool:
+        """Bud's ``contains?``."""
+        return LBool(x in self.value)
+
+    @monotone
+    def size(self) -> LMax:
+        """How many elements, counted with their multiplicity."""
+        return LMax(sum(self.value.values()))
+
+    @morphism
+    def plus(self, other: LBag) -> LBag:
+        """Bud's ``+``: multiplicities added (``max(a, b) + c == max(a + c, b + c)``)."""
+        counts = dict(self.value)
+        for x, n in other.value.items():
+            counts[x] = counts.get(x, 0) + n
+        return LBag(counts)
+
+    @morphism
+    def intersect(self, other: LBag) -> LBag:
+        """The smaller multiplicity of every element in both."""
+        return LBag({x: min(n, other.value[x]) for x, n in self.value.items() if x in other.value})
 
 
 class LCounter(Lattice):
@@ -346,3 +487,5 @@ timely.register_codec(LSet, lambda x: tuple(x.value), LSet, code=116)
 timely.register_codec(LMap, lambda x: tuple(x.value.items()), LMap, code=22)
 timely.register_codec(LCounter, lambda x: tuple(x.value.items()), LCounter, code=17)
 timely.register_codec(LPair, lambda x: x.value, lambda v: LPair(*v), code=60)
+timely.register_codec(LPSet, lambda x: tuple(x.value), LPSet, code=117)
+timely.register_codec(LBag, lambda x: tuple(x.value.items()), LBag, code=33)

@@ -36,10 +36,11 @@ the loop drains and the computation ends without anyone counting iterations.
 from __future__ import annotations
 
 import bisect
+import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sized
 from typing import Any
 
-from timely import KeyedState, Stream, Timestamp, Vertex
+from timely import KeyedState, Scope, Stream, Timestamp, Vertex
 
 from .._hash import by_first, stable_hash
 from ._errors import BloomError
@@ -49,17 +50,34 @@ from ._lattice import Lattice
 __all__ = ["aggregate", "apply", "distinct", "join", "not_in", "when"]
 
 
+_TIMESTEP_LOOPS: weakref.WeakSet[Scope] = weakref.WeakSet()
+"""The rule loops of timestep programs: two deep, the outer counter being the timestep."""
+
+
 def _check_scope(op: str, *streams: Stream) -> None:
     for s in streams:
-        if s.scope.depth > 1:
+        if s.scope.depth > 1 and s.scope not in _TIMESTEP_LOOPS:
             raise BloomError(
-                f"{op}: runs in the root scope or in a loop directly inside it, but {s!r} is "
-                f"{s.scope.depth} loops deep (facts are dated by epoch; outer loop counters would be lost)"
+                f"{op}: runs in the root scope or in a loop directly inside it (or a timestep program's rule "
+                f"loop), but {s!r} is {s.scope.depth} loops deep (facts are dated by epoch; outer loop "
+                "counters would be lost)"
             )
 
 
-def _at(time: Timestamp, epoch: int) -> Timestamp:
-    return time if time[0] == epoch else time.with_epoch(epoch)
+def _stamp(time: Timestamp) -> int:
+    """What dates a fact: the epoch, or in a timestep program's loops (two deep) the timestep,
+    the outer counter."""
+    counters = time.counters
+    return counters[0] if len(counters) == 2 else time.epoch
+
+
+def _at(time: Timestamp, stamp: int) -> Timestamp:
+    """``time`` moved to epoch (or timestep) ``stamp``, its other coordinates kept: a vertex
+    holding ``time`` may send there whenever ``stamp`` is not earlier than `_stamp` of ``time``."""
+    counters = time.counters
+    if len(counters) == 2:
+        return time if counters[0] == stamp else Timestamp(time.epoch, (stamp, counters[1]))
+    return time if time.epoch == stamp else time.with_epoch(stamp)
 
 
 def _hold(vertex: Vertex, pending: dict[Timestamp, list[Any]], records: list[Any], time: Timestamp) -> None:
@@ -137,12 +155,12 @@ class _Distinct(Vertex):
         if self.coordinated:
             _hold(self, self.pending, records, time)
             return
-        fresh = self._fresh(records, time[0])
+        fresh = self._fresh(records, _stamp(time))
         if fresh:
             self.send_by(self.outputs[0], fresh, time)
 
     def on_notify(self, time: Timestamp) -> None:
-        fresh = self._fresh(self.pending.pop(time), time[0])
+        fresh = self._fresh(self.pending.pop(time), _stamp(time))
         if fresh:
             self.send_by(self.outputs[0], fresh, time)
 
@@ -231,7 +249,7 @@ class _Join(Vertex):
         """Per input: key -> record -> earliest epoch (persistent) or set of epochs (scratch)."""
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
-        epoch = time[0]
+        epoch = _stamp(time)
         key_of = self.keys[edge]
         mine, theirs = self.index[edge], self.index[1 - edge]
         mine_p, theirs_p = self.persistent[edge], self.persistent[1 - edge]
@@ -278,7 +296,7 @@ class _Join(Vertex):
         if now:
             self.send_by(self.outputs[0], now, time)
         for e, out in later.items():
-            self.send_by(self.outputs[0], out, time.with_epoch(e))
+            self.send_by(self.outputs[0], out, _at(time, e))
 
     def checkpoint(self) -> Any:
         """``KeyedState`` of ``(input, key, ((record, first epoch), ...))`` items, routed by
@@ -396,10 +414,10 @@ class _Aggregate(Vertex):
         if self.coordinated:
             _hold(self, self.pending, records, time)
             return
-        self._send(self._absorb(records, time[0]), time)
+        self._send(self._absorb(records, _stamp(time)), time)
 
     def on_notify(self, time: Timestamp) -> None:
-        self._send(self._absorb(self.pending.pop(time), time[0]), time)
+        self._send(self._absorb(self.pending.pop(time), _stamp(time)), time)
 
     def _send(self, out: dict[int, list[tuple[Any, Lattice]]], time: Timestamp) -> None:
         for epoch, records in out.items():
@@ -515,13 +533,14 @@ def apply(stream: Stream, fn: Callable[[Any], Any], name: str = "apply") -> Stre
 class _When(Vertex):
     """Sends ``key`` (a persistent fact) the first time ``predicate(value)`` is true."""
 
-    def __init__(self, name: str, predicate: Callable[[Any], Any]) -> None:
+    def __init__(self, name: str, predicate: Callable[..., Any], keyed: bool = False) -> None:
         self.name = name
         self.predicate = predicate
+        self.keyed = keyed
         self.fired: dict[Any, int] = {}
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
-        epoch = time[0]
+        epoch = _stamp(time)
         fired = self.fired
         out = []
         for key, value in records:
@@ -529,7 +548,7 @@ class _When(Vertex):
             if seen is not None and seen <= epoch:
                 continue
             try:
-                verdict = self.predicate(value)
+                verdict = self.predicate(key, value) if self.keyed else self.predicate(value)
             except Exception as exc:
                 raise BloomError(
                     f"when {self.name!r}: the predicate failed on key {key!r}, value {value!r}: {exc!r}"
@@ -549,46 +568,85 @@ class _When(Vertex):
             _keep_earliest(self.fired, key, epoch)
 
 
-def when(stream: Stream, predicate: Callable[[Any], Any], name: str = "when") -> Stream:
+def when(stream: Stream, predicate: Callable[..., Any], name: str = "when", *, keyed: bool = False) -> Stream:
     """The keys of a lattice stream whose value satisfies ``predicate``, each sent once, as
     persistent facts (BloomL's threshold test: a quorum reached stays reached).
 
     A ``predicate`` marked `monotone` (returning an `LBool` or a bool that, once true, stays true
     as the value grows) fires as soon as a partial value satisfies it, without coordination.
-    An unmarked predicate is only asked about values complete for their time."""
+    An unmarked predicate is only asked about values complete for their time. ``keyed``: the
+    predicate is ``predicate(key, value)``, monotone in the value for every key."""
     _check_scope(f"when {name!r}", stream)
     if kind_of(predicate) is None:
         stream = aggregate(stream, f"{name}.wait", coordinated=True)
-    return stream.stage(name, lambda: _When(name, predicate), exchange=by_first)  # type: ignore[no-any-return]
+    return stream.stage(name, lambda: _When(name, predicate, keyed), exchange=by_first)  # type: ignore[no-any-return]
 
 
 # not_in: stratified negation --------------------------------------------------------------------
 class _NotIn(Vertex):
-    """Facts of input 0 whose key is not among the facts of input 1, once each time is complete."""
+    """Facts of input 0 whose key is not among the facts of input 1, once each time is complete.
 
-    def __init__(self, name: str, key: Callable[[Any], Any]) -> None:
+    With a join predicate (Bud's ``notin(other, :a => :b) { |x, y| ... }``) input 1 carries
+    whole facts, indexed by ``negated_key``; a fact is blocked by those with its key for which
+    ``predicate(fact, negated)`` holds."""
+
+    def __init__(
+        self,
+        name: str,
+        key: Callable[[Any], Any],
+        negated_key: Callable[[Any], Any] | None = None,
+        predicate: Callable[[Any, Any], Any] | None = None,
+    ) -> None:
         self.name = name
         self.key = key
+        self.negated_key = negated_key
+        self.predicate = predicate
         self.positive: dict[Any, int] = {}
         self.negative: dict[Any, int] = {}
+        """Without a predicate: negated key -> first epoch; with one: negated fact -> first epoch."""
+        self.by_key: dict[Any, dict[Any, int]] = {}
+        """With a predicate: negated key -> negated fact -> first epoch."""
         self.sent: dict[int, set[Any]] = {}
         self.asked: set[Timestamp] = set()
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
-        epoch = time[0]
+        epoch = _stamp(time)
         facts = self.negative if edge else self.positive
         for r in records:
             seen = facts.get(r)
             if seen is None or epoch < seen:
                 facts[r] = epoch
+                if edge and self.negated_key is not None:
+                    self._index(r, epoch)
         if time not in self.asked:
             self.asked.add(time)
             self.notify_at(time)
 
+    def _index(self, negated: Any, epoch: int) -> None:
+        assert self.negated_key is not None
+        try:
+            k = self.negated_key(negated)
+        except Exception as exc:
+            raise BloomError(f"not_in {self.name!r}: the negated key failed on {negated!r}: {exc!r}") from exc
+        self.by_key.setdefault(k, {})[negated] = epoch
+
+    def _blocked(self, r: Any, k: Any, epoch: int) -> bool:
+        if self.negated_key is None:
+            blocked = self.negative.get(k)
+            return blocked is not None and blocked <= epoch
+        predicate = self.predicate
+        for n, since in self.by_key.get(k, {}).items():
+            if since <= epoch:
+                try:
+                    if predicate is None or predicate(r, n):
+                        return True
+                except Exception as exc:
+                    raise BloomError(f"not_in {self.name!r}: the predicate failed on {r!r}, {n!r}: {exc!r}") from exc
+        return False
+
     def on_notify(self, time: Timestamp) -> None:
         self.asked.discard(time)
-        epoch = time[0]
-        negative = self.negative
+        epoch = _stamp(time)
         sent = self.sent.setdefault(epoch, set())
         out = []
         for r, since in self.positive.items():
@@ -598,8 +656,7 @@ class _NotIn(Vertex):
                 k = self.key(r)
             except Exception as exc:
                 raise BloomError(f"not_in {self.name!r}: the key failed on record {r!r}: {exc!r}") from exc
-            blocked = negative.get(k)
-            if blocked is None or blocked > epoch:
+            if not self._blocked(r, k, epoch):
                 sent.add(r)
                 out.append(r)
         if out:
@@ -607,22 +664,37 @@ class _NotIn(Vertex):
 
     def checkpoint(self) -> Any:
         """``KeyedState`` of ``(input, fact, first epoch)`` items, routed as the inputs are
-        exchanged: a fact of input 0 by `stable_hash` of its key, a negated key by its own. What
-        was sent is per epoch (scratch), so it is not kept."""
+        exchanged: a fact of input 0 by `stable_hash` of its key, a negated fact by that of its
+        key (the fact itself without a negated key). What was sent is per epoch (scratch), so
+        it is not kept."""
         _complete(f"not_in {self.name!r}", self.asked)
-        key = self.key
+        key, negated_key = self.key, self.negated_key or _identity
         entries = [(stable_hash(key(r)), (0, r, epoch)) for r, epoch in self.positive.items()]
-        entries.extend((stable_hash(k), (1, k, epoch)) for k, epoch in self.negative.items())
+        entries.extend((stable_hash(negated_key(n)), (1, n, epoch)) for n, epoch in self.negative.items())
         return _keyed(entries)
 
     def restore(self, state: Any) -> None:
         for edge, fact, epoch in _items(f"not_in {self.name!r}", state):
             _keep_earliest(self.negative if edge else self.positive, fact, epoch)
+            if edge and self.negated_key is not None:
+                self._index(fact, self.negative[fact])
 
 
-def not_in(stream: Stream, negated: Stream, key: Callable[[Any], Any] | None = None, name: str = "not_in") -> Stream:
+def not_in(
+    stream: Stream,
+    negated: Stream,
+    key: Callable[[Any], Any] | None = None,
+    name: str = "not_in",
+    *,
+    negated_key: Callable[[Any], Any] | None = None,
+    predicate: Callable[[Any, Any], Any] | None = None,
+) -> Stream:
     """The facts of ``stream`` whose ``key`` (default: the fact itself) is not a fact of ``negated``
     (stratified negation; coordinated: one notification per time).
+
+    With ``negated_key`` (Bud's ``notin(other, :a => :b)``) ``negated`` carries whole facts, and a
+    fact is blocked by those whose ``negated_key`` equals its ``key`` and, with ``predicate``
+    (Bud's block), for which ``predicate(fact, negated_fact)`` holds.
 
     At each complete time it sends, as scratch facts of that epoch, every fact that holds then
     and is not negated then, each once per epoch. ``negated`` must be complete at the times
@@ -630,11 +702,14 @@ def not_in(stream: Stream, negated: Stream, key: Callable[[Any], Any] | None = N
     iteration 0) or the output of an earlier loop."""
     _check_scope(f"not_in {name!r}", stream, negated)
     k = key if key is not None else _identity
+    if predicate is not None and negated_key is None:
+        negated_key = _identity
+    nk = negated_key or _identity
     return stream.scope.stage(
         name,
-        lambda: _NotIn(name, k),
+        lambda: _NotIn(name, k, negated_key, predicate),
         [stream, negated],
-        exchange=[lambda r: stable_hash(k(r)), stable_hash],
+        exchange=[lambda r: stable_hash(k(r)), lambda n: stable_hash(nk(n))],
     )  # type: ignore[no-any-return]
 
 

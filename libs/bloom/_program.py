@@ -14,6 +14,12 @@ stages reading the collections' streams, and its result goes around the target's
 Leaving the ``with`` block (or `Program.finish`) connects the feedback edges. Nothing in the
 loop calls ``notify_at`` unless a rule asks for it (`Expr.not_in`, an unmarked function): the
 rules run to their fixed point asynchronously, and the loop ends when nothing new is derived.
+
+A *timestep program* (``Program(scope, name, timesteps=True)``) wraps that loop in an outer one
+whose counter is Bloom's timestep: ``<+`` (`Collection.defer`), ``<-`` (`Collection.delete`),
+``<+-`` (`Collection.upsert`) and ``<~`` (`Collection.send`) carry facts around it to the
+next timestep, and tables with deletions (`Program.keyed_table`) apply each timestep's changes
+once the previous one is complete (docs/bloom.md, "Timesteps").
 """
 
 from __future__ import annotations
@@ -27,26 +33,48 @@ from timely import Feedback, LoopContext, Probe, Scope, Stream, Timestamp
 from .._hash import by_first, stable_hash
 from ._errors import BloomError
 from ._lattice import Lattice
-from ._operators import _Aggregate, _Distinct, apply, join, not_in, when
+from ._operators import _TIMESTEP_LOOPS, _Aggregate, _pair, apply, join, not_in, when
+from ._timestep import Op, _Bootstrap, _Collection, _Later, _Stamp, _Table, _tagger, _ToTimestep, change_join, ticks
 
 __all__ = ["Collection", "Expr", "LatticeCollection", "LatticeExpr", "Output", "Program"]
 
-Kind = Literal["persistent", "scratch", "mixed"]
+Kind = Literal["persistent", "scratch", "mutable", "mixed"]
 
 
 class Program:
     """A Bloom program: collections and the rules between them, evaluated in one timely loop
-    inside the root scope ``scope``. Use it as a context manager, or call `finish`."""
+    inside the root scope ``scope``. Use it as a context manager, or call `finish`.
 
-    def __init__(self, scope: Scope, name: str = "bloom") -> None:
+    With ``timesteps=True`` (or a ``clock``) it is a *timestep program*: an outer loop whose
+    counter is Bloom's timestep around the rule loop, so that ``<+``, ``<-``, ``<+-`` and ``<~``
+    can carry facts to the next timestep (a timely cycle must pass a loop's feedback; an epoch
+    cannot be advanced around one). Input of epoch ``e`` joins timestep ``e``. ``clock``, a
+    root-scope stream with a record at every timestep, drives ``bootstrap`` and ``periodic``."""
+
+    def __init__(
+        self, scope: Scope, name: str = "bloom", *, timesteps: bool = False, clock: Stream | None = None
+    ) -> None:
         if scope.depth != 0:
             raise BloomError(f"bloom program {name!r}: build it in the root scope (it makes its own loop)")
         self.scope = scope
         self.name = name
-        self.loop = LoopContext(scope, name)
+        self.timesteps = timesteps or clock is not None
+        self.outer: LoopContext | None = LoopContext(scope, name) if self.timesteps else None
+        self.loop = LoopContext(self.outer, "step") if self.outer is not None else LoopContext(scope, name)
+        if self.outer is not None:
+            _TIMESTEP_LOOPS.add(self.loop)
         self.collections: list[Collection] = []
         self.finished = False
         self._count = 0
+        self.ticks: Stream | None = None
+        """Root scope: one ``(worker, epoch)`` per worker at every timestep of ``clock``."""
+        if clock is not None:
+            if not isinstance(clock, Stream) or clock.scope.depth != 0:
+                raise BloomError(f"bloom program {name!r}: the clock must be a root-scope stream, got {clock!r}")
+            self.ticks = ticks(clock, f"{name}.clock")
+        self._bootstrap: list[tuple[int, Any]] = []
+        self._periodic: list[tuple[int, str, int]] = []
+        self._outer_joins: list[tuple[Expr, str]] = []
 
     def __enter__(self) -> Program:
         return self
@@ -64,6 +92,28 @@ class Program:
             raise BloomError(f"bloom program {self.name!r}: collection {name!r} declared after finish()")
         if any(c.name == name for c in self.collections):
             raise BloomError(f"bloom program {self.name!r}: there is already a collection named {name!r}")
+
+    # Moving streams in and out ---------------------------------------------------------------------
+    def bring_in(self, stream: Stream, name: str) -> Stream:
+        """A root-scope ``stream`` inside the rule loop; in a timestep program, epoch ``e``'s
+        records at timestep ``e``."""
+        if self.outer is None:
+            return self.loop.ingress(stream, name)
+        outer = self.outer.ingress(stream, f"{name}.in")
+        return self.loop.ingress(outer.stage(f"{name}.at", _ToTimestep), name)
+
+    def _take_out(self, stream: Stream, name: str) -> Stream:
+        if self.outer is None:
+            return self.loop.egress(stream, name)
+        stamped = self.loop.egress(stream, f"{name}.step").stage(f"{name}.stamp", _Stamp)
+        return self.outer.egress(stamped, name)
+
+    def _timestep_only(self, what: str) -> None:
+        if self.outer is None:
+            raise BloomError(
+                f"{what} acts at the next timestep: build the program with bloom.Program(scope, name, "
+                "timesteps=True) (an outer loop whose counter is the timestep)"
+            )
 
     # Collections --------------------------------------------------------------------------------
     def table(
@@ -96,7 +146,50 @@ class Program:
         """A scratch collection whose facts travel to the worker that owns ``address(fact)``
         (Bloom's ``@address`` field): rules joining on the address run where it lives."""
         self._declare(name)
-        return Collection(self, name, "scratch", source, _hash_of(address))
+        return Collection(self, name, "scratch", source, _hash_of(address), channel=True)
+
+    def keyed_table(
+        self, name: str, key: Callable[[Any], Any] | None = None, source: Stream | None = None
+    ) -> Collection:
+        """A table with deletions (Bud's ``table :t, [:k] => [:v]`` that ``<-`` or ``<+-`` rules
+        change): one stored fact per ``key(fact)`` (default: the whole fact). Its stream carries
+        changes, ``(fact, +1)`` and ``(fact, -1)``; it applies each timestep once the previous
+        one is complete (one notification per timestep: deletion is not monotone)."""
+        self._timestep_only(f"table with deletions {name!r}")
+        self._declare(name)
+        k = key or _whole
+        return Collection(self, name, "mutable", source, _hash_of(k), key=k)
+
+    def input(self, name: str, stream: Stream) -> Expr:
+        """Bud's ``interface input``: the records of the root-scope ``stream`` as scratch facts, each
+        epoch's at its timestep (not deduplicated, as no collection keeps them: use
+        `Program.scratch` with a source for a named, deduplicated one)."""
+        if not isinstance(stream, Stream) or stream.scope.depth != 0:
+            raise BloomError(f"input {name!r}: needs a root-scope stream, got {stream!r}")
+        return Expr(self, name, self.bring_in(stream, f"{name}.input"), "scratch")
+
+    def temp(self, name: str, expr: Expr) -> Expr:
+        """Bud's ``temp :name <= expr``: a name for ``expr``, re-derived at every timestep from what
+        holds then (it holds what ``expr`` holds: persistent, scratch or changing facts)."""
+        expr = _expr_of(self, expr, f"temp {name!r}")
+        return Expr(self, name, expr.stream, expr.kind)
+
+    def periodic(self, name: str, every: int = 1) -> Collection:
+        """Bud's ``periodic``: a scratch collection holding ``(name, e)`` at every timestep ``e`` of
+        the program's clock with ``e % every == 0`` (a wall-clock timer is a clock fed by time)."""
+        if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+            raise BloomError(f"periodic {name!r}: every must be an int >= 1, got {every!r}")
+        self._needs_clock(f"periodic {name!r}")
+        collection = self.scratch(name)
+        self._periodic.append((len(self.collections) - 1, name, every))
+        return collection
+
+    def _needs_clock(self, what: str) -> None:
+        if self.ticks is None:
+            raise BloomError(
+                f"{what} needs the program's clock: give bloom.Program(scope, name, clock=stream) a root "
+                "stream with a record at every timestep (epoch) that should see it"
+            )
 
     def lattice(
         self, name: str, lattice: type[Lattice] | None = None, source: Stream | None = None
@@ -112,25 +205,108 @@ class Program:
         if self.finished:
             return
         self.finished = True
+        for table, join_name in self._outer_joins:
+            if isinstance(table, Collection) and (table.rules or table.has_source or table.instant_controls):
+                raise BloomError(
+                    f"left join {join_name!r}: table {table.name!r} also changes within a timestep (a source or "
+                    "<= rules), so a fact without a match at a timestep could still get one; feed it with <+ / "
+                    "<+- only"
+                )
+        if self._bootstrap or self._periodic:
+            assert self.ticks is not None
+            facts, periodic = self._bootstrap, self._periodic
+            boot = self.ticks.stage(f"{self.name}.bootstrap", lambda: _Bootstrap(facts, periodic))
+            inside = self.bring_in(boot, f"{self.name}.bootstrap")
+            for index in sorted({t for t, _ in facts} | {t for t, _, _ in periodic}):
+                c = self.collections[index]
+                c.controls.append(inside.flat_map(f"{c.name}.bootstrap", _for_target(index)))
         for c in self.collections:
-            if not c.rules:
-                c.feedback.connect(c.feedback.stream.filter(f"{c.name}.norules", _never))
-            elif len(c.rules) == 1:
-                c.feedback.connect(c.rules[0])
-            else:
-                c.feedback.connect(self.loop.concat(f"{c.name}.rules", c.rules))
+            _connect(self.loop, c.feedback, c.rules, f"{c.name}.rules", f"{c.name}.norules")
+            if c.control is not None:
+                _connect(self.loop, c.control, c.controls, f"{c.name}.controls", f"{c.name}.nocontrols")
+            if c.next_feedback is not None:
+                assert self.outer is not None
+                _connect(self.outer, c.next_feedback, c.nexts, f"{c.name}.nexts", f"{c.name}.nonexts")
 
     def output(self, collection: Expr, name: str | None = None, gather_to: int | None = None) -> Output:
-        """The contents of ``collection`` (or any expression) outside the loop, epoch by epoch:
-        each process's share, or with ``gather_to`` the whole of it on that process alone
-        (`timely.Stream.gather`)."""
+        """The contents of ``collection`` (or any expression) outside the loop, epoch by epoch
+        (in a timestep program: timestep by timestep): each process's share, or with
+        ``gather_to`` the whole of it on that process alone (`timely.Stream.gather`)."""
         if collection.program is not self:
             raise BloomError(f"bloom program {self.name!r}: output of an expression from another program")
         label = name or f"{collection.name}.out"
-        stream = self.loop.egress(collection.stream, label)
+        stream = self._take_out(collection.stream, label)
         if gather_to is not None:
             stream = stream.gather(f"{label}.gather", to=gather_to)
-        return Output(stream, collection.kind, isinstance(collection, LatticeCollection))
+        lattice = isinstance(collection, LatticeCollection)
+        return Output(stream, collection.kind, lattice, stamped=self.outer is not None)
+
+    def _next(self, stream: Stream, target: Collection, what: str) -> None:
+        """Send ``stream``'s ``(op, fact)`` records to ``target``'s control input at the next
+        timestep: out of the rule loop, around the outer loop's feedback, back in."""
+        self._timestep_only(what)
+        if target.next_feedback is None or not target.takes_control:
+            raise BloomError(f"{what}: {target.name!r} takes rules with <= only (a lattice collection)")
+        target.nexts.append(self.loop.egress(stream, f"{target.name}.{self._name('next')}"))
+
+    def _tagged(self, expr: Expr, op: Op, target: Collection, what: str) -> None:
+        self._next(expr.stream.map(self._name(f"{target.name}.tag"), _tagger(op)), target, what)
+
+
+def _expr_of(program: Program, expr: Any, what: str) -> Expr:
+    if not isinstance(expr, Expr) or expr.program is not program:
+        raise BloomError(f"{what}: {expr!r} is not an expression of program {program.name!r}")
+    return expr
+
+
+def _connect(loop: LoopContext, feedback: Feedback, streams: list[Stream], many: str, none: str) -> None:
+    if not streams:
+        feedback.connect(feedback.stream.filter(none, _never))
+    elif len(streams) == 1:
+        feedback.connect(streams[0])
+    else:
+        feedback.connect(loop.concat(many, streams))
+
+
+def _for_target(index: int) -> Callable[[Any], list[tuple[int, Any]]]:
+    insert = int(Op.INSERT)
+    return lambda r: [(insert, r[1])] if r[0] == index else []
+
+
+def _whole(fact: Any) -> Any:
+    return fact
+
+
+def _left(left: Any, right: Any) -> Any:
+    return left
+
+
+def _flipped(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    return lambda probe, fact: fn(fact, probe)
+
+
+def _added(change: tuple[Any, int]) -> list[Any]:
+    return [change[0]] if change[1] > 0 else []
+
+
+def _on_fact(fn: Callable[[Any], Any]) -> Callable[[tuple[Any, int]], tuple[Any, int]]:
+    return lambda change: (fn(change[0]), change[1])
+
+
+def _control_route(route: Callable[[Any], int]) -> Callable[[Any], int]:
+    """Routes an ``(op, fact)`` control record as ``route`` routes the fact, and a lookup
+    ``(LOOKUP, (join, key, probe))`` by its key (as a table routes its facts)."""
+    lookup = int(Op.LOOKUP)
+    return lambda record: stable_hash(record[1][1]) if record[0] == lookup else route(record[1])
+
+
+def _lookup_of(join: int, key: Callable[[Any], Any]) -> Callable[[Any], tuple[int, tuple[int, Any, Any]]]:
+    lookup = int(Op.LOOKUP)
+    return lambda probe: (lookup, (join, key(probe), probe))
+
+
+def _answers_of(join: int) -> Callable[[tuple[int, Any]], list[Any]]:
+    return lambda answer: [answer[1]] if answer[0] == join else []
 
 
 def _hash_of(key: Callable[[Any], Any]) -> Callable[[Any], int]:
@@ -169,20 +345,23 @@ class Expr:
 
     # Set-valued operators (all coordination-free) ---------------------------------------------------
     def select(self, fn: Callable[[Any], Any]) -> Expr:
-        """``fn(fact)`` for every fact."""
-        return self._derive("select", self.stream.map(self.program._name("select"), fn))
+        """``fn(fact)`` for every fact (Bud's ``t { |x| ... }`` / ``map``)."""
+        f = _on_fact(fn) if self.kind == "mutable" else fn
+        return self._derive("select", self.stream.map(self.program._name("select"), f))
 
     def where(self, predicate: Callable[[Any], bool]) -> Expr:
-        return self._derive("where", self.stream.filter(self.program._name("where"), predicate))
+        f = (lambda c: predicate(c[0])) if self.kind == "mutable" else predicate
+        return self._derive("where", self.stream.filter(self.program._name("where"), f))
 
     def select_many(self, fn: Callable[[Any], Any]) -> Expr:
-        return self._derive("select_many", self.stream.flat_map(self.program._name("select_many"), fn))
+        f = (lambda c: [(x, c[1]) for x in fn(c[0])]) if self.kind == "mutable" else fn
+        return self._derive("select_many", self.stream.flat_map(self.program._name("select_many"), f))
 
     def project(self, *indices: int) -> Expr:
         """The tuple of the fields at ``indices`` of every (tuple) fact."""
         pick = itemgetter(*indices)
         fn = (lambda r: (pick(r),)) if len(indices) == 1 else pick
-        return self._derive("project", self.stream.map(self.program._name("project"), fn))
+        return self.select(fn)
 
     def join(
         self,
@@ -194,6 +373,8 @@ class Expr:
         """``fn(l, r)`` (default ``(l, r)``) for every pair of facts with equal keys. A result holds
         while both of its facts do: persistent if both sides are, else at one epoch."""
         other = self._same_program(other, "join")
+        if "mutable" in (self.kind, other.kind):
+            return self._change_join(other, left_key, right_key, fn)
         for e in (self, other):
             if e.kind == "mixed":
                 raise BloomError(
@@ -207,6 +388,86 @@ class Expr:
         kind: Kind = "persistent" if all(persistent) else "scratch"
         return Expr(self.program, f"{self.name}.join({other.name})", stream, kind)
 
+    def _change_join(
+        self,
+        other: Expr,
+        left_key: Callable[[Any], Any],
+        right_key: Callable[[Any], Any],
+        fn: Callable[[Any, Any], Any] | None,
+    ) -> Expr:
+        """A join with a table with deletions: the other side must be scratch facts (an input, a
+        channel), answered at each timestep against the table as it is then."""
+        table, probe = (self, other) if self.kind == "mutable" else (other, self)
+        if probe.kind != "scratch":
+            raise BloomError(
+                f"join of {self.name!r} and {other.name!r}: {table.name!r} is a table with deletions; it joins "
+                f"with scratch facts only (an input, a channel, a scratch), and {probe.name!r} is {probe.kind}"
+            )
+        f = fn if fn is not None else _pair
+        table_key, probe_key = (left_key, right_key) if table is self else (right_key, left_key)
+        if isinstance(table, Collection) and table_key is table.key:  # on the table's key: it answers itself
+            result = f if table is other else _flipped(f)
+            stream = table._lookup(probe, probe_key, result, outer=False)
+            return Expr(self.program, f"{self.name}.join({other.name})", stream, "scratch")
+        stream = change_join(
+            table.stream,
+            probe.stream,
+            left_key if table is self else right_key,
+            right_key if table is self else left_key,
+            f,
+            self.program._name("join"),
+            changes_first=table is self,
+        )
+        return Expr(self.program, f"{self.name}.join({other.name})", stream, "scratch")
+
+    def left_join(
+        self,
+        table: Expr,
+        left_key: Callable[[Any], Any],
+        right_key: Callable[[Any], Any],
+        fn: Callable[[Any, Any], Any] | None = None,
+    ) -> Expr:
+        """Bud's ``outer`` join of scratch facts (``self``) with a table with deletions: ``fn(l, r)``
+        for every match, ``fn(l, None)`` for a fact with none at its timestep. Saying "none" needs
+        the table complete for the timestep, so the table may only change through ``<+``, ``<-``
+        and ``<+-`` (checked when the program is finished)."""
+        table = self._same_program(table, "left_join")
+        if self.kind != "scratch" or table.kind != "mutable":
+            raise BloomError(
+                f"left_join of {self.name!r} with {table.name!r}: joins scratch facts with a table with deletions "
+                f"(program.keyed_table), got {self.kind} and {table.kind}"
+            )
+        name = self.program._name("left_join")
+        if isinstance(table, Collection) and right_key is table.key:
+            stream = table._lookup(self, left_key, fn or _pair, outer=True)
+        else:
+            stream = change_join(
+                table.stream, self.stream, right_key, left_key, fn or _pair, name, changes_first=False, outer=True
+            )
+        self.program._outer_joins.append((table, name))
+        return Expr(self.program, f"{self.name}.left_join({table.name})", stream, "scratch")
+
+    def next(self) -> Expr:
+        """The same facts one timestep later (a temp declared with ``<+``: ``temp :x <+ expr`` is
+        ``program.temp("x", expr.next())``); for feeding a collection, use `Collection.defer`."""
+        self.program._timestep_only(f"next() of {self.name!r}")
+        if self.kind == "mutable":
+            raise BloomError(
+                f"next() of {self.name!r}: a table with deletions changes; join it with scratch facts first"
+            )
+        return self._derive("next", self.stream.stage(self.program._name("next"), _Later))
+
+    def where_in(
+        self, other: Expr, key: Callable[[Any], Any] | None = None, other_key: Callable[[Any], Any] | None = None
+    ) -> Expr:
+        """The facts with a match in ``other`` (Bud's ``t { |x| x if other.include? x }`` and
+        ``exists?``): a semi-join, monotone. ``key``/``other_key`` default to the whole fact."""
+        k, ok = key or _whole, other_key or _whole
+        return self.join(other, k, ok, _left)._distinct_view("where_in")
+
+    def _distinct_view(self, op: str) -> Expr:
+        return self._derive(op, self.stream)
+
     def union(self, *others: Expr) -> Expr:
         exprs = [self, *(self._same_program(o, "union") for o in others)]
         kinds = {e.kind for e in exprs}
@@ -217,23 +478,42 @@ class Expr:
     def __or__(self, other: Expr) -> Expr:
         return self.union(other)
 
-    def not_in(self, negated: Stream, key: Callable[[Any], Any] | None = None) -> Expr:
+    def not_in(
+        self,
+        negated: Stream,
+        key: Callable[[Any], Any] | None = None,
+        *,
+        negated_key: Callable[[Any], Any] | None = None,
+        predicate: Callable[[Any, Any], Any] | None = None,
+    ) -> Expr:
         """Facts whose ``key`` (default: the fact) is not in ``negated``, a root-scope stream from a
-        lower stratum (e.g. another program's output). Coordinated: it waits, per time, until
-        everything up to that time has arrived; its facts hold at their epoch only."""
+        lower stratum (e.g. another program's output, an input). Coordinated: it waits, per time,
+        until everything up to that time has arrived; its facts hold at their epoch only. With
+        ``negated_key`` and ``predicate``: Bud's ``notin(other, :a => :b) { |x, y| ... }`` (see
+        `bloom.not_in`)."""
         if not isinstance(negated, Stream) or negated.scope.depth != 0:
             raise BloomError(
                 f"not_in on {self.name!r}: the negated side must be a root-scope stream (a lower stratum, "
                 f"e.g. Output.stream of an earlier program), got {negated!r}"
             )
+        if self.kind == "mutable":
+            raise BloomError(f"not_in on {self.name!r}: a table with deletions cannot be negated against yet")
         name = self.program._name("not_in")
-        inside = self.program.loop.ingress(negated, f"{name}.negated")
-        stream = not_in(self.stream, inside, key, name)
+        inside = self.program.bring_in(negated, f"{name}.negated")
+        stream = not_in(self.stream, inside, key, name, negated_key=negated_key, predicate=predicate)
         return self._derive("not_in", stream, "scratch")
 
 
 class Collection(Expr):
-    """A named set in a program: its source (if any) plus whatever its rules derive."""
+    """A named set in a program: its source (if any) plus whatever its rules derive.
+
+    Its stage reads the rules (``<=``, through one feedback edge), control records (``(Op,
+    fact)``: bootstrap facts, persistent bodies of a scratch or keyed table, and in a timestep
+    program what the rules of the previous timestep sent here with ``<+``, ``<-``, ``<+-`` or
+    ``<~``), its source, and for a scratch collection of a program with a clock, the ticks."""
+
+    takes_control = True
+    """Whether ``<+``, ``<-``, ``<~`` and bootstrap facts may target it (not a lattice collection)."""
 
     def __init__(
         self,
@@ -243,45 +523,197 @@ class Collection(Expr):
         source: Stream | None,
         route: Callable[[Any], int],
         coordinated: bool = False,
+        *,
+        key: Callable[[Any], Any] | None = None,
+        channel: bool = False,
     ) -> None:
         self.coordinated = coordinated
-        self.feedback: Feedback = program.loop.feedback(f"{name}.derived")
+        self.channel = channel
+        self.key = key
+        loop = program.loop
+        self.feedback: Feedback = loop.feedback(f"{name}.derived")
+        self.control: Feedback | None = None
+        """Timestep programs: the rule loop's feedback carrying control records within a timestep."""
+        self.next_feedback: Feedback | None = None
+        """Timestep programs: the outer loop's feedback carrying this collection's next-timestep records."""
         inputs = [self.feedback.stream]
+        if program.outer is not None:  # a program without timesteps has no use for them: no extra stages
+            self.control = loop.feedback(f"{name}.control")
+            self.next_feedback = program.outer.feedback(f"{name}.next")
+            inputs.append(self.control.stream)
+            inputs.append(loop.ingress(self.next_feedback.stream, f"{name}.next.in"))
+        self.has_source = source is not None
+        self.instant_controls = False
+        """Whether control records come within a timestep (persistent rule bodies)."""
         if source is not None:
             if not isinstance(source, Stream) or source.scope.depth != 0:
                 raise BloomError(f"collection {name!r}: the source must be a root-scope stream, got {source!r}")
-            inputs.append(program.loop.ingress(source, f"{name}.source"))
-        stream = program.loop.stage(name, self._vertex(name, kind, route), inputs, exchange=[route] * len(inputs))
-        super().__init__(program, name, stream, kind)
+            inputs.append(program.bring_in(source, f"{name}.source"))
+        exchange: list[Any] = [route] * len(inputs)
+        if self.control is not None:
+            exchange[1] = exchange[2] = _control_route(route)
         self.rules: list[Stream] = []
+        self.controls: list[Stream] = []
+        self.nexts: list[Stream] = []
+        self.lookups: dict[int, tuple[Callable[[Any, Any], Any], bool]] = {}
+        """A table with deletions: the joins it answers itself (filled while rules are added)."""
+        self.answers: Stream | None = None
+        """A table with deletions: ``(join, result)`` answers of its lookups."""
+        if kind == "mutable":
+            assert key is not None
+            lookups = self.lookups
+            changes, again, self.answers = loop.stage(
+                name, lambda: _Table(name, key, lookups), inputs, exchange=exchange, outputs=3
+            )
+            super().__init__(program, name, changes, kind)
+            # The table's own path to its next timestep: repeated deletions, and the guarantee that
+            # everything of a timestep has reached it before it applies the next one.
+            program._next(again, self, f"table {name!r}")
+        else:
+            control = (1, 2) if self.control is not None else ()
+            stream = loop.stage(name, self._vertex(name, kind, route, control), inputs, exchange=exchange)
+            super().__init__(program, name, stream, kind)
         program.collections.append(self)
 
-    def _vertex(self, name: str, kind: Kind, route: Callable[[Any], int]) -> Callable[[], Any]:
+    def _vertex(
+        self, name: str, kind: Kind, route: Callable[[Any], int], control: tuple[int, ...]
+    ) -> Callable[[], Any]:
         persistent = kind == "persistent"
         coordinated = self.coordinated
-        return lambda: _Distinct(name, persistent, coordinated, route)
+        return lambda: _Collection(name, persistent, coordinated, route, control)
+
+    def _rule(self, what: str, expr: Any) -> Expr:
+        expr = self._same_program(expr, f"{what} into {self.name!r}")
+        if self.program.finished:
+            raise BloomError(f"{what} into {self.name!r}: program {self.program.name!r} is already finished")
+        if expr.kind == "mixed" and (what != "<=" or self.kind != "persistent"):
+            raise BloomError(
+                f"{what} into {self.name!r}: {expr.name!r} unions persistent and scratch facts; give each its own rule"
+            )
+        return expr
 
     def merge(self, expr: Expr) -> Self:
-        """Add the rule ``self <= expr``: everything ``expr`` derives goes into this collection."""
-        expr = self._same_program(expr, f"rule into {self.name!r}")
-        if self.program.finished:
-            raise BloomError(f"rule into {self.name!r}: program {self.program.name!r} is already finished")
-        self.rules.append(expr.stream)
+        """Add the rule ``self <= expr`` (Bud's ``<=``): everything ``expr`` derives at a timestep
+        holds in this collection at that timestep (and, in a table, is stored from then on)."""
+        expr = self._rule("<=", expr)
+        kind = expr.kind
+        if kind == "mutable":
+            if self.kind != "persistent":
+                raise BloomError(
+                    f"<= into {self.name!r} ({self.kind}): {expr.name!r} comes from a table with deletions; only a "
+                    f"table without deletions stores it with <= (name it with program.temp to read it as it changes)"
+                )
+            self.rules.append(expr.stream.flat_map(self.program._name(f"{self.name}.added"), _added))
+        elif kind == "persistent" and self.kind == "scratch":
+            raise BloomError(
+                f"<= into scratch {self.name!r}: {expr.name!r} is persistent, so Bud re-derives it at every "
+                "timestep; name it with program.temp (it then holds at every timestep) or store it in a table"
+            )
+        elif kind == "persistent" and self.kind == "mutable":
+            self.instant_controls = True
+            self.controls.append(expr.stream.map(self.program._name(f"{self.name}.persist"), _tagger(Op.PERSIST)))
+        else:
+            self.rules.append(expr.stream)
         return self
 
     def __ior__(self, expr: Expr) -> Self:  # type: ignore[misc]
         return self.merge(expr)
+
+    def defer(self, expr: Expr) -> Self:
+        """Bud's ``<+``: what ``expr`` derives at timestep ``e`` holds here from timestep ``e + 1``
+        (a scratch collection: at ``e + 1`` only; a table stores it)."""
+        expr = self._rule("<+", expr)
+        self._later(expr, "<+")
+        return self
+
+    def send(self, expr: Expr) -> Self:
+        """Bud's ``<~`` into a channel: what ``expr`` derives at timestep ``e`` arrives at the worker
+        owning its address at a later timestep (here ``e + 1``), where it holds at that timestep."""
+        if not self.channel:
+            raise BloomError(f"<~ into {self.name!r}: only a channel takes asynchronous sends (program.channel)")
+        expr = self._rule("<~", expr)
+        self._later(expr, "<~")
+        return self
+
+    def _later(self, expr: Expr, what: str) -> None:
+        if expr.kind == "mutable":
+            raise BloomError(
+                f"{what} into {self.name!r}: {expr.name!r} comes from a table with deletions; join it with "
+                "scratch facts first"
+            )
+        if expr.kind == "persistent" and self.kind == "scratch":
+            raise BloomError(
+                f"{what} into scratch {self.name!r}: {expr.name!r} is persistent, so Bud would send it again at "
+                "every timestep; send scratch facts (e.g. join it with an input or a periodic)"
+            )
+        self.program._tagged(expr, Op.INSERT, self, f"{what} into {self.name!r}")
+
+    def delete(self, expr: Expr) -> Self:
+        """Bud's ``<-``: each fact ``expr`` derives at timestep ``e`` is removed from this table at
+        timestep ``e + 1`` (if it is stored then); a persistent body removes it at every timestep
+        after one it holds at."""
+        expr = self._rule("<-", expr)
+        if self.kind != "mutable":
+            raise BloomError(
+                f"<- into {self.name!r}: only a table with deletions (program.keyed_table) can delete; "
+                f"{self.name!r} is {self.kind} (monotone: it never forgets, and needs no coordination)"
+            )
+        if expr.kind == "mutable":
+            raise BloomError(f"<- into {self.name!r}: join {expr.name!r} with scratch facts first")
+        op = Op.DELETE_ALWAYS if expr.kind == "persistent" else Op.DELETE
+        self.program._tagged(expr, op, self, f"<- into {self.name!r}")
+        return self
+
+    def upsert(self, expr: Expr) -> Self:
+        """Bud's ``<+-``: at timestep ``e + 1`` each fact ``expr`` derives at ``e`` replaces the fact
+        stored under its key."""
+        expr = self._rule("<+-", expr)
+        if self.kind != "mutable":
+            raise BloomError(f"<+- into {self.name!r}: only a table with deletions (program.keyed_table) can upsert")
+        if expr.kind != "scratch":
+            raise BloomError(f"<+- into {self.name!r}: the body must be scratch facts, {expr.name!r} is {expr.kind}")
+        self.program._tagged(expr, Op.UPSERT, self, f"<+- into {self.name!r}")
+        return self
+
+    def _lookup(
+        self, probe: Expr, probe_key: Callable[[Any], Any], fn: Callable[[Any, Any], Any], *, outer: bool
+    ) -> Stream:
+        """The join of scratch facts ``probe`` with this table on its key, answered by the table
+        itself (`Op.LOOKUP`): ``fn(probe, fact)`` at the probe's timestep."""
+        if self.program.finished:
+            raise BloomError(f"join with {self.name!r}: program {self.program.name!r} is already finished")
+        join = len(self.lookups)
+        self.lookups[join] = (fn, outer)
+        name = self.program._name(f"{self.name}.lookup")
+        self.controls.append(probe.stream.map(f"{name}.ask", _lookup_of(join, probe_key)))
+        assert self.answers is not None
+        return self.answers.flat_map(f"{name}.answers", _answers_of(join))
+
+    def bootstrap(self, facts: Any) -> Self:
+        """Bud's ``bootstrap``: ``facts`` are inserted at timestep 0 (once, by one worker)."""
+        self.program._needs_clock(f"bootstrap of {self.name!r}")
+        if not self.takes_control:
+            raise BloomError(f"bootstrap of {self.name!r}: a lattice collection takes rules with <= only")
+        if self.program.finished:
+            raise BloomError(f"bootstrap of {self.name!r}: program {self.program.name!r} is already finished")
+        index = self.program.collections.index(self)
+        self.program._bootstrap.extend((index, f) for f in facts)
+        return self
 
 
 class LatticeCollection(Collection):
     """A map from keys to lattice values; its stream carries ``(key, value)`` each time a key's
     value grows. In a join it acts as a persistent table of those improvements."""
 
+    takes_control = False
+
     def __init__(self, program: Program, name: str, lattice: type[Lattice] | None, source: Stream | None) -> None:
         self.lattice = lattice
         super().__init__(program, name, "persistent", source, by_first)
 
-    def _vertex(self, name: str, kind: Kind, route: Callable[[Any], int]) -> Callable[[], Any]:
+    def _vertex(
+        self, name: str, kind: Kind, route: Callable[[Any], int], control: tuple[int, ...]
+    ) -> Callable[[], Any]:
         lattice = self.lattice  # ``route`` is by_first: the aggregate's checkpoint routes its keys alike
         return lambda: _Aggregate(name, lattice, coordinated=False)
 
@@ -290,10 +722,11 @@ class LatticeCollection(Collection):
         else per time, on values complete for that time (coordinated)."""
         return LatticeExpr(self.program, f"{self.name}.apply", apply(self.stream, fn, self.program._name("apply")))
 
-    def when(self, predicate: Callable[[Any], Any]) -> Expr:
+    def when(self, predicate: Callable[..., Any], *, keyed: bool = False) -> Expr:
         """The keys whose value satisfies ``predicate``, each once, as persistent facts; at once if
-        the predicate is marked monotone (a threshold), else on values complete for their time."""
-        out = when(self.stream, predicate, self.program._name("when"))
+        the predicate is marked monotone (a threshold), else on values complete for their time.
+        ``keyed``: the predicate is ``predicate(key, value)`` (a threshold that depends on the key)."""
+        out = when(self.stream, predicate, self.program._name("when"), keyed=keyed)
         return Expr(self.program, f"{self.name}.when", out, "persistent")
 
 
@@ -310,18 +743,31 @@ class Output:
     one process the whole: `Program.output`'s ``gather_to``).
 
     `answer(epoch)` is final once ``probe`` has passed the epoch: the persistent facts sent at
-    epochs up to it, the scratch facts sent at it, or per key the merge of the lattice values
-    sent at epochs up to it."""
+    epochs up to it, the scratch facts sent at it, the facts of a table with deletions whose
+    changes up to it add up to one, or per key the merge of the lattice values sent at epochs
+    up to it."""
 
-    def __init__(self, stream: Stream, kind: Kind, lattice: bool) -> None:
+    def __init__(self, stream: Stream, kind: Kind, lattice: bool, *, stamped: bool = False) -> None:
         self.stream = stream
         self.kind = kind
         self.lattice = lattice
+        self.stamped = stamped
+        """Records come as ``(timestep, record)`` (a timestep program's output)."""
         self.batches: dict[int, list[Any]] = {}
+        """Epoch (timestep) -> the records of it that reached this process."""
         self.probe: Probe = stream.subscribe(self._receive)
 
     def _receive(self, time: Timestamp, records: list[Any]) -> None:
-        self.batches.setdefault(time[0], []).extend(records)
+        if not self.stamped:
+            self.batches.setdefault(time[0], []).extend(records)
+            return
+        batches = self.batches
+        for step, record in records:
+            batch = batches.get(step)
+            if batch is None:
+                batches[step] = [record]
+            else:
+                batch.append(record)
 
     def answer(self, epoch: int | None = None) -> Any:
         """A set of facts, or a dict key -> lattice value (``epoch`` None: the latest)."""
@@ -338,4 +784,11 @@ class Output:
             return merged
         if self.kind == "scratch":  # a scratch fact holds at its own epoch only
             return set(self.batches.get(epoch, ()))
+        if self.kind == "mutable":  # changes: a fact holds while its +1s outnumber its -1s
+            count: dict[Any, int] = {}
+            for e, changes in self.batches.items():
+                if e <= epoch:
+                    for fact, diff in changes:
+                        count[fact] = count.get(fact, 0) + diff
+            return {fact for fact, n in count.items() if n > 0}
         return {r for e, rs in self.batches.items() if e <= epoch for r in rs}

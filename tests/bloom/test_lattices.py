@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import timely
 from timely_libs import bloom
-from timely_libs.bloom import Lattice, LBool, LCounter, LMap, LMax, LMin, LPair, LSet
+from timely_libs.bloom import Lattice, LBag, LBool, LCounter, LMap, LMax, LMin, LPair, LPSet, LSet
 
 small = st.integers(-4, 4)
 lmax = st.one_of(st.none(), small).map(LMax)
@@ -24,6 +24,9 @@ lset = st.frozensets(st.integers(0, 6), max_size=5).map(LSet)
 lmap = st.dictionaries(st.integers(0, 3), lmax, max_size=4).map(LMap)
 lmap_of_sets = st.dictionaries(st.sampled_from("ab"), lset, max_size=2).map(LMap)
 lcounter = st.dictionaries(st.sampled_from("abc"), st.integers(0, 5), max_size=3).map(LCounter)
+lbag = st.dictionaries(st.integers(0, 4), st.integers(1, 3), max_size=4).map(LBag)
+lpset = st.frozensets(st.integers(0, 6), max_size=5).map(LPSet)
+lmap_of_bools = st.dictionaries(st.integers(0, 3), lbool, max_size=4).map(LMap)
 lpair = st.tuples(st.one_of(st.none(), lmax), st.one_of(st.none(), lset)).map(lambda t: LPair(*t))
 
 STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
@@ -35,6 +38,9 @@ STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
     "LMap[LSet]": lmap_of_sets,
     "LCounter": lcounter,
     "LPair": lpair,
+    "LBag": lbag,
+    "LPSet": lpset,
+    "LMap[LBool]": lmap_of_bools,
 }
 
 
@@ -88,12 +94,41 @@ def test_orders_read_as_bloom_says() -> None:
         LMap({"a": 1})  # type: ignore[arg-type]
 
 
+def test_buds_other_lattices_and_methods_read_as_bud_says() -> None:
+    assert LBag({"a": 2}).merge(LBag({"a": 1, "b": 1})) == LBag({"a": 2, "b": 1})
+    assert LBag({"a": 2}).plus(LBag({"a": 1})).multiplicity("a") == LMax(3)
+    assert LBag({"a": 2, "b": 1}).size() == LMax(3)
+    assert LPSet([1, 2, 5]).pos_sum() == LMax(8)
+    assert LMax(7).min_of(5) == LMax(5) and LMax(3).min_of(5) == LMax(3)
+    assert LBool(False).when_true(LMax(4)) == LMax() and LBool(True).when_true(LMax(4)) == LMax(4)
+    assert LSet([1, 2, 3]).group_count(lambda x: x % 2) == LMap({0: LMax(1), 1: LMax(2)})
+    m = LMap({"a": LMax(1), "b": LMax(5)})
+    assert m.project(["b", "z"]) == LMap({"b": LMax(5)}) and m.has_key("a") == LBool(True)
+    assert m.apply(_at_least_one) == LMap({"a": LBool(True), "b": LBool(True)})
+    assert m.apply(_at_least_one).filter().key_set() == LSet(["a", "b"])
+    with pytest.raises(bloom.BloomError, match="not marked monotone"):
+        m.apply(lambda v: v)
+    with pytest.raises(bloom.BloomError, match="not a number >= 0"):
+        LPSet([-1])
+    with pytest.raises(bloom.BloomError, match="multiplicities are ints > 0"):
+        LBag({"a": 0})
+    with pytest.raises(bloom.BloomError, match="LSet.merge: needs another LSet"):
+        LSet([1]).merge(LPSet([1]))
+
+
+@bloom.monotone
+def _at_least_one(v: LMax) -> LBool:
+    return v.gt_eq(1)
+
+
 # Monotone functions ------------------------------------------------------------------------------
 ARGS: dict[tuple[str, str], tuple[str, tuple[Any, ...]]] = {
     # (class, method): (strategy of the receiver, extra arguments)
     ("LMax", "gt"): ("LMax", (1,)),
     ("LMax", "gt_eq"): ("LMax", (0,)),
     ("LMax", "add"): ("LMax", (3,)),
+    ("LMax", "min_of"): ("LMax", (1,)),
+    ("LBool", "when_true"): ("LBool", (LSet([1, 2]),)),
     ("LMin", "lt"): ("LMin", (1,)),
     ("LMin", "lt_eq"): ("LMin", (0,)),
     ("LMin", "add"): ("LMin", (2,)),
@@ -102,14 +137,33 @@ ARGS: dict[tuple[str, str], tuple[str, tuple[Any, ...]]] = {
     ("LSet", "map"): ("LSet", (lambda x: x % 3,)),
     ("LSet", "filter"): ("LSet", (lambda x: x % 2 == 0,)),
     ("LSet", "intersect"): ("LSet", (LSet([1, 2, 5]),)),
+    ("LSet", "product"): ("LSet", (LSet([0, 1]),)),
+    ("LSet", "group_count"): ("LSet", (lambda x: x % 2,)),
     ("LMap", "at"): ("LMap", (1, LMax())),
     ("LMap", "key_set"): ("LMap", ()),
     ("LMap", "size"): ("LMap", ()),
+    ("LMap", "has_key"): ("LMap", (2,)),
+    ("LMap", "project"): ("LMap", ((0, 2),)),
+    ("LMap", "filter"): ("LMap[LBool]", ()),
+    ("LMap", "apply"): ("LMap", (_at_least_one,)),
+    ("LPSet", "pos_sum"): ("LPSet", ()),
+    ("LPSet", "size"): ("LPSet", ()),
+    ("LPSet", "contains"): ("LPSet", (3,)),
+    ("LPSet", "map"): ("LPSet", (lambda x: x % 3,)),
+    ("LPSet", "filter"): ("LPSet", (lambda x: x % 2 == 0,)),
+    ("LPSet", "intersect"): ("LPSet", (LSet([1, 2, 5]),)),
+    ("LPSet", "product"): ("LPSet", (LSet([0, 1]),)),
+    ("LPSet", "group_count"): ("LPSet", (lambda x: x % 2,)),
+    ("LBag", "multiplicity"): ("LBag", (1,)),
+    ("LBag", "contains"): ("LBag", (2,)),
+    ("LBag", "size"): ("LBag", ()),
+    ("LBag", "plus"): ("LBag", (LBag({1: 2, 3: 1}),)),
+    ("LBag", "intersect"): ("LBag", (LBag({1: 2, 3: 1}),)),
     ("LCounter", "total"): ("LCounter", ()),
     ("LPair", "first"): ("LPair", ()),
     ("LPair", "second"): ("LPair", ()),
 }
-CLASSES = [LMax, LMin, LBool, LSet, LMap, LCounter, LPair]
+CLASSES = [LMax, LMin, LBool, LSet, LMap, LCounter, LPair, LPSet, LBag]
 
 
 def marked_methods() -> list[tuple[str, str, str]]:

@@ -141,3 +141,160 @@ def notifications_requested(comp: Any, loop: str) -> dict[str, int]:
         for spec in comp.graph.stages
         if spec.name.startswith(loop + ".")
     }
+
+
+# Bud's programs with timesteps (tests/bloom/test_bud_programs.py) ------------------------------------------
+def kvs_workload(seed: int) -> tuple[dict[str, list[list[Any]]], int]:
+    """Bud's ``workload1`` (four puts of ``foo``), a get, a delete, a get; then seeded puts, gets and
+    deletes of 30 keys, some in the same epoch as a get of the same key. Per input, per epoch."""
+    puts: list[list[Any]] = [[("c", "foo", i, v)] for i, v in enumerate(["bar", "baz", "bam", "bak"], 1)]
+    gets: list[list[Any]] = [[] for _ in puts]
+    dels: list[list[Any]] = [[] for _ in puts]
+    tail: list[tuple[list[Any], list[Any], list[Any]]] = [
+        ([], [], []),
+        ([], [(1234, "foo")], []),
+        ([], [], [("foo", 23525)]),
+        ([], [(1235, "foo")], []),
+    ]
+    for put, get, delete in tail:
+        puts.append(put)
+        gets.append(get)
+        dels.append(delete)
+    rng = random.Random(f"bloom-kvs/{seed}")
+    reqid = 2000
+    for _ in range(12):
+        keys = rng.sample(range(30), 12)  # one op per key and epoch (Bud: one value per key per timestep)
+        p: list[Any] = []
+        g: list[Any] = []
+        d: list[Any] = []
+        for k in keys:
+            reqid += 1
+            r = rng.random()
+            if r < 0.45:
+                p.append(("c", f"k{k}", reqid, rng.randrange(100)))
+            elif r < 0.8:
+                g.append((reqid, f"k{k}"))
+            else:
+                d.append((f"k{k}", reqid))
+        puts.append(p)
+        gets.append(g)
+        dels.append(d)
+    return {"puts": puts, "dels": dels, "gets": gets}, len(puts) + 2
+
+
+def chat_workload(seed: int) -> tuple[dict[str, list[list[Any]]], int]:
+    """Clients connect, talk and leave over 8 epochs (seeded)."""
+    rng = random.Random(f"bloom-chat/{seed}")
+    clients = [f"c{i}" for i in range(5)]
+    connects: list[list[Any]] = [[(c, c.upper())] for c in clients[:3]] + [[(c, c.upper())] for c in clients[3:]]
+    connects += [[] for _ in range(8 - len(connects))]
+    messages: list[list[Any]] = [[(c, f"{c}-{e}") for c in rng.sample(clients, 2) if int(c[1:]) <= e] for e in range(8)]
+    leaves: list[list[Any]] = [[] for _ in range(8)]
+    leaves[4] = [("c1",)]
+    leaves[6] = [("c3",)]
+    return {"connects": connects, "messages": messages, "leaves": leaves}, 11
+
+
+def cart_workload(seed: int) -> tuple[dict[str, list[list[Any]]], int]:
+    """bud-sandbox test/cart_workloads.rb: ``simple_workload`` then ``multi_session_workload``,
+    one action per timestep as Bud's ``sync_do`` sends them, each checkout after its actions."""
+    seq = iter(range(1, 1000))
+    server, client = "server", "client"
+    simple = [("meat", 1), ("books", -1), ("beer", 1), ("diapers", 1), ("meat", -1)] + [("beer", 1)] * 12
+    actions: list[list[Any]] = [[(server, client, 1234, next(seq), i, c)] for i, c in simple]
+    checkouts: list[list[Any]] = [[] for _ in actions]
+    actions.append([])
+    checkouts.append([(server, client, 1234, next(seq))])
+    cart1 = [(555, "remedy", 1), (555, "sightglass", 2), (555, "cole", -1)]
+    cart2 = [(666, "blue bottle", 1), (666, "cole", 1)]
+    for session, item, count in cart1 + cart2:
+        actions.append([(server, client, session, next(seq), item, count)])
+        checkouts.append([])
+    actions += [[], []]
+    checkouts += [[(server, client, 666, next(seq))], [(server, client, 555, next(seq))]]
+    return {"actions": actions, "checkouts": checkouts}, len(actions) + 3
+
+
+def commit_workload(seed: int) -> tuple[dict[str, list[list[Any]]], int]:
+    """Seeded transactions over 4 participants, each voting yes or no, begun over 3 epochs."""
+    rng = random.Random(f"bloom-2pc/{seed}")
+    names = [f"p{i}" for i in range(4)]
+    requests: list[list[Any]] = [[], [], []]
+    policies: list[list[Any]] = [[], [], []]
+    for x in range(9):
+        epoch = x % 3
+        who = tuple(sorted(rng.sample(names, rng.randrange(1, 5))))
+        requests[epoch].append((f"x{x}", who))
+        policies[epoch].extend((p, f"x{x}", "yes" if rng.random() < 0.75 else "no") for p in who)
+    return {"requests": requests, "policies": policies}, 8
+
+
+BUD_PROGRAMS: dict[str, Any] = {
+    "kvs": (
+        kvs_workload,
+        lambda s, puts, dels, gets: dict(
+            zip(("response", "kvstate"), bloom.programs.kvs(puts, dels, gets), strict=True)
+        ),
+    ),
+    "chat": (
+        chat_workload,
+        lambda s, connects, messages, leaves: {"inbox": bloom.programs.chat(connects, messages, leaves)},
+    ),
+    "cart": (
+        cart_workload,
+        lambda s, actions, checkouts: {"memo": bloom.programs.destructive_cart(actions, checkouts)},
+    ),
+    "2pc": (
+        commit_workload,
+        lambda s, requests, policies: dict(
+            zip(("decision", "state"), bloom.programs.two_phase_commit(requests, policies), strict=True)
+        ),
+    ),
+}
+"""Name -> (workload(seed) -> (feeds, timesteps to read), make(scope, **inputs) -> outputs)."""
+
+
+@dataclass
+class BudRun(Run):
+    inputs: dict[str, timely.Input]
+    outputs: dict[str, bloom.Output]
+    feeds: dict[str, list[list[Any]]]
+    steps: int
+    process_index: int
+    processes: int
+
+    def __post_init__(self) -> None:
+        self.epochs = max(len(v) for v in self.feeds.values())
+
+    def feed(self, epoch: int) -> None:
+        for name, inp in self.inputs.items():
+            records = self.feeds[name][epoch] if epoch < len(self.feeds[name]) else []
+            inp.send(share(records, self.process_index, self.processes))
+            inp.advance_to(epoch + 1)
+
+    def probes(self) -> list[timely.Probe]:
+        return [output.probe for output in self.outputs.values()]
+
+    def result(self, comp: Any) -> dict[str, Any]:
+        answers = {
+            name: [sorted(json.loads(json.dumps(list(output.answer(t)))), key=json.dumps) for t in range(self.steps)]
+            for name, output in self.outputs.items()
+        }
+        asked = {
+            spec.name: sum(v.statistics().notifications_requested for v in comp.vertices(spec.name))
+            for spec in comp.graph.stages
+        }
+        return {"process": self.process_index, "answers": answers, "notifications": asked}
+
+
+def bud(name: str, seed: int) -> Any:
+    """The build of Bud program ``name`` (`BUD_PROGRAMS`) fed its workload of ``seed`` (for `Mode.run`)."""
+    workload, make = BUD_PROGRAMS[name]
+    feeds, steps = workload(seed)
+
+    def build(scope: timely.Scope) -> BudRun:
+        inputs = {n: scope.new_input(n) for n in feeds}
+        outputs = make(scope, **inputs)
+        return BudRun(inputs, outputs, feeds, steps, scope.process_index, scope.processes)
+
+    return build

@@ -1,0 +1,83 @@
+"""The program ``bloom.kvs`` runs in every process (private; not a benchmark).
+
+Started by `bench.bloom_kvs` as ``python -m timely.cli run -n N -m bench._bloom_kvs_worker kvs
+KEYS OPS BATCH SEED``. Every process builds the same workload (`bench.bloom_kvs.workload`) and
+feeds its share of every epoch (op ``i`` when ``i % processes == index``): first the load (every
+key put once, 50,000 puts an epoch), then the mixed stream, BATCH operations an epoch, each input
+held to at most `AHEAD` epochs ahead of the answers' probe. Each process prints one line
+``BLOOMKVS {json}``: the seconds from its first mixed operation fed to the end of the
+computation, for each mixed epoch the milliseconds from feeding it (just before ``advance_to``
+closes it here) to its answers being complete (the subscription's call for that timestep), and
+a checksum of the get answers it received (`bench.bloom_kvs.checksum`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import timely
+from bench.bloom_kvs import AHEAD, LOAD_BATCH, MARK, checksum, workload
+from timely_libs import bloom
+
+
+def main(argv: list[str]) -> None:
+    keys, ops, batch, seed = (int(a) for a in argv[1:5])
+    load, mixed = workload(keys, ops, batch, seed)
+    answered: dict[int, float] = {}
+    got = [0, 0]  # answers, checksum
+
+    def collect(at: timely.Timestamp, records: list[Any]) -> None:
+        now = time.perf_counter()
+        for step, answer in records:
+            answered.setdefault(step, now)
+            got[0] += 1
+            got[1] = (got[1] + checksum(answer)) & 0xFFFFFFFFFFFFFFFF
+
+    def build(scope: timely.Scope) -> tuple[Any, ...]:
+        puts, dels, gets = scope.new_input("puts"), scope.new_input("dels"), scope.new_input("gets")
+        response, _ = bloom.programs.kvs(puts, dels, gets)
+        response.stream.subscribe(collect, name="answered")
+        for inp in (puts, dels, gets):
+            inp.throttle(response.probe, AHEAD)
+        return puts, dels, gets, scope.process_index, scope.processes
+
+    with timely.execute(build, timeout=3600, stall_log_after=None) as (comp, built):
+        puts, dels, gets, index, processes = built
+        inputs = (puts, dels, gets)
+        epoch = 0
+        for chunk in range(0, len(load), LOAD_BATCH):
+            puts.send(load[chunk + index : chunk + LOAD_BATCH : processes])
+            epoch += 1
+            for inp in inputs:
+                inp.advance_to(epoch)
+        first = epoch
+        fed: dict[int, float] = {}
+        started = time.perf_counter()
+        for p, g, d in mixed:
+            puts.send(p[index::processes])
+            gets.send(g[index::processes])
+            dels.send(d[index::processes])
+            fed[epoch] = time.perf_counter()
+            epoch += 1
+            for inp in inputs:
+                inp.advance_to(epoch)
+        for inp in inputs:
+            inp.close()
+        comp.run()
+        finished = time.perf_counter()
+    latencies = {e - first: (answered[e] - fed[e]) * 1000 for e in fed if e in answered}
+    result = {
+        "process": index,
+        "seconds": finished - started,
+        "latency_ms": latencies,
+        "answers": got[0],
+        "checksum": got[1],
+    }
+    print(f"{MARK} {json.dumps(result)}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
