@@ -27,6 +27,7 @@ def test_no_file_spells_a_folder_name_as_an_import_name() -> None:
     found = [
         f"{name}:{number}: {line.strip()}"
         for name in files
+        if name != "tests/test_package.py"  # its own examples of the old spellings, below
         for number, line in enumerate((ROOT / name).read_text().splitlines(), 1)
         if OLD.search(line)
     ]

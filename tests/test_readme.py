@@ -229,8 +229,8 @@ def printed_commands() -> list[tuple[str, str]]:
         text = subprocess.run(
             [sys.executable, "-m", "timely.cli", *words], capture_output=True, text=True, timeout=RUN_TIMEOUT
         ).stdout
-        examples = text.partition("\nexamples:\n")[2].split("\n\n")[0]
-        found += [(f"timely {' '.join(words)}", s.strip()) for s in examples.splitlines() if s.strip()[:1] not in "#"]
+        listed = text.partition("\nexamples:\n")[2].split("\n\n")[0]
+        found += [(f"timely {' '.join(words)}", s.strip()) for s in listed.splitlines() if s.strip()[:1] not in "#"]
     return found
 
 
