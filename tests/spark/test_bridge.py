@@ -7,6 +7,7 @@ shipped to Spark's Python workers by value (this module is not importable there)
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import sys
@@ -29,6 +30,7 @@ from pyspark.sql import functions as F  # noqa: E402
 import timely  # noqa: E402
 from timely_libs import linq  # noqa: E402
 from timely_libs import spark as tspark  # noqa: E402
+from timely_libs.spark._progress import NOTES  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -339,3 +341,34 @@ def test_progress_reports_what_the_processes_did_while_they_run(session: SparkSe
     assert [p.epochs_done for p in live] == sorted(p.epochs_done for p in live)
     assert all(p.rows_in <= 250 and p.records <= last.records for p in live)
     assert "5/5 epochs done · 250 rows in" in last.describe()
+
+
+def announces(scope: timely.Scope, inputs: dict[str, timely.Input]) -> timely.Stream:
+    """Every row passes through; each process's first batch announces a pause on the notes
+    logger, as linq's first compile of its numba loops does."""
+    index = scope.process_index
+
+    def announce(at: timely.Timestamp, batch: list[Any]) -> None:
+        if at.epoch == 0:
+            logging.getLogger(NOTES).warning("process %d: compiling, once per machine", index)
+
+    return inputs["rows"].inspect_batch("announce", announce)
+
+
+def test_what_a_process_announces_reaches_the_driver_once(session: SparkSession) -> None:
+    """A task's announcement (a first compile pauses a process for seconds) is shown by the
+    driver, once, not left in an executor's log while the figures stand still."""
+    seen: list[tspark.Progress] = []
+    lines: list[str] = []
+    console = tspark.ConsoleProgress(say=lines.append)
+
+    def callback(p: tspark.Progress) -> None:
+        seen.append(p)
+        console(p)
+
+    epochs = [{"rows": session.createDataFrame([(e, i) for i in range(20)], "e long, i long")} for e in range(3)]
+    out = tspark.run_epochs(session, announces, epochs, "e long, i long", timeout=TIMEOUT, progress=callback)
+    assert out.count() == 60
+    expected = {f"process {p}: compiling, once per machine" for p in range(2)}
+    assert set(seen[-1].notes) == expected and len(seen[-1].notes) == 2
+    assert sorted(line for line in lines if "compiling" in line) == sorted(f"announces: {n}" for n in expected)

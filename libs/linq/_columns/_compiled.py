@@ -34,7 +34,7 @@ _STARTED = time.perf_counter()
 # file; a first compile is announced before it starts. `_say_if_compiled` (the end) restores numba's.
 _NUMBA_CACHE_DIR = _numba_cache.use_cache_dir()
 if _numba_cache.will_compile(__file__, Path(__file__).read_text().count("\n@njit(")):
-    logging.getLogger("timely").warning(
+    logging.getLogger("timely.compile").warning(
         "timely_libs.linq: compiling its numeric loops with numba, once per machine (about 10 s) into %s",
         _numba_cache.cache_dir(),
     )
@@ -601,7 +601,7 @@ def _say_if_compiled() -> None:
     loops = [f for f in globals().values() if isinstance(f, Dispatcher)]
     compiled = [f for f in loops if f.stats.cache_misses]
     if compiled:
-        logging.getLogger("timely").warning(
+        logging.getLogger("timely.compile").warning(
             "timely_libs.linq compiled %d numeric loops with numba in %.1f s; once per machine (cached in %s)",
             len(compiled),
             time.perf_counter() - _STARTED,
