@@ -13,6 +13,7 @@ import random
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 import timely  # noqa: E402
+from tests.support import ROOT  # noqa: E402
 from timely_libs import linq  # noqa: E402
 from timely_libs import spark as tspark  # noqa: E402
 from timely_libs.spark._progress import NOTES  # noqa: E402
@@ -372,3 +374,46 @@ def test_what_a_process_announces_reaches_the_driver_once(session: SparkSession)
     expected = {f"process {p}: compiling, once per machine" for p in range(2)}
     assert set(seen[-1].notes) == expected and len(seen[-1].notes) == 2
     assert sorted(line for line in lines if "compiling" in line) == sorted(f"announces: {n}" for n in expected)
+
+
+# The compiled loops' cache on executors -------------------------------------------------------------
+
+
+def numba_probe(scope: timely.Scope, inputs: dict[str, timely.Input]) -> timely.Stream:
+    """For each row, what linq's compiled loops did in this executor's Python worker: its pid,
+    how many loops it compiled and loaded from the cache, and where the cache is."""
+
+    def probe(row: Any) -> tuple[int, int, int, int, str]:
+        from numba.core.dispatcher import Dispatcher
+
+        import timely_libs.linq._columns._compiled as compiled
+
+        loops = [v for v in vars(compiled).values() if isinstance(v, Dispatcher)]
+        where = sorted({str(f.stats.cache_path) for f in loops})
+        return (
+            os.getpid(),
+            sum(bool(f.stats.cache_misses) for f in loops),
+            sum(bool(f.stats.cache_hits) for f in loops),
+            len(loops),
+            ",".join(where),
+        )
+
+    return inputs["rows"].map("probe", probe)
+
+
+@pytest.mark.timeout(600)  # a first compile on a loaded machine: a minute
+def test_executors_share_one_per_user_cache_and_a_second_job_does_not_compile(session: SparkSession) -> None:
+    from timely_libs import _numba_cache
+
+    schema = "pid long, compiled long, loaded long, loops long, cache string"
+    rows = session.createDataFrame([(i,) for i in range(8)], "i long")
+    first = tspark.run(session, numba_probe, {"rows": rows}, schema, timeout=540).collect()
+    second = tspark.run(session, numba_probe, {"rows": rows}, schema, timeout=540).collect()
+    expected = _numba_cache.cache_dir()
+    for r in first + second:
+        assert r.loops >= 10 and r.compiled + r.loaded == r.loops, r
+        assert Path(r.cache).is_relative_to(expected) and not Path(r.cache).is_relative_to(ROOT), r
+    # The second job's workers either are the first's (their loops still in memory) or loaded
+    # every loop from the cache: none compiled again.
+    pids = {r.pid for r in first}
+    assert all(r.pid in pids or r.compiled == 0 for r in second), second
