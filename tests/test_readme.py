@@ -212,7 +212,7 @@ NOT_RUN_HERE = {
     r"^\.venv/bin/ruff ": "the linters of the dev extra; mypy and the import contracts run in tests/test_layers.py",
     r"^python3 -m bench (?!--list$)": "a benchmark of minutes; the names it uses are checked against --list above",
     r"spark://|^spark-submit ": "needs a Spark cluster; tests/spark/test_cluster.py runs the job on a standalone one",
-    r"^pip wheel |^cp dist/": "building the wheel: .ci/run builds it so and runs the README from it",
+    r"^pip wheel |^cp dist/": "building the wheel: .ci/wheel (run by .ci/run) builds it so and runs the README from it",
 }
 PROG = ROOT / "tests" / "support" / "printed_prog.py"
 
