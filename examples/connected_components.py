@@ -1,11 +1,17 @@
 """Connected components of a generated graph, by min-label propagation in a timely loop.
 
     python -m timely_examples.connected_components [--nodes N] [--edges M] [--workers W] [--seed S]
+    timely run -n 2 --workers 3 -m timely_examples.connected_components [--nodes N] ...
 
 Each node starts labelled with its own id; at every iteration of the loop, nodes whose label
 improved tell their neighbours. The loop ends by itself when no label improves: a fixed point
 found by the data, not by a fixed iteration count. Progress is printed per iteration, and
 the answer is checked against a plain breadth-first search.
+
+Written for any number of processes: every process generates the same graph (same seed) but
+sends only its share of the edges, and the labels, which end up spread over the workers by
+node, are gathered on process 0 (an exchange that sends every record to worker 0), which
+alone holds the whole answer and checks it.
 """
 
 from __future__ import annotations
@@ -64,9 +70,11 @@ class MinLabel(timely.Vertex):
 
 
 def components(
-    scope: timely.Scope, on_iteration: Callable[[timely.Timestamp, int], None] | None = None
+    scope: timely.Scope, on_iteration: Callable[[timely.Timestamp, int], None] | None = None, gather: bool = False
 ) -> tuple[timely.Input, dict[int, int]]:
-    """Build the dataflow; returns the edge input and the dict that will hold node -> label."""
+    """Build the dataflow; returns the edge input and the dict that will hold node -> label:
+    the labels of this process's workers' nodes, or with ``gather`` every node's on process 0
+    and none elsewhere."""
     edges = scope.new_input("edges")
     loop = timely.LoopContext(scope, "cc")
     both = edges.flat_map("symmetric", lambda e: [e, (e[1], e[0])])
@@ -87,7 +95,10 @@ def components(
             if label < best.get(node, label + 1):
                 best[node] = label
 
-    loop.egress(changes, name="labels_out").subscribe(keep)
+    labels = loop.egress(changes, name="labels_out")
+    if gather:  # worker 0 lives on process 0: every label change sent there gathers the whole answer
+        labels = labels.exchange("gather", lambda change: 0)
+    labels.subscribe(keep)
     return edges, best
 
 
@@ -115,35 +126,55 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=200_000)
     parser.add_argument("--edges", type=int, default=300_000)
-    parser.add_argument("--workers", type=int, default=None, help="workers per process (default: timely run's, else 1)")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="workers per process (default: timely run's --workers, or 1)"
+    )
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)
 
     rng = random.Random(args.seed)
     edge_list = [(rng.randrange(args.nodes), rng.randrange(args.nodes)) for _ in range(args.edges)]
-    print(
-        f"graph: {args.nodes:,} nodes, {args.edges:,} edges (seed {args.seed}); {args.workers or 'default'} worker(s)"
-    )
     started = time.perf_counter()
     last_line = [started]
+    pending: list[int] = [-1, 0]  # the iteration process 0's workers are reporting, its labels improved so far
 
-    def progress(t: timely.Timestamp, improved: int) -> None:
+    def say(iteration: int, improved: int, last: bool = False) -> None:
         now = time.perf_counter()
-        if now - last_line[0] > 0.5 or improved == 0:
-            print(
-                f"  iteration {t.counters[0]:>3}: {improved:>8,} labels improved  ({now - started:5.1f} s)", flush=True
-            )
+        if now - last_line[0] > 0.5 or last:
+            print(f"  iteration {iteration:>3}: {improved:>8,} labels improved on process 0  ({now - started:5.1f} s)")
             last_line[0] = now
 
-    with timely.execute(lambda s: components(s, progress), workers=args.workers) as (comp, (edges, best)):
-        edges.send(edge_list)
+    def progress(t: timely.Timestamp, improved: int) -> None:
+        """Iterations are notified in order (the next needs the last one's proposals), so an
+        iteration's line is printed, at most two a second, when the next one begins."""
+        if t.counters[0] != pending[0]:
+            if pending[0] >= 0:
+                say(pending[0], pending[1])
+            pending[:] = [t.counters[0], 0]
+        pending[1] += improved
+
+    def build(scope: timely.Scope) -> tuple[timely.Input, dict[int, int], int, int, int]:
+        edges, best = components(scope, progress if scope.process_index == 0 else None, gather=True)
+        return edges, best, scope.process_index, scope.processes, scope.peers
+
+    with timely.execute(build, workers=args.workers) as (comp, (edges, best, index, processes, peers)):
+        if index == 0:
+            print(
+                f"graph: {args.nodes:,} nodes, {args.edges:,} edges (seed {args.seed}); "
+                f"{processes} process(es), {peers} worker(s) in all"
+            )
+        edges.send(edge_list[index::processes])  # this process's share of the edges
     elapsed = time.perf_counter() - started
+    if pending[0] >= 0:
+        say(pending[0], pending[1], last=True)
     stats = comp.statistics()
-    n_components = len(set(best.values()))
     print(
-        f"done in {elapsed:.2f} s: {n_components:,} components over {len(best):,} nodes; "
-        f"{stats.records_delivered:,} records and {stats.notifications_delivered:,} notifications delivered"
+        f"done in {elapsed:.2f} s: {stats.records_delivered:,} records and "
+        f"{stats.notifications_delivered:,} notifications delivered on this process"
     )
+    if index != 0:
+        return 0  # the labels were gathered on process 0, which checks them
+    print(f"{len(set(best.values())):,} components over {len(best):,} nodes")
     expected = reference_components(edge_list)
     if best != expected:
         print("MISMATCH against breadth-first search", file=sys.stderr)

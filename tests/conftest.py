@@ -37,9 +37,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if item.get_closest_marker("slow") is None]
         config.stash[_SLOW_LEFT_OUT] = len(slow)
+        if hasattr(config, "workeroutput"):  # a pytest-xdist worker: its controller prints the summary
+            config.workeroutput["slow_left_out"] = len(slow)
 
 
 _SLOW_LEFT_OUT = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """Under pytest-xdist the workers collect (and leave the slow tests out): the controller
+    learns how many from the first worker that reports it."""
+    left_out = getattr(node, "workeroutput", {}).get("slow_left_out")
+    if left_out:
+        node.config.stash[_SLOW_LEFT_OUT] = left_out
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -29,6 +29,7 @@ def test_no_file_spells_a_folder_name_as_an_import_name() -> None:
     found = [
         f"{name}:{number}: {line.strip()}"
         for name in files
+        if name != "tests/test_package.py"  # its own examples of the old spellings, below
         for number, line in enumerate((ROOT / name).read_text().splitlines(), 1)
         if OLD.search(line)
     ]
@@ -52,3 +53,22 @@ def test_the_package_list_has_only_prefixed_top_level_names() -> None:
     ]
     assert "timely_libs.linq._trace" in setup["PACKAGES"]  # subpackages come with their parents
     assert setup["RENAMED"] == {k: v for k, v in checked_names().items() if k != v}
+
+
+def test_ci_checks_the_wheel_outside_the_checkout() -> None:
+    """.ci/wheel (run by .ci/run before the tests) builds the wheel, refuses generic top-level
+    names, and runs the README from an environment holding only the wheel, in a directory
+    outside the checkout; this keeps its steps from being dropped quietly."""
+    run = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert "bash .ci/wheel" in run
+    assert run.index("bash .ci/wheel") < run.index(".venv/bin/python -m pytest")
+    wheel = (ROOT / ".ci" / "wheel").read_text()
+    for step in (
+        'pip" wheel -q --no-deps',
+        'expected = ["timely", "timely_examples", "timely_jobs", "timely_libs"]',
+        '"$outside/env/bin/pip" install -q "$wheel"',
+        'cd "$outside/run"',
+        '.ci/readme_blocks.py" "$checkout/README.md"',
+        "timely run -n 2 --workers 2 -m timely_examples.connected_components",
+    ):
+        assert step in wheel, step

@@ -12,6 +12,7 @@ two set-up commands are what CI runs.
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shlex
 import subprocess
@@ -19,6 +20,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support import clean_env
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -195,3 +198,135 @@ def test_every_benchmark_the_readme_names_exists() -> None:
             assert any(n == word or n.startswith(word + ".") for n in names), f"{command}: no benchmark {word!r}"
             named += 1
     assert named >= 5
+
+
+# Every command a user is shown ---------------------------------------------------------------------
+# The README's and the docs' bash blocks and the examples `timely --help` and `timely run --help`
+# print: each runs here, as printed, in a temporary directory that holds what it names (prog.py,
+# data.csv, hosts.txt, ...), or is listed below with the reason it does not and what runs it instead.
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+NOT_RUN_HERE = {
+    r"^python3 -m venv \.venv && ": "an installation: .ci/run runs the test line (checked above) in a fresh clone",
+    r"^\.venv/bin/python -m pytest\b": "the test suite itself: .ci/run",
+    r"^source \.venv/bin/activate$": "changes its shell: the commands here run with this environment first on the PATH, as it does",
+    r"^\.venv/bin/ruff ": "the linters of the dev extra; mypy and the import contracts run in tests/test_layers.py",
+    r"^python3 -m bench (?!--list$)": "a benchmark of minutes; the names it uses are checked against --list above",
+    r"spark://|^spark-submit ": "needs a Spark cluster; tests/spark/test_cluster.py runs the job on a standalone one",
+    r"^pip wheel |^cp dist/": "building the wheel: .ci/wheel (run by .ci/run) builds it so and runs the README from it",
+}
+PROG = ROOT / "tests" / "support" / "printed_prog.py"
+
+
+def printed_commands() -> list[tuple[str, str]]:
+    """``(where, command)`` for every command line a user is shown, continuation lines joined."""
+    found: list[tuple[str, str]] = []
+    for path in [README, *DOCS]:
+        for m in BLOCK.finditer(path.read_text()):
+            if m.group(1) == "bash":
+                code = m.group(2).replace("\\\n", " ")
+                found += [(path.name, re.sub(r"\s+#.*$", "", s).strip()) for s in code.splitlines() if s.strip()]
+    for words in (["--help"], ["run", "--help"]):
+        text = subprocess.run(
+            [sys.executable, "-m", "timely.cli", *words], capture_output=True, text=True, timeout=RUN_TIMEOUT
+        ).stdout
+        listed = text.partition("\nexamples:\n")[2].split("\n\n")[0]
+        found += [(f"timely {' '.join(words)}", s.strip()) for s in listed.splitlines() if s.strip()[:1] not in "#"]
+    return found
+
+
+PRINTED = printed_commands()
+RUN_HERE = list(
+    {c: (where, c) for where, c in reversed(PRINTED) if not any(re.search(p, c) for p in NOT_RUN_HERE)}.values()
+)[::-1]
+"""Each command once, where it is first printed."""
+SLOW = re.compile(r"-m timely_jobs\.graph_analytics (?!--help)")
+"""The main job's runs: Spark starts in seconds, so they run with the slow tests."""
+
+
+def test_the_printed_commands_are_found() -> None:
+    """The collection above could find nothing and pass everything: it finds the commands it must."""
+    commands = [c for _, c in PRINTED]
+    assert "timely run -n 2 --workers 3 -m timely_examples.connected_components --nodes 20000 --edges 30000" in commands
+    assert any(where == "network.md" for where, _ in PRINTED) and any(w == "README.md" for w, _ in PRINTED)
+    assert len(RUN_HERE) >= 8 and all(any(re.search(p, c) for c in commands) for p in NOT_RUN_HERE)
+
+
+def _materials(where: Path) -> None:
+    """What the printed commands name, in ``where``: the program, its data, a two-host cluster."""
+    import secrets
+    import socket
+
+    (where / "prog.py").write_text(PROG.read_text())
+    (where / "mypackage").mkdir()
+    (where / "mypackage" / "__init__.py").write_text("")
+    (where / "mypackage" / "job.py").write_text(PROG.read_text())
+    (where / "data.csv").write_text("".join(f"w{i % 5} w{i % 9} w{i % 4}\n" for i in range(200)))
+    (where / "edges.csv").write_text("src,dst\n" + "".join(f"{i},{(i * 7 + 3) % 60}\n" for i in range(0, 60, 2)))
+    (where / "secret.hex").write_text(secrets.token_hex(32) + "\n")
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    (where / "hosts.txt").write_text("".join(f"127.0.0.1:{p}\n" for p in ports))
+
+
+def _run_printed(command: str, where: Path) -> str:
+    """Run ``command`` as a shell would, with this environment's commands first on the PATH:
+    every process of it (each ``--process`` of a hosts file at once); what they printed. The
+    benchmarks run from the checkout (``bench/`` is not installed)."""
+    env = {k: v for k, v in clean_env().items() if k != "PYTHONPATH"}  # from what is installed, as a user
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    if "--hosts" in command:
+        hosts = (where / "hosts.txt").read_text().split()
+        commands = [re.sub(r"--process \S+", f"--process {k}", command) for k in range(len(hosts))]
+    else:
+        commands = [command]
+    children = [
+        subprocess.Popen(
+            ["bash", "-c", c],
+            cwd=ROOT if "-m bench" in c else where,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for c in commands
+    ]
+    out = []
+    try:
+        for child, c in zip(children, commands):
+            printed, _ = child.communicate(timeout=RUN_TIMEOUT)
+            assert child.returncode == 0, f"{c}\nexited {child.returncode}:\n{printed[-3000:]}"
+            out.append(printed)
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    return "".join(out)
+
+
+@pytest.mark.parametrize(
+    ("where", "command"),
+    [pytest.param(w, c, marks=[pytest.mark.slow] if SLOW.search(c) else []) for w, c in RUN_HERE],
+    ids=[f"{w}: {c}" for w, c in RUN_HERE],
+)
+def test_every_printed_command_runs_green(where: str, command: str, tmp_path: Path) -> None:
+    _materials(tmp_path)
+    printed = _run_printed(command, tmp_path)
+    if re.search(r"\bprog\.py\b|mypackage\.job", command):
+        words = len((tmp_path / "data.csv").read_text().split()) if "--input data.csv" in command else 900
+        assert f"[p0] counted {words} words: equal" in printed, printed[-3000:]
+    elif "timely_examples.connected_components" in command:
+        assert "checked against a breadth-first search: equal" in printed, printed[-3000:]
+    elif SLOW.search(command):
+        import networkx as nx
+        import pyarrow.parquet as pq
+
+        lines = (tmp_path / "edges.csv").read_text().split()[1:]
+        graph = nx.Graph([tuple(map(int, line.split(","))) for line in lines])
+        got = pq.read_table(tmp_path / "out" / "components.parquet").to_pydict()
+        assert dict(zip(got["node"], got["cc"])) == {v: min(c) for c in nx.connected_components(graph) for v in c}
+    else:
+        assert printed.strip(), f"{command} printed nothing"

@@ -149,7 +149,7 @@ checkpoint; one that does not starts over. Ctrl-C never restarts.
 _RUN_EPILOG = """\
 examples:
   timely run -n 4 prog.py --input data.csv
-  timely run -n 2 --workers 3 -m timely_examples.connected_components
+  timely run -n 2 --workers 3 -m timely_examples.connected_components --nodes 20000 --edges 30000
   # on machine k of a cluster (hosts.txt: one host:port per line, the same file everywhere);
   # off loopback every connection is encrypted and tamper-proof, keyed from the secret
   TIMELY_SECRET=$(cat secret.hex) timely run --hosts hosts.txt --process k prog.py

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import secrets
 import shutil
 import socket
@@ -32,6 +33,10 @@ __all__ = ["ConsoleProgress", "Progress", "ProgressCallback", "TaskReporter", "d
 
 INTERVAL = 1.0
 """Seconds between samples, in the tasks and on the driver."""
+NOTES = "timely.compile"
+"""The logger whose records a task forwards to the driver as `Progress.notes`: announcements
+of a pause the figures cannot explain (the libraries' first compile of their numba loops, on
+an executor that has not cached them yet), which would otherwise reach only the executor's log."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,9 @@ class Progress:
     """Spark's own stages in flight, such as ``stage 12: 1/2 tasks``."""
     done: bool = False
     """The last snapshot of the run."""
+    notes: tuple[str, ...] = ()
+    """What the processes announced (`NOTES`: a first compile of numba loops, which pauses a
+    process for seconds), each once, oldest first."""
 
     def describe(self) -> str:
         """One line: ``2/6 epochs done · 50,200 rows in · 12.1M records processed (30.0k/s) · ...``."""
@@ -111,10 +119,21 @@ class ConsoleProgress:
         self._last = 0.0
         self._epochs_done = -1
         self._printed = False
+        self._notes_said: set[str] = set()
         self.last_shown = 0.0
         """When it last showed something (`time.monotonic`): lets a caller tell silence from a bar."""
 
     def __call__(self, p: Progress) -> None:
+        for note in p.notes:  # each at once, whatever the figures' schedule
+            if note not in self._notes_said:
+                self._notes_said.add(note)
+                self.last_shown = time.monotonic()
+                if self._bar is not None:
+                    self._bar.write(f"{p.label}: {note}", file=self.stream)
+                else:
+                    self.say(f"{p.label}: {note}")
+        if p.done:
+            self._notes_said.clear()
         if self.terminal:
             self.last_shown = time.monotonic()
             self._draw(p)
@@ -167,8 +186,10 @@ class TaskReporter:
         self._stop = threading.Event()
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
+        self._notes: _Notes | None = None
         if address is None:
             return
+        self._notes = _Notes()
         host, port, self._token = address
         try:
             self._sock = socket.create_connection((host, port), timeout=2.0)
@@ -182,6 +203,8 @@ class TaskReporter:
             return
         try:
             report = {"token": self._token, "process": self.process, **self.sample()}
+            if self._notes is not None and self._notes.said:
+                report["notes"] = list(self._notes.said)
             self._sock.sendall(json.dumps(report).encode() + b"\n")
         except Exception:  # a sample racing the computation, or the driver gone: skip it
             pass
@@ -195,9 +218,33 @@ class TaskReporter:
         if self._thread is not None:
             self._thread.join()
         self._send()
+        if self._notes is not None:
+            self._notes.close()
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.close()
+
+
+class _Notes(logging.Handler):
+    """Keeps what the `NOTES` logger says in this process (while a `TaskReporter` runs). It
+    still reaches the task's stderr as it would have without this handler."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.said: list[str] = []
+        self.logger = logging.getLogger(NOTES)
+        self._unheard = not self.logger.hasHandlers()  # else Python's last resort printed it
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.said) < 10:
+            self.said.append(record.getMessage())
+        if self._unheard and logging.lastResort is not None and record.levelno >= logging.lastResort.level:
+            logging.lastResort.handle(record)
+
+    def close(self) -> None:
+        self.logger.removeHandler(self)
+        super().close()
 
 
 # The driver's side ---------------------------------------------------------------------------------
@@ -295,6 +342,7 @@ def monitor(
             records_per_second=max(0.0, (records - last_records) / span),
             spark=stages,
             done=done,
+            notes=tuple(dict.fromkeys(n for r in reports for n in r.get("notes", ()))),  # each once
         )
 
     def tick() -> None:

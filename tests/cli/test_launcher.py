@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -149,13 +150,28 @@ def test_fresh_secret_per_run(tmp_path: Path) -> None:
     assert len(secrets) == 2
 
 
+def free_port_pair() -> int:
+    """A port P with P and P + 1 free right now (tests run in parallel: no fixed port is safe)."""
+    for _ in range(50):
+        with socket.socket() as first, socket.socket() as second:
+            first.bind(("127.0.0.1", 0))
+            port = first.getsockname()[1]
+            try:
+                second.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no two consecutive free ports")
+
+
 def test_base_port_existing_secret_and_user_settings(tmp_path: Path) -> None:
     prog = script(tmp_path, ENV_PRINTER)
     env = clean_env(TIMELY_SECRET=SECRET, PYTHONHASHSEED="123", PYTHONUNBUFFERED="")
-    result = timely("run", "-n", "2", "--base-port", "47000", prog, env=env)
+    port = free_port_pair()
+    result = timely("run", "-n", "2", "--base-port", str(port), prog, env=env)
     assert result.returncode == 0, result.stderr
     for r in envs_of(result.stdout, 2):
-        assert r["TIMELY_ADDRESSES"] == "127.0.0.1:47000,127.0.0.1:47001"
+        assert r["TIMELY_ADDRESSES"] == f"127.0.0.1:{port},127.0.0.1:{port + 1}"
         assert r["TIMELY_SECRET"] == SECRET
         assert r["PYTHONHASHSEED"] == "123"  # the user's choice is kept
         assert r["PYTHONUNBUFFERED"] == ""

@@ -7,11 +7,13 @@ shipped to Spark's Python workers by value (this module is not importable there)
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,8 +29,10 @@ from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 import timely  # noqa: E402
+from tests.support import ROOT  # noqa: E402
 from timely_libs import linq  # noqa: E402
 from timely_libs import spark as tspark  # noqa: E402
+from timely_libs.spark._progress import NOTES  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -350,3 +354,77 @@ def test_progress_reports_what_the_processes_did_while_they_run(session: SparkSe
     assert [p.epochs_done for p in live] == sorted(p.epochs_done for p in live)
     assert all(p.rows_in <= 250 and p.records <= last.records for p in live)
     assert "5/5 epochs done · 250 rows in" in last.describe()
+
+
+def announces(scope: timely.Scope, inputs: dict[str, timely.Input]) -> timely.Stream:
+    """Every row passes through; each process's first batch announces a pause on the notes
+    logger, as linq's first compile of its numba loops does."""
+    index = scope.process_index
+
+    def announce(at: timely.Timestamp, batch: list[Any]) -> None:
+        if at.epoch == 0:
+            logging.getLogger(NOTES).warning("process %d: compiling, once per machine", index)
+
+    return inputs["rows"].inspect_batch("announce", announce)
+
+
+def test_what_a_process_announces_reaches_the_driver_once(session: SparkSession) -> None:
+    """A task's announcement (a first compile pauses a process for seconds) is shown by the
+    driver, once, not left in an executor's log while the figures stand still."""
+    seen: list[tspark.Progress] = []
+    lines: list[str] = []
+    console = tspark.ConsoleProgress(say=lines.append)
+
+    def callback(p: tspark.Progress) -> None:
+        seen.append(p)
+        console(p)
+
+    epochs = [{"rows": session.createDataFrame([(e, i) for i in range(20)], "e long, i long")} for e in range(3)]
+    out = tspark.run_epochs(session, announces, epochs, "e long, i long", timeout=TIMEOUT, progress=callback)
+    assert out.count() == 60
+    expected = {f"process {p}: compiling, once per machine" for p in range(2)}
+    assert set(seen[-1].notes) == expected and len(seen[-1].notes) == 2
+    assert sorted(line for line in lines if "compiling" in line) == sorted(f"announces: {n}" for n in expected)
+
+
+# The compiled loops' cache on executors -------------------------------------------------------------
+
+
+def numba_probe(scope: timely.Scope, inputs: dict[str, timely.Input]) -> timely.Stream:
+    """For each row, what linq's compiled loops did in this executor's Python worker: its pid,
+    how many loops it compiled and loaded from the cache, and where the cache is."""
+
+    def probe(row: Any) -> tuple[int, int, int, int, str]:
+        from numba.core.dispatcher import Dispatcher
+
+        import timely_libs.linq._columns._compiled as compiled
+
+        loops = [v for v in vars(compiled).values() if isinstance(v, Dispatcher)]
+        where = sorted({str(f.stats.cache_path) for f in loops})
+        return (
+            os.getpid(),
+            sum(bool(f.stats.cache_misses) for f in loops),
+            sum(bool(f.stats.cache_hits) for f in loops),
+            len(loops),
+            ",".join(where),
+        )
+
+    return inputs["rows"].map("probe", probe)
+
+
+@pytest.mark.timeout(600)  # a first compile on a loaded machine: a minute
+def test_executors_share_one_per_user_cache_and_a_second_job_does_not_compile(session: SparkSession) -> None:
+    from timely_libs import _numba_cache
+
+    schema = "pid long, compiled long, loaded long, loops long, cache string"
+    rows = session.createDataFrame([(i,) for i in range(8)], "i long")
+    first = tspark.run(session, numba_probe, {"rows": rows}, schema, timeout=540).collect()
+    second = tspark.run(session, numba_probe, {"rows": rows}, schema, timeout=540).collect()
+    expected = _numba_cache.cache_dir()
+    for r in first + second:
+        assert r.loops >= 10 and r.compiled + r.loaded == r.loops, r
+        assert Path(r.cache).is_relative_to(expected) and not Path(r.cache).is_relative_to(ROOT), r
+    # The second job's workers either are the first's (their loops still in memory) or loaded
+    # every loop from the cache: none compiled again.
+    pids = {r.pid for r in first}
+    assert all(r.pid in pids or r.compiled == 0 for r in second), second

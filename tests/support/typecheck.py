@@ -2,8 +2,8 @@
 
 The libraries, jobs and examples live in libs/, jobs/ and examples/ but are imported as
 timely_libs, timely_jobs and timely_examples (pyproject.toml's ``[tool.timely.installed-names]``).
-mypy names a module by its path, so run in the repository it would name libs/linq/ after its folder
-and could not follow an ``import timely_libs.linq``. This lays a tree of symbolic links with the imported names
+mypy names a module by its path, so run in the repository it would name libs/linq/ after its folder and could not
+follow an ``import timely_libs.linq``. This lays a tree of symbolic links with the imported names
 and runs mypy there: ``python -m tests.support.typecheck``.
 """
 

@@ -5,8 +5,9 @@ over its rows, each writing a temporary array; for the hundreds of thousands of 
 update of a large graph moves, those passes are most of its time. Here each is one or two
 loops over the rows, compiled to machine code by numba. Each loop has one signature (`OUT`,
 `IN`, `ANY`), compiled at the first import on a machine (a few seconds, which the import
-then says) and loaded from numba's cache afterwards (with numba's own import, about 0.9 s
-the first time a process meets a large array). Callers load them only for many rows or keys
+announces before and reports after) and loaded from the per-user cache afterwards
+(`timely_libs._numba_cache`; with numba's own import, about 0.9 s the first time a process
+meets a large array). Callers load them only for many rows or keys
 (`_kernels.COMPILED_ROWS`, `COMPILED_KEYS`), so a small computation never imports numba;
 once loaded, they also serve a thousand rows or a few dozen keys (`LOADED_ROWS`,
 `LOADED_KEYS`). The numpy forms are the reference the tests compare these loops with.
@@ -17,14 +18,26 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 from numba import njit
 from numba.core.dispatcher import Dispatcher
 from numba.types import Array, Tuple, i8, int32, int64, void  # type: ignore[attr-defined]
 
+from ... import _numba_cache
+
 _STARTED = time.perf_counter()
 """When the loops began to compile or load (numba itself imported)."""
+
+# The loops are cached in the per-user cache directory (or NUMBA_CACHE_DIR), never beside this
+# file; a first compile is announced before it starts. `_say_if_compiled` (the end) restores numba's.
+_NUMBA_CACHE_DIR = _numba_cache.use_cache_dir()
+if _numba_cache.will_compile(__file__, Path(__file__).read_text().count("\n@njit(")):
+    logging.getLogger("timely.compile").warning(
+        "timely_libs.linq: compiling its numeric loops with numba, once per machine (about 10 s) into %s",
+        _numba_cache.cache_dir(),
+    )
 
 OUT = Array(int64, 1, "C")
 """An int64 array the loop writes."""
@@ -584,10 +597,11 @@ def join_values(
 def _say_if_compiled() -> None:
     """The first import on a machine compiles every loop (a few seconds inside whatever step
     first met a large array): say so once, rather than leave the pause unexplained."""
+    _numba_cache.restore(_NUMBA_CACHE_DIR)
     loops = [f for f in globals().values() if isinstance(f, Dispatcher)]
     compiled = [f for f in loops if f.stats.cache_misses]
     if compiled:
-        logging.getLogger("timely").warning(
+        logging.getLogger("timely.compile").warning(
             "timely_libs.linq compiled %d numeric loops with numba in %.1f s; once per machine (cached in %s)",
             len(compiled),
             time.perf_counter() - _STARTED,
