@@ -168,7 +168,7 @@ class Diagnostics:
             process=scheduler.process_index,
             workers=workers,
             progress_batches=self.tracker.updates_applied,
-            active_pointstamps=len(self.tracker.active),
+            active_pointstamps=self.tracker.active_count,
             frontier_size=len(self.tracker.frontier),
             elapsed_seconds=_time.perf_counter() - self.started_at,
             max_queued_messages=scheduler.max_backlog,

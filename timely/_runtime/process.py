@@ -222,7 +222,6 @@ class ProcessRuntime:
                 did = True
             if tracker.version != self._seen_version:
                 self._seen_version = tracker.version
-                tracker.newly_minimal.clear()
                 scheduler.recheck_notifications()
                 self._frontier_changed()
             if scheduler.deliver_notifications():
@@ -242,7 +241,8 @@ class ProcessRuntime:
 
     def _frontier_changed(self) -> None:
         self.bindings.frontier_changed()
-        self.fence.observe(self.tracker.frontier)
+        if self.fence.epoch is not None:  # the tracker's frontier is built on demand
+            self.fence.observe(self.tracker.frontier)
         self.waiters.frontier_changed()
         if self.sampler is not None:
             self.sampler.frontier_changed()

@@ -285,11 +285,7 @@ class Scheduler:
         self._notes_dirty = True
 
     def _deliverable(self, guarantee: Timestamp, location: int) -> bool:
-        p = (guarantee, location)
-        tracker = self.tracker
-        if p in tracker.active:
-            return p in tracker.frontier
-        return not tracker.blocked(p)
+        return not self.tracker.blocked((guarantee, location), exclude_self=True)
 
     def deliver_notifications(self) -> bool:
         """Run the notifications that are deliverable now (if anything may have changed since the
