@@ -98,7 +98,7 @@ class Diagnostics:
         that hold it back, and each vertex busy in an async callback. `explain` says these in
         words; the console points at their stages."""
         found: list[Holdup] = []
-        for ctx, guarantee, _cap in self.scheduler.notification_requests():
+        for ctx, (guarantee, _) in self.scheduler.notification_requests():
             holders = self.tracker.holds((guarantee, ctx.location), exclude_self=True)
             busy = " (vertex busy in an async callback)" if ctx.busy else ""
             found.append(
@@ -159,7 +159,7 @@ class Diagnostics:
                 w.records_delivered,
                 w.notifications_delivered,
                 len(w.queue),
-                len(w.notifications),
+                w.pending_notifications(),
                 w.callback_seconds,
             )
             for w in scheduler.workers

@@ -222,7 +222,7 @@ class ProcessRuntime:
                 did = True
             if tracker.version != self._seen_version:
                 self._seen_version = tracker.version
-                scheduler.recheck_notifications()
+                scheduler.frontier_moved(tracker.changed_locations)
                 self._frontier_changed()
             if scheduler.deliver_notifications():
                 did = True
@@ -233,6 +233,7 @@ class ProcessRuntime:
                 and self.recovery.at_fence()
             ):
                 fence.observe(tracker.frontier)  # the input may already be past the next fence
+                scheduler.recheck_notifications()  # those the fence held back
                 did = True
             if not did:
                 return False

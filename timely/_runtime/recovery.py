@@ -47,7 +47,7 @@ from ..checkpoint._store import (
 )
 from ..errors import VertexError
 from ..timestamp import _from_flat
-from ..vertex import TOP, KeyedState, RoutedPiece, Vertex
+from ..vertex import KeyedState, RoutedPiece, Vertex
 from .bindings import Bindings, SubscriptionBinding
 from .cluster import ClusterLink
 from .fence import CheckpointFence
@@ -187,8 +187,8 @@ class Recovery:
         graph = scheduler.graph
         vertices = [state for ctx in scheduler.instances() if (state := _state_of(ctx, epoch)) is not None]
         notifications = [
-            (ctx.stage_name, ctx.worker, tuple(guarantee), None if cap is TOP else tuple(cap))
-            for ctx, guarantee, cap in scheduler.notification_requests()
+            (ctx.stage_name, ctx.worker, tuple(guarantee), None if cap is None else tuple(cap))
+            for ctx, (guarantee, cap) in scheduler.notification_requests()
         ]
         names = [s.name for s in graph.stages]
         inputs = self.bindings.inputs

@@ -193,7 +193,7 @@ class Sampler:
             row[1] += ctx.records_sent
             row[2] += ctx.messages_received
             row[3] += ctx.notifications_delivered
-            row[5] += len(ctx.pending_notifications)
+            row[5] += len(ctx.notificator)
             row[6] += ctx.busy
             size = ctx.vertex.state_size()
             if size is not None:
@@ -205,7 +205,7 @@ class Sampler:
         for w in scheduler.workers:
             for entry in w.queue:
                 stages[entry[0].stage][4] += entry[4]
-            workers.append([w.index, w.callback_seconds, w.queued, len(w.notifications), w.records_delivered])
+            workers.append([w.index, w.callback_seconds, w.queued, w.pending_notifications(), w.records_delivered])
         tracker = self.tracker
         frontier = [[loc, _time_list(t), tracker.counts.get((t, loc), 0)] for t, loc in tracker.frontier]
         inputs = [[b.name, b.epoch, b.closed, b.backpressure_waits] for b in self.bindings.inputs]

@@ -4,7 +4,7 @@ notifications to vertices.
 All workers of a process run on one event loop, in one thread. `Scheduler.drain` delivers
 queued messages in tight loops (plain ``def`` callbacks are called directly: no task, no
 await); `deliver_notifications` runs the notifications the progress tracker allows, earliest
-first; what a callback sent is routed by `flush` when it returns, with its progress changes
+first, asking only the notificators of the locations whose frontier moved; what a callback sent is routed by `flush` when it returns, with its progress changes
 added to the process's ``pending`` batch, so one callback makes one atomic batch. An ``async
 def`` callback runs as a task; its vertex is busy (its messages wait, in order) and what it
 consumed stays pending until it returns.
@@ -29,7 +29,7 @@ from ..timestamp import Timestamp
 from ..vertex import TOP, Vertex
 from .cluster import ClusterLink
 from .fence import CheckpointFence
-from .worker import Route, VertexRuntime, Worker
+from .worker import NotificationRequest, Route, VertexRuntime, Worker
 
 __all__ = ["DRAIN_LIMIT", "Scheduler"]
 
@@ -76,7 +76,8 @@ class Scheduler:
         """Messages waiting behind vertices busy in an async callback."""
         self.max_backlog = 0
         self.max_queued_records = 0
-        self._notes_dirty = False
+        self._recheck: set[int] = set()
+        """Locations whose instances' notifications may have become deliverable."""
         self._task_group: Any = None
         self.workers = [Worker(self.first_worker + i) for i in range(workers)]
         for w in self.workers:
@@ -137,11 +138,11 @@ class Scheduler:
             raise KeyError(f"no stage named {stage_name!r}; stages: {sorted(self.graph.by_name)}")
         return [ctx.vertex for ctx in self.instances_of(spec.index)]
 
-    def notification_requests(self) -> Iterator[tuple[VertexRuntime, Timestamp, Any]]:
-        """Every pending notification: (instance, guarantee, capability or TOP), earliest first per worker."""
-        for w in self.workers:
-            for guarantee, stage, cap in w.notifications:
-                yield w.vertices[stage], guarantee, cap
+    def notification_requests(self) -> Iterator[tuple[VertexRuntime, NotificationRequest]]:
+        """Every pending notification with its instance, earliest first per instance."""
+        for ctx in self.instances():
+            for request in ctx.notificator:
+                yield ctx, request
 
     # Queues ----------------------------------------------------------------------------------------
     def has_queued(self) -> bool:
@@ -171,7 +172,11 @@ class Scheduler:
         """Nothing up to ``epoch`` is left to do here: no callback running, no notification due."""
         if self.in_flight:
             return False
-        return not any(n[0][0] <= epoch for w in self.workers for n in w.notifications)
+        for ctx in self.instances():
+            earliest = ctx.notificator.earliest()
+            if earliest is not None and earliest[0] <= epoch:
+                return False
+        return True
 
     # Messages ---------------------------------------------------------------------------------------
     def drain(self, deadline: float) -> bool:
@@ -266,60 +271,71 @@ class Scheduler:
         self._register_notifications(ctx)
 
     def _register_notifications(self, ctx: VertexRuntime) -> None:
-        notes = ctx.worker_state.notifications
+        """Give the requests of ``ctx``'s callback to its notificator; count the capabilities
+        they hold in the process's progress batch."""
+        notificator = ctx.notificator
+        pending = self.pending
         for guarantee, capability in ctx.requests:
-            cap = TOP if capability is None else capability
-            if (guarantee, cap) in ctx.pending_notifications:
+            if not notificator.add(NotificationRequest(guarantee, capability)):
                 continue
-            ctx.pending_notifications.add((guarantee, cap))
             ctx.notifications_requested += 1
-            notes.add((guarantee, ctx.stage, cap))
-            if cap is not TOP:
-                key = (cap, ctx.location)
-                self.pending[key] = self.pending.get(key, 0) + 1
+            if capability is not None:
+                key = (capability, ctx.location)
+                pending[key] = pending.get(key, 0) + 1
         ctx.requests.clear()
-        self._notes_dirty = True
+        self._recheck.add(ctx.location)
+
+    def frontier_moved(self, locations: set[int]) -> None:
+        """The implications at ``locations`` changed (the tracker's ``changed_locations``, which
+        this empties): their pending notifications may have become deliverable."""
+        self._recheck.update(locations)
+        locations.clear()
 
     def recheck_notifications(self) -> None:
-        """The frontier moved: some pending notification may have become deliverable."""
-        self._notes_dirty = True
+        """Something other than the frontier may let notifications run (the checkpoint fence
+        lifted): look at every instance's next time."""
+        self._recheck.update(range(len(self.graph.stages)))
 
     def _deliverable(self, guarantee: Timestamp, location: int) -> bool:
-        return not self.tracker.blocked((guarantee, location), exclude_self=True)
+        """No active pointstamp other than the notification's own could result in it."""
+        return self.fence.admits(guarantee) and not self.tracker.blocked((guarantee, location), exclude_self=True)
 
     def deliver_notifications(self) -> bool:
-        """Run the notifications that are deliverable now (if anything may have changed since the
-        last look), earliest first per worker; whether any ran."""
-        if not self._notes_dirty:
+        """Run the notifications that are deliverable now, at the locations whose frontier moved
+        since the last look, earliest first per worker; whether any ran."""
+        if not self._recheck:
             return False
-        self._notes_dirty = False
+        stages = len(self.graph.stages)
+        locations = [loc for loc in self._recheck if loc < stages]  # the others are connectors
+        self._recheck = set()
         delivered = False
-        fence = self.fence
         for w in self.workers:
-            notes = w.notifications
-            if not notes:
+            ready: list[tuple[Timestamp, int, NotificationRequest]] = []
+            for stage in locations:
+                ctx = w.vertices[stage]
+                if ctx.busy or not ctx.notificator:
+                    continue
+                for request in ctx.notificator.take_ready(lambda g, loc=stage: self._deliverable(g, loc)):
+                    ready.append((request.guarantee, stage, request))
+            if not ready:
                 continue
-            ready = [
-                n for n in notes if not w.vertices[n[1]].busy and fence.admits(n[0]) and self._deliverable(n[0], n[1])
-            ]
-            if ready and not delivered and self.link is not None:
+            if not delivered and self.link is not None:
                 # what this process has told nobody yet (the messages it consumed, the data it
                 # sent) goes before a notification, often the long callback: the peers must not
                 # wait for it to learn that their messages were consumed
                 self.link.flush()
-            for note in ready:
-                notes.remove(note)
-                guarantee, stage, cap = note
-                ctx = w.vertices[stage]
-                ctx.pending_notifications.discard((guarantee, cap))
-                self._notify(w, ctx, guarantee, cap)
+            if len(ready) > 1:
+                ready.sort(key=lambda r: (r[0], r[1]))
+            for _, stage, request in ready:
+                self._notify(w, w.vertices[stage], request)
                 delivered = True
         return delivered
 
-    def _notify(self, w: Worker, ctx: VertexRuntime, guarantee: Timestamp, cap: Any) -> None:
-        ctx.held = cap
+    def _notify(self, w: Worker, ctx: VertexRuntime, request: NotificationRequest) -> None:
+        guarantee, cap = request
+        ctx.held = TOP if cap is None else cap
         ctx.notifications_delivered += 1
-        release = None if cap is TOP else (cap, ctx.location)
+        release = None if cap is None else (cap, ctx.location)
         if ctx.async_notify:
             self._start_async(ctx, ctx.notify(guarantee), "on_notify", guarantee, release)
             return
@@ -378,7 +394,7 @@ class Scheduler:
             self.held_records_by_busy -= sum(len(e[3]) for e in ctx.backlog)
             self.held_by_busy -= w.requeue(ctx.backlog)
             ctx.backlog.clear()
-        self._notes_dirty = True
+        self._recheck.add(ctx.location)
         self._wake()
 
     # Failure ----------------------------------------------------------------------------------------

@@ -3,19 +3,19 @@
 The logical graph expands to one `VertexRuntime` per stage per worker. Each output port of an
 instance has one `Route` per connector leaving it, which knows where records go (a local
 worker's queue, or another process through the `ClusterLink`) and counts the messages it
-makes in the process's progress batch. A `Worker` holds its instances, its message queue and
-its pending notifications. These are plain objects on the hot path: the scheduler reads and
-writes their fields directly, and nothing here calls back into the scheduler.
+makes in the process's progress batch. Each instance's `Notificator` holds the notifications it
+asked for. A `Worker` holds its instances and its message queue. These are plain objects on the
+hot path: the scheduler reads and writes their fields directly, and nothing here calls back into
+the scheduler.
 """
 
 from __future__ import annotations
 
+import heapq
 import inspect
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-from sortedcontainers import SortedList
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import VertexError
 from ..graph import StageSpec
@@ -27,10 +27,79 @@ from ..vertex import Vertex, VertexContext, attach
 if TYPE_CHECKING:
     from .cluster import ClusterLink
 
-__all__ = ["MERGE_LIMIT", "Route", "VertexRuntime", "Worker"]
+__all__ = ["MERGE_LIMIT", "NotificationRequest", "Notificator", "Route", "VertexRuntime", "Worker"]
 
 MERGE_LIMIT = 65536
 """Records a queued message may grow to by absorbing later messages for the same input and time."""
+
+
+class NotificationRequest(NamedTuple):
+    """A vertex's request for ``on_notify(guarantee)``; while it waits the vertex holds
+    ``capability`` (a time at or after the guarantee), or nothing when it is None."""
+
+    guarantee: Timestamp
+    capability: Timestamp | None
+
+
+class Notificator:
+    """One vertex instance's pending notifications, earliest guarantee first: timely-dataflow's
+    ``FrontierNotificator``. `take_ready` is asked only when the frontier at the instance's
+    location moved, and looks at the requests in time order: outside loops (``total``) it stops
+    at the first that must still wait, since every later one waits too, so with N epochs open
+    each look costs what it delivers, not N. Inside loops a later time may be ready before an
+    earlier one (they are incomparable), so every request is looked at."""
+
+    __slots__ = ("_heap", "_requests", "_sequence", "total")
+
+    def __init__(self, total: bool) -> None:
+        self.total = total
+        self._requests: set[NotificationRequest] = set()
+        self._heap: list[tuple[Timestamp, int, NotificationRequest]] = []
+        """(guarantee, arrival, request): arrival keeps equal guarantees in request order."""
+        self._sequence = 0
+
+    def add(self, request: NotificationRequest) -> bool:
+        """Keep ``request``; False if the same one is pending already (they coalesce)."""
+        if request in self._requests:
+            return False
+        self._requests.add(request)
+        self._sequence += 1
+        heapq.heappush(self._heap, (request.guarantee, self._sequence, request))
+        return True
+
+    def take_ready(self, ready: Callable[[Timestamp], bool]) -> list[NotificationRequest]:
+        """Remove and return the requests whose guarantee ``ready`` accepts, earliest first."""
+        heap = self._heap
+        taken: list[NotificationRequest] = []
+        if self.total:
+            while heap and ready(heap[0][0]):
+                taken.append(heapq.heappop(heap)[2])
+        elif heap:
+            waiting = []
+            answers: dict[Timestamp, bool] = {}
+            for entry in sorted(heap):
+                guarantee = entry[0]
+                ok = answers.get(guarantee)
+                if ok is None:
+                    ok = answers[guarantee] = ready(guarantee)
+                if ok:
+                    taken.append(entry[2])
+                else:
+                    waiting.append(entry)
+            self._heap = waiting  # sorted, hence a heap
+        self._requests.difference_update(taken)
+        return taken
+
+    def earliest(self) -> Timestamp | None:
+        """The earliest pending guarantee (lexicographically), or None."""
+        return self._heap[0][0] if self._heap else None
+
+    def __iter__(self) -> Iterator[NotificationRequest]:
+        """The pending requests, earliest guarantee first."""
+        return (entry[2] for entry in sorted(self._heap))
+
+    def __len__(self) -> int:
+        return len(self._heap)
 
 
 class VertexRuntime(VertexContext):
@@ -43,8 +112,8 @@ class VertexRuntime(VertexContext):
         "busy",
         "input_locations",
         "location",
+        "notificator",
         "notify",
-        "pending_notifications",
         "recv",
         "routes",
         "stage",
@@ -66,7 +135,7 @@ class VertexRuntime(VertexContext):
         cls = type(vertex)
         self.async_recv = inspect.iscoroutinefunction(cls.on_recv)
         self.async_notify = inspect.iscoroutinefunction(cls.on_notify)
-        self.pending_notifications: set[tuple[Any, Any]] = set()
+        self.notificator = Notificator(total=spec.depth == 0)
         self.recv = vertex.on_recv
         self.notify = vertex.on_notify
         attach(vertex, self, len(spec.output_summaries))
@@ -153,7 +222,7 @@ class Route:
 
 
 class Worker:
-    """A worker: one instance of every stage, a message queue, pending notifications.
+    """A worker: one instance of every stage and a message queue.
 
     The queue is first-in first-out, but a message for a (vertex, input, time) that already
     has one waiting joins it (up to `MERGE_LIMIT` records), like timely-dataflow's operators
@@ -173,12 +242,14 @@ class Worker:
         self.queued_records = 0
         """Records in the queue: what backpressure from other processes limits, since a merged
         message, or one a busy stage sent, may hold tens of thousands."""
-        # (guarantee, stage, capability or TOP); sorted so the earliest are delivered first
-        self.notifications: SortedList = SortedList()
         self.messages_delivered = 0
         self.records_delivered = 0
         self.notifications_delivered = 0
         self.callback_seconds = 0.0
+
+    def pending_notifications(self) -> int:
+        """Notifications its instances asked for and have not had yet."""
+        return sum(len(v.notificator) for v in self.vertices)
 
     def enqueue(self, ctx: VertexRuntime, port: int, time: Timestamp, records: list[Any]) -> None:
         """Queue ``records`` (a list the runtime owns) for ``ctx``'s input ``port`` at ``time``."""
