@@ -204,7 +204,7 @@ class Sampler:
         workers = []
         for w in scheduler.workers:
             for entry in w.queue:
-                stages[entry[0].stage][4] += entry[4]
+                stages[entry.instance.stage][4] += entry.messages
             workers.append([w.index, w.callback_seconds, w.queued, w.pending_notifications(), w.records_delivered])
         tracker = self.tracker
         frontier = [[loc, _time_list(t), tracker.counts.get((t, loc), 0)] for t, loc in tracker.frontier]

@@ -27,7 +27,7 @@ from ..vertex import Vertex, VertexContext, attach
 if TYPE_CHECKING:
     from .cluster import ClusterLink
 
-__all__ = ["MERGE_LIMIT", "NotificationRequest", "Notificator", "Route", "VertexRuntime", "Worker"]
+__all__ = ["MERGE_LIMIT", "NotificationRequest", "Notificator", "QueuedMessage", "Route", "VertexRuntime", "Worker"]
 
 MERGE_LIMIT = 65536
 """Records a queued message may grow to by absorbing later messages for the same input and time."""
@@ -103,25 +103,36 @@ class Notificator:
 
 
 class VertexRuntime(VertexContext):
-    """A vertex instance with what the runtime needs to drive it."""
+    """A vertex instance with what the runtime needs to drive it.
+
+    ``progress`` is the process's progress batch and ``due`` the scheduler's set of locations
+    whose notifications to look at: a request is registered when the vertex makes it."""
 
     __slots__ = (
         "async_notify",
         "async_recv",
         "backlog",
         "busy",
+        "due",
         "input_locations",
         "location",
         "notificator",
-        "notify",
-        "recv",
+        "progress",
         "routes",
         "stage",
         "vertex",
         "worker_state",
     )
 
-    def __init__(self, spec: StageSpec, vertex: Vertex, worker: Worker, peers: int) -> None:
+    def __init__(
+        self,
+        spec: StageSpec,
+        vertex: Vertex,
+        worker: Worker,
+        peers: int,
+        progress: dict[Pointstamp, int],
+        due: set[int],
+    ) -> None:
         super().__init__(spec.name, worker.index, peers, spec.depth, len(spec.output_summaries))
         self.vertex = vertex
         self.stage = spec.index
@@ -131,14 +142,34 @@ class VertexRuntime(VertexContext):
         self.worker_state = worker
         self.busy = False
         """Running an ``async def`` callback: messages for it wait in `backlog`, in order."""
-        self.backlog: list[list[Any]] = []
+        self.backlog: list[QueuedMessage] = []
         cls = type(vertex)
         self.async_recv = inspect.iscoroutinefunction(cls.on_recv)
         self.async_notify = inspect.iscoroutinefunction(cls.on_notify)
         self.notificator = Notificator(total=spec.depth == 0)
-        self.recv = vertex.on_recv
-        self.notify = vertex.on_notify
+        self.progress = progress
+        self.due = due
         attach(vertex, self, len(spec.output_summaries))
+
+    def request_notification(self, time: Timestamp, capability: Timestamp | None) -> None:
+        """Keep the request (a repeat coalesces), count the capability it holds in the process's
+        progress batch, and have the scheduler look at this location's notifications."""
+        if not self.notificator.add(NotificationRequest(time, capability)):
+            return
+        self.notifications_requested += 1
+        if capability is not None:
+            key = (capability, self.location)
+            self.progress[key] = self.progress.get(key, 0) + 1
+        self.due.add(self.location)
+
+    def take_sent(self) -> Iterator[tuple[int, Timestamp, list[Any]]]:
+        """What the callback sent, as (output, time, records), emptying the buffers."""
+        for port, outgoing in enumerate(self.sent):
+            if outgoing:
+                for time, records in outgoing.items():
+                    if records:
+                        yield port, time, records
+                outgoing.clear()
 
 
 class Route:
@@ -228,14 +259,14 @@ class Worker:
     has one waiting joins it (up to `MERGE_LIMIT` records), like timely-dataflow's operators
     taking all their pending input at once: when the worker is busy its callbacks see larger
     batches, so per-message costs (callbacks, routing, encoding, progress) shrink just when
-    they matter. An entry is ``[vertex, port, time, records, messages merged]``.
+    they matter. An entry is a `QueuedMessage`.
     """
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.vertices: list[VertexRuntime] = []
-        self.queue: deque[list[Any]] = deque()
-        self.waiting: dict[tuple[VertexRuntime, int, Timestamp], list[Any]] = {}
+        self.queue: deque[QueuedMessage] = deque()
+        self.waiting: dict[tuple[VertexRuntime, int, Timestamp], QueuedMessage] = {}
         """The queue's entries that can still absorb messages, by (vertex, port, time)."""
         self.queued = 0
         """Messages in the queue, counting merged ones (what backpressure limits)."""
@@ -251,25 +282,39 @@ class Worker:
         """Notifications its instances asked for and have not had yet."""
         return sum(len(v.notificator) for v in self.vertices)
 
-    def enqueue(self, ctx: VertexRuntime, port: int, time: Timestamp, records: list[Any]) -> None:
-        """Queue ``records`` (a list the runtime owns) for ``ctx``'s input ``port`` at ``time``."""
+    def enqueue(self, instance: VertexRuntime, port: int, time: Timestamp, records: list[Any]) -> None:
+        """Queue ``records`` (a list the runtime owns) for ``instance``'s input ``port`` at ``time``."""
         self.queued += 1
         self.queued_records += len(records)
-        key = (ctx, port, time)
+        key = (instance, port, time)
         entry = self.waiting.get(key)
-        if entry is not None and len(entry[3]) < MERGE_LIMIT:
-            entry[3].extend(records)
-            entry[4] += 1
+        if entry is not None and len(entry.records) < MERGE_LIMIT:
+            entry.records.extend(records)
+            entry.messages += 1
             return
-        entry = [ctx, port, time, records, 1]
+        entry = QueuedMessage(instance, port, time, records)
         self.waiting[key] = entry
         self.queue.append(entry)
 
-    def requeue(self, entries: list[list[Any]]) -> int:
+    def requeue(self, entries: list[QueuedMessage]) -> int:
         """Put back, at the front and in order, entries a busy vertex or the checkpoint fence held
         back; the number of messages they hold."""
         self.queue.extendleft(reversed(entries))
-        messages = sum(e[4] for e in entries)
+        messages = sum(e.messages for e in entries)
         self.queued += messages
-        self.queued_records += sum(len(e[3]) for e in entries)
+        self.queued_records += sum(len(e.records) for e in entries)
         return messages
+
+
+class QueuedMessage:
+    """A message waiting in a worker's queue: ``records`` for ``instance``'s input ``port`` at
+    ``time``, which may have absorbed later ones (``messages`` counts them all)."""
+
+    __slots__ = ("instance", "messages", "port", "records", "time")
+
+    def __init__(self, instance: VertexRuntime, port: int, time: Timestamp, records: list[Any]) -> None:
+        self.instance = instance
+        self.port = port
+        self.time = time
+        self.records = records
+        self.messages = 1
