@@ -27,6 +27,10 @@ __all__ = ["Diagnostics", "Holder", "Holdup"]
 
 log = logging.getLogger("timely")
 
+MANY_OPEN_EPOCHS = 100
+"""Epochs open with notifications pending from which `Diagnostics.explain` says the inputs run
+ahead, and points at `Input.throttle`."""
+
 
 @dataclass(frozen=True)
 class Holder:
@@ -132,9 +136,22 @@ class Diagnostics:
                 )
         return found
 
+    def open_epochs(self) -> list[int]:
+        """The distinct epochs at which notifications are pending here, in order."""
+        return sorted({request.guarantee[0] for _, request in self.scheduler.notification_requests()})
+
     def explain(self) -> str:
-        """Which pointstamps hold back each pending notification and probe wait."""
+        """Which pointstamps hold back each pending notification and probe wait (and, with many
+        epochs open, that the inputs run ahead)."""
         lines: list[str] = []
+        epochs = self.open_epochs()
+        ahead = None
+        if len(epochs) >= MANY_OPEN_EPOCHS:
+            ahead = (
+                f"{len(epochs)} epochs are open with notifications pending (epochs {epochs[0]} to {epochs[-1]}): "
+                "the inputs run ahead of the computation, and each epoch's answer waits behind every epoch "
+                "sent before it; Input.throttle(probe, k) keeps an input at most k epochs ahead of a probe"
+            )
         for holdup in self.holdups():
             if holdup.holders is None:
                 lines.append(holdup.waiter)
@@ -148,6 +165,8 @@ class Diagnostics:
                 return "nothing is active: the computation is complete"
             lines.append("active pointstamps on the frontier:")
             lines.extend(f"  - {self.describe(p)}" for p in sorted(self.tracker.frontier, key=_order))
+        if ahead is not None:
+            lines.insert(0, ahead)
         return "\n".join(lines)
 
     def statistics(self) -> ComputationStatistics:
@@ -175,6 +194,7 @@ class Diagnostics:
             max_queued_records=scheduler.max_queued_records,
             network=self.link.statistics() if self.link is not None else {},
             checkpoints=self.recovery.statistics() if self.recovery is not None else {},
+            open_epochs=len(self.open_epochs()),
         )
 
     async def watch_stalls(self, every: float, idle_since: Callable[[], float | None]) -> None:
