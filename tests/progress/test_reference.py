@@ -209,6 +209,15 @@ def _successor(data: st.DataObject, ref: ReferenceModel, p: tuple) -> tuple | No
     return (u, target)
 
 
+def _tracker(data: st.DataObject, graph: FrozenGraph) -> ProgressTracker:
+    """A tracker whose switch between the global frontier alone (few active pointstamps) and
+    per-location frontiers (many) happens at small counts, so that runs see both and the
+    switches between them."""
+    few = data.draw(st.integers(0, 3), label="few active")
+    many = data.draw(st.integers(few, 5), label="many active")
+    return ProgressTracker(graph.reachability, few, many)
+
+
 # One location's frontier -------------------------------------------------------------------
 
 
@@ -269,7 +278,7 @@ def _run_tracker(data: st.DataObject, allow_negative: bool) -> None:
     ref = ReferenceModel(graph, min_cap=MAX_COORD + 1)
     pool = data.draw(st.lists(_pointstamps(graph, ref, 2), min_size=1, max_size=8, unique=True), label="pool")
     probes = data.draw(st.lists(_pointstamps(graph, ref, MAX_COORD), max_size=6), label="probes")
-    tracker = ProgressTracker(graph.reachability)
+    tracker = _tracker(data, graph)
     counts: Counter = Counter()
     frontiers: list[set] = [set() for _ in range(ref.locations)]
     for _ in range(data.draw(st.integers(1, 8), label="batches")):
@@ -299,15 +308,17 @@ def _run_tracker(data: st.DataObject, allow_negative: bool) -> None:
         else:
             batch = net
         old_frontier, version = set(tracker.frontier), tracker.version
-        tracker.changed_locations.clear()
+        tracker.take_changed_locations()
         tracker.update(batch)  # type: ignore[arg-type]
         counts.update(net)
         _check_tracker(tracker, ref, counts, probes)
         if tracker.frontier != old_frontier:
             assert tracker.version != version
+        event("per-location frontiers" if tracker.per_location else "the global frontier alone")
         # a location whose frontier moved is reported, so the runtime looks at its notifications
         moved = {loc for loc in range(ref.locations) if frontiers[loc] != set(tracker.frontier_at(loc).elements)}
-        assert moved <= tracker.changed_locations
+        changed = tracker.take_changed_locations()
+        assert changed is None or moved <= changed
         frontiers = [set(tracker.frontier_at(loc).elements) for loc in range(ref.locations)]
 
 
@@ -336,7 +347,7 @@ class _Protocol:
     def __init__(self, data: st.DataObject, graph: FrozenGraph, ref: ReferenceModel, accumulate: bool) -> None:
         self.data, self.ref, self.accumulate = data, ref, accumulate
         self.n = data.draw(st.integers(2, 4), label="participants")
-        self.trackers = [ProgressTracker(graph.reachability) for _ in range(self.n)]
+        self.trackers = [_tracker(data, graph) for _ in range(self.n)]
         self.channels: dict[tuple[int, int], deque[Any]] = {
             (i, j): deque() for i in range(self.n) for j in range(self.n)
         }

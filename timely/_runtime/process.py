@@ -222,7 +222,7 @@ class ProcessRuntime:
                 did = True
             if tracker.version != self._seen_version:
                 self._seen_version = tracker.version
-                scheduler.frontier_moved(tracker.changed_locations)
+                scheduler.frontier_moved(tracker.take_changed_locations())
                 self._frontier_changed()
             if scheduler.deliver_notifications():
                 did = True

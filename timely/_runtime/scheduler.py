@@ -78,11 +78,15 @@ class Scheduler:
         self.max_queued_records = 0
         self._due: set[int] = set()
         """Locations whose instances' notifications may have become deliverable."""
+        self._waiting: dict[int, int] = {}
+        """Pending notifications per stage (over this process's workers); no entry when none."""
         self._task_group: Any = None
         self.workers = [Worker(self.first_worker + i) for i in range(workers)]
         for w in self.workers:
             for spec in graph.stages:
-                w.vertices.append(VertexRuntime(spec, _make_vertex(spec), w, self.peers, pending, self._due))
+                w.vertices.append(
+                    VertexRuntime(spec, _make_vertex(spec), w, self.peers, pending, self._due, self._waiting)
+                )
         self.link = link
         self._wire(link)
 
@@ -265,11 +269,10 @@ class Scheduler:
         """Ask for ``on_notify(time)`` of ``instance`` as if its callback had called `Vertex.notify_at`."""
         instance.request_notification(time, capability)
 
-    def frontier_moved(self, locations: set[int]) -> None:
-        """The implications at ``locations`` changed (the tracker's ``changed_locations``, which
-        this empties): their pending notifications may have become deliverable."""
-        self._due.update(locations)
-        locations.clear()
+    def frontier_moved(self, locations: set[int] | None) -> None:
+        """The frontier moved at ``locations`` (None: anywhere): their pending notifications may
+        have become deliverable."""
+        self._due.update(self._waiting if locations is None else locations)
 
     def recheck_notifications(self) -> None:
         """Something other than the frontier may let notifications run (the checkpoint fence
@@ -286,9 +289,11 @@ class Scheduler:
         due = self._due
         if not due:
             return False
-        stages = len(self.graph.stages)
-        locations = [loc for loc in due if loc < stages]  # the others are connectors
+        waiting = self._waiting
+        locations = [loc for loc in due if loc in waiting]  # stages with notifications pending
         due.clear()
+        if not locations:
+            return False
         delivered = False
         for w in self.workers:
             ready: list[tuple[Timestamp, int, NotificationRequest]] = []
@@ -296,8 +301,15 @@ class Scheduler:
                 instance = w.vertices[stage]
                 if instance.busy or not instance.notificator:
                     continue
-                for request in instance.notificator.take_ready(partial(self._deliverable, location=stage)):
-                    ready.append((request.guarantee, stage, request))
+                taken = instance.notificator.take_ready(partial(self._deliverable, location=stage))
+                if taken:
+                    left = waiting[stage] - len(taken)
+                    if left:
+                        waiting[stage] = left
+                    else:
+                        del waiting[stage]
+                    for request in taken:
+                        ready.append((request.guarantee, stage, request))
             if not ready:
                 continue
             if not delivered and self.link is not None:

@@ -105,8 +105,9 @@ class Notificator:
 class VertexRuntime(VertexContext):
     """A vertex instance with what the runtime needs to drive it.
 
-    ``progress`` is the process's progress batch and ``due`` the scheduler's set of locations
-    whose notifications to look at: a request is registered when the vertex makes it."""
+    ``progress`` is the process's progress batch, ``due`` the scheduler's set of locations
+    whose notifications to look at, and ``waiting`` its count of pending notifications per
+    stage: a request is registered when the vertex makes it."""
 
     __slots__ = (
         "async_notify",
@@ -121,6 +122,7 @@ class VertexRuntime(VertexContext):
         "routes",
         "stage",
         "vertex",
+        "waiting",
         "worker_state",
     )
 
@@ -132,6 +134,7 @@ class VertexRuntime(VertexContext):
         peers: int,
         progress: dict[Pointstamp, int],
         due: set[int],
+        waiting: dict[int, int],
     ) -> None:
         super().__init__(spec.name, worker.index, peers, spec.depth, len(spec.output_summaries))
         self.vertex = vertex
@@ -149,6 +152,7 @@ class VertexRuntime(VertexContext):
         self.notificator = Notificator(total=spec.depth == 0)
         self.progress = progress
         self.due = due
+        self.waiting = waiting
         attach(vertex, self, len(spec.output_summaries))
 
     def request_notification(self, time: Timestamp, capability: Timestamp | None) -> None:
@@ -160,6 +164,7 @@ class VertexRuntime(VertexContext):
         if capability is not None:
             key = (capability, self.location)
             self.progress[key] = self.progress.get(key, 0) + 1
+        self.waiting[self.stage] = self.waiting.get(self.stage, 0) + 1
         self.due.add(self.location)
 
     def take_sent(self) -> Iterator[tuple[int, Timestamp, list[Any]]]:

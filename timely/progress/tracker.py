@@ -24,6 +24,15 @@ retiring one of ten does. Every question the runtime asks (may this notification
 probe passed ``t``?) is answered from the frontier of one location. Applying a whole batch
 before propagating makes it atomic: the frontier never moves past a pointstamp that a batch
 both creates and covers.
+
+While few pointstamps are active (at most `FEW_ACTIVE`: one epoch going round a loop, the
+common case) the per-location antichains cost more than they save: a loop iteration moves a
+change through every location of the cycle (``core.loop_latency``: 30 against 7 us an
+iteration). Then the tracker keeps only the global frontier: a pointstamp that becomes active
+is compared with the frontier; one that leaves it is replaced from the active set, which is
+small. It switches to per-location frontiers when more than `MANY_ACTIVE` are active, and back
+below `FEW_ACTIVE`; both views answer every question the same (the tests run both, and the
+switches, against the brute-force reference).
 """
 
 from __future__ import annotations
@@ -50,27 +59,44 @@ class ChangeBatch(dict):  # type: ignore[type-arg]
         return items
 
 
+FEW_ACTIVE = 32
+"""Active pointstamps below which the tracker keeps only the global frontier."""
+MANY_ACTIVE = 128
+"""Active pointstamps above which the tracker keeps per-location frontiers."""
+
+
 class ProgressTracker:
     """One process's view of the active pointstamps and the frontier at every location."""
 
-    def __init__(self, reachability: Reachability) -> None:
+    def __init__(self, reachability: Reachability, few: int = FEW_ACTIVE, many: int = MANY_ACTIVE) -> None:
+        if not 0 <= few <= many:
+            raise ValueError(f"need 0 <= few <= many, got {few} and {many}")
         self.reach = reachability
+        self.few, self.many = few, many
         self.counts: dict[Pointstamp, int] = {}
         """Occurrence counts, nonzero entries only (may be negative transiently)."""
         self.active_count = 0
         """How many pointstamps have a positive count."""
-        self.pointstamps = [MutableAntichain(total=depth == 0) for depth in reachability.depths]
-        """Per location: the counts of the pointstamps there, and their frontier."""
-        self.implications = [MutableAntichain(total=depth == 0) for depth in reachability.depths]
-        """Per location: the times there that some active pointstamp could result in."""
-        self.changed_locations: set[int] = set()
-        """Locations whose implications changed since the runtime last took this set: where a
-        pending notification may have become deliverable."""
-        self.version = 0
-        """Bumped whenever some location's implications change, so watchers skip unchanged views."""
-        self.updates_applied = 0
+        self.per_location = False
+        """Whether the per-location frontiers are kept (many active) or only the global one."""
+        self.pointstamps: list[MutableAntichain] = []
+        """Per location (while `per_location`): the pointstamps there, and their frontier."""
+        self.implications: list[MutableAntichain] = []
+        """Per location (while `per_location`): the times there that some active pointstamp
+        could result in."""
+        self._active: dict[Pointstamp, None] = {}
+        """While not `per_location`: the active pointstamps."""
         self._frontier: set[Pointstamp] = set()
+        """While not `per_location`: the frontier; else the last one built (`frontier`)."""
         self._frontier_version = -1
+        self.changed_locations: set[int] = set()
+        """Locations whose implications changed since the runtime last took them
+        (`take_changed_locations`): where a pending notification may have become deliverable."""
+        self._changed_everywhere = False
+        """The global frontier moved (without per-location frontiers): any location may have."""
+        self.version = 0
+        """Bumped whenever the frontier may have changed, so watchers skip unchanged views."""
+        self.updates_applied = 0
 
     # Applying updates -----------------------------------------------------------------
     def update(self, changes: Mapping[Pointstamp, int] | Iterable[tuple[Pointstamp, int]]) -> None:
@@ -79,7 +105,9 @@ class ProgressTracker:
             changes.items() if type(changes) is ChangeBatch or isinstance(changes, Mapping) else _consolidate(changes)
         )
         counts = self.counts
-        by_location: dict[int, list[tuple[tuple[int, ...], int]]] = {}
+        rising: list[Pointstamp] = []
+        falling: list[Pointstamp] = []
+        applied: list[tuple[Pointstamp, int]] | None = [] if self.per_location else None
         for p, d in items:
             if not d:
                 continue
@@ -89,17 +117,94 @@ class ProgressTracker:
                 counts[p] = new
             else:
                 del counts[p]
+            if applied is not None:
+                applied.append((p, d))
             if old <= 0 < new:
-                self.active_count += 1
+                rising.append(p)
             elif new <= 0 < old:
-                self.active_count -= 1
-            t, loc = p
+                falling.append(p)
+        self.updates_applied += 1
+        self.active_count += len(rising) - len(falling)
+        if applied is not None:
+            if self.active_count < self.few:
+                self._leave_per_location()
+            else:
+                self._update_locations(applied)
+        elif self.active_count > self.many:
+            self._enter_per_location()
+        else:
+            for p in rising:  # positive before negative
+                self._activate(p)
+            for p in falling:
+                self._deactivate(p)
+
+    # The global frontier alone (few active) ------------------------------------------------
+    def _activate(self, p: Pointstamp) -> None:
+        """``p`` became active. Some active pointstamp reaches it iff some frontier element
+        does (could-result-in is transitive), so only the frontier is looked at."""
+        self._active[p] = None
+        cri = self.reach.could_result_in
+        frontier = self._frontier
+        for f in frontier:
+            if cri(f, p):
+                return
+        displaced = [f for f in frontier if cri(p, f)]
+        frontier.difference_update(displaced)
+        frontier.add(p)
+        self._frontier_moved()
+
+    def _deactivate(self, p: Pointstamp) -> None:
+        """``p`` is no longer active. Only if it was in the frontier can others join it: the
+        active pointstamps that ``p`` reached, no other frontier element reaches, and are
+        least among themselves."""
+        del self._active[p]
+        frontier = self._frontier
+        if p not in frontier:
+            return  # whatever p reached, the frontier element that reached p reaches too
+        frontier.discard(p)
+        self._frontier_moved()
+        cri = self.reach.could_result_in
+        joined: list[Pointstamp] = []
+        for q in self._active:
+            if not cri(p, q) or any(cri(f, q) for f in frontier) or any(cri(m, q) for m in joined):
+                continue
+            joined = [m for m in joined if not cri(q, m)]
+            joined.append(q)
+        frontier.update(joined)
+
+    def _frontier_moved(self) -> None:
+        self.version += 1
+        self._changed_everywhere = True
+
+    # Per-location frontiers (many active) ----------------------------------------------------
+    def _enter_per_location(self) -> None:
+        """Build the per-location frontiers from the counts, and keep them from now on."""
+        depths = self.reach.depths
+        self.pointstamps = [MutableAntichain(total=depth == 0) for depth in depths]
+        self.implications = [MutableAntichain(total=depth == 0) for depth in depths]
+        self.per_location = True
+        self._active.clear()
+        self._update_locations(list(self.counts.items()))
+        self._changed_everywhere = True
+
+    def _leave_per_location(self) -> None:
+        """Few are active again: rebuild the global frontier from them, drop the rest."""
+        self.per_location = False
+        self.pointstamps, self.implications = [], []
+        cri = self.reach.could_result_in
+        active = [p for p, c in self.counts.items() if c > 0]
+        self._active = dict.fromkeys(active)
+        self._frontier = {p for p in active if not any(q != p and cri(q, p) for q in active)}
+        self._frontier_moved()
+
+    def _update_locations(self, applied: list[tuple[Pointstamp, int]]) -> None:
+        by_location: dict[int, list[tuple[tuple[int, ...], int]]] = {}
+        for (t, loc), d in applied:
             group = by_location.get(loc)
             if group is None:
                 by_location[loc] = [(t, d)]
             else:
                 group.append((t, d))
-        self.updates_applied += 1
         moved: dict[Pointstamp, int] = {}
         for loc, group in by_location.items():
             for t, d in self.pointstamps[loc].update(group):
@@ -110,8 +215,9 @@ class ProgressTracker:
     def _propagate(self, work: dict[Pointstamp, int]) -> None:
         """Apply frontier changes to the implications, and move each change of an implication's
         frontier along the one-step summaries out of its location, earliest time first (so the
-        changes that meet at one pointstamp are added up before they move on)."""
-        heap = [(t, loc) for t, loc in work]
+        changes that meet at one pointstamp are added up before they move on: a wave of
+        ``-t`` and the ``+t'`` behind it cancel where they meet, which is what ends a cycle)."""
+        heap = list(work)
         heapq.heapify(heap)
         implications = self.implications
         successors = self.reach.successors
@@ -134,6 +240,17 @@ class ProgressTracker:
                         work[target] = old + fd
         self.version += 1
 
+    def take_changed_locations(self) -> set[int] | None:
+        """The locations whose frontier may have moved since the last call, and forget them;
+        None when it may have moved anywhere (the global frontier alone moved)."""
+        if self._changed_everywhere:
+            self._changed_everywhere = False
+            self.changed_locations.clear()
+            return None
+        changed = set(self.changed_locations)
+        self.changed_locations.clear()
+        return changed
+
     # Questions --------------------------------------------------------------------------
     def is_empty(self) -> bool:
         """No active pointstamp: nothing anywhere can happen any more."""
@@ -147,16 +264,22 @@ class ProgressTracker:
     def blocked(self, p: Pointstamp, exclude_self: bool = False) -> bool:
         """Some active pointstamp (other than ``p`` itself, if asked) could result in ``p``.
 
-        Excluding ``p``: its own count adds ``p``'s time once to the implications at its
-        location (when it is the earliest there), and nothing ``p`` leads to comes back at or
-        before it (freezing refuses cycles that do not advance), so anything else below or at
-        ``p``'s time is someone else's."""
+        With per-location frontiers, excluding ``p``: its own count adds ``p``'s time once to
+        the implications at its location (when it is the earliest there), and nothing ``p``
+        leads to comes back at or before it (freezing refuses cycles that do not advance), so
+        anything else below or at ``p``'s time is someone else's."""
+        if not self.per_location:
+            cri = self.reach.could_result_in
+            for f in self._frontier:
+                if cri(f, p) and not (exclude_self and f == p):
+                    return True
+            return False
         t, loc = p
         implied = self.implications[loc]
         if not exclude_self:
             return implied.less_equal(t)
-        for f in implied.frontier:
-            if f != t and product_le(f, t):
+        for earliest in implied.frontier:
+            if earliest != t and product_le(earliest, t):
                 return True
         own = 1 if t in self.pointstamps[loc].frontier else 0
         return implied.counts.get(t, 0) > own
@@ -169,7 +292,7 @@ class ProgressTracker:
     def frontier(self) -> set[Pointstamp]:
         """The active pointstamps that no other active pointstamp could result in (each is the
         earliest at its location): what holds everything else back."""
-        if self._frontier_version != self.version:
+        if self.per_location and self._frontier_version != self.version:
             self._frontier = {
                 (t, loc)
                 for loc, here in enumerate(self.pointstamps)
@@ -187,12 +310,20 @@ class ProgressTracker:
     def frontier_at(self, location: int) -> Antichain:
         """The earliest times at which something could still arrive at ``location``."""
         result = Antichain()
-        result.elements = list(self.implications[location].frontier)
+        if self.per_location:
+            result.elements = list(self.implications[location].frontier)
+            return result
+        summaries = self.reach.summaries
+        for t, loc in self._frontier:
+            for s in summaries[loc][location]:
+                result.insert(s.apply(t))
         return result
 
     def passed(self, location: int, time: tuple[int, ...]) -> bool:
         """Nothing at or before ``time`` can happen at ``location`` any more."""
-        return not self.implications[location].less_equal(time)
+        if self.per_location:
+            return not self.implications[location].less_equal(time)
+        return not self.blocked((time, location))
 
 
 def _consolidate(changes: Iterable[tuple[Pointstamp, int]]) -> list[tuple[Pointstamp, int]]:
