@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time as _time
 from collections.abc import Callable, Iterator
-from functools import cached_property, partial
+from functools import cached_property
 from typing import Any
 
 from ..errors import CodecError, LibraryError, TimelyError, VertexError
@@ -301,7 +301,7 @@ class Scheduler:
                 instance = w.vertices[stage]
                 if instance.busy or not instance.notificator:
                     continue
-                taken = instance.notificator.take_ready(partial(self._deliverable, location=stage))
+                taken = instance.notificator.take_ready(self._deliverable, stage)
                 if taken:
                     left = waiting[stage] - len(taken)
                     if left:

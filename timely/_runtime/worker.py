@@ -67,13 +67,17 @@ class Notificator:
         heapq.heappush(self._heap, (request.guarantee, self._sequence, request))
         return True
 
-    def take_ready(self, ready: Callable[[Timestamp], bool]) -> list[NotificationRequest]:
-        """Remove and return the requests whose guarantee ``ready`` accepts, earliest first."""
+    def take_ready(self, ready: Callable[[Timestamp, int], bool], location: int) -> list[NotificationRequest]:
+        """Remove and return the requests whose guarantee ``ready(guarantee, location)`` accepts,
+        earliest first."""
         heap = self._heap
         taken: list[NotificationRequest] = []
         if self.total:
-            while heap and ready(heap[0][0]):
+            while heap and ready(heap[0][0], location):
                 taken.append(heapq.heappop(heap)[2])
+        elif len(heap) == 1:  # one iteration of one epoch in a loop: the common case
+            if ready(heap[0][0], location):
+                taken.append(heap.pop()[2])
         elif heap:
             waiting = []
             answers: dict[Timestamp, bool] = {}
@@ -81,7 +85,7 @@ class Notificator:
                 guarantee = entry[0]
                 ok = answers.get(guarantee)
                 if ok is None:
-                    ok = answers[guarantee] = ready(guarantee)
+                    ok = answers[guarantee] = ready(guarantee, location)
                 if ok:
                     taken.append(entry[2])
                 else:
