@@ -102,13 +102,13 @@ class Diagnostics:
         that hold it back, and each vertex busy in an async callback. `explain` says these in
         words; the console points at their stages."""
         found: list[Holdup] = []
-        for ctx, (guarantee, _) in self.scheduler.notification_requests():
-            holders = self.tracker.holds((guarantee, ctx.location), exclude_self=True)
-            busy = " (vertex busy in an async callback)" if ctx.busy else ""
+        for instance, (guarantee, _) in self.scheduler.notification_requests():
+            holders = self.tracker.holds((guarantee, instance.location), exclude_self=True)
+            busy = " (vertex busy in an async callback)" if instance.busy else ""
             found.append(
                 Holdup(
-                    f"notification at {guarantee} for stage {ctx.stage_name!r} (worker {ctx.worker}){busy}",
-                    ctx.location,
+                    f"notification at {guarantee} for stage {instance.stage_name!r} (worker {instance.worker}){busy}",
+                    instance.location,
                     str(guarantee),
                     [self.holder(h) for h in sorted(holders, key=_order)],
                 )
@@ -124,13 +124,13 @@ class Diagnostics:
                     [self.holder(h) for h in sorted(holders, key=_order)],
                 )
             )
-        for ctx in self.scheduler.instances():
-            if ctx.busy:
+        for instance in self.scheduler.instances():
+            if instance.busy:
                 found.append(
                     Holdup(
-                        f"stage {ctx.stage_name!r} (worker {ctx.worker}) is running an async callback at {ctx.held}",
-                        ctx.location,
-                        str(ctx.held),
+                        f"stage {instance.stage_name!r} (worker {instance.worker}) is running an async callback at {instance.held}",
+                        instance.location,
+                        str(instance.held),
                         None,
                     )
                 )
