@@ -107,7 +107,6 @@ class ProgressTracker:
         counts = self.counts
         rising: list[Pointstamp] = []
         falling: list[Pointstamp] = []
-        applied: list[tuple[Pointstamp, int]] | None = [] if self.per_location else None
         for p, d in items:
             if not d:
                 continue
@@ -117,19 +116,17 @@ class ProgressTracker:
                 counts[p] = new
             else:
                 del counts[p]
-            if applied is not None:
-                applied.append((p, d))
             if old <= 0 < new:
                 rising.append(p)
             elif new <= 0 < old:
                 falling.append(p)
         self.updates_applied += 1
         self.active_count += len(rising) - len(falling)
-        if applied is not None:
+        if self.per_location:
             if self.active_count < self.few:
                 self._leave_per_location()
             else:
-                self._update_locations(applied)
+                self._update_locations([(p, d) for p, d in items if d])
         elif self.active_count > self.many:
             self._enter_per_location()
         else:
@@ -151,7 +148,8 @@ class ProgressTracker:
         displaced = [f for f in frontier if cri(p, f)]
         frontier.difference_update(displaced)
         frontier.add(p)
-        self._frontier_moved()
+        self.version += 1
+        self._changed_everywhere = True
 
     def _deactivate(self, p: Pointstamp) -> None:
         """``p`` is no longer active. Only if it was in the frontier can others join it: the
@@ -162,7 +160,8 @@ class ProgressTracker:
         if p not in frontier:
             return  # whatever p reached, the frontier element that reached p reaches too
         frontier.discard(p)
-        self._frontier_moved()
+        self.version += 1
+        self._changed_everywhere = True
         cri = self.reach.could_result_in
         joined: list[Pointstamp] = []
         for q in self._active:
