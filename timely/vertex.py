@@ -101,13 +101,13 @@ class VertexStatistics:
 
 
 class VertexContext:
-    """What the runtime keeps for one vertex instance: the time held, the output buffers,
-    the notification requests of the running callback, and counters. The runtime fills it
-    in; vertices use it only through `Vertex`'s methods."""
+    """What the runtime keeps for one vertex instance: the time held, what the running
+    callback sent (by output and time, until it returns), and counters. The runtime fills it in
+    and registers notification requests (`request_notification`); vertices use it only through
+    `Vertex`'s methods."""
 
     __slots__ = (
         "__weakref__",
-        "buffers",
         "callback_seconds",
         "depth",
         "held",
@@ -118,7 +118,7 @@ class VertexContext:
         "peers",
         "records_received",
         "records_sent",
-        "requests",
+        "sent",
         "stage_name",
         "worker",
     )
@@ -126,8 +126,8 @@ class VertexContext:
     def __init__(self, stage_name: str, worker: int, peers: int, depth: int, outputs: int) -> None:
         self.held: tuple[int, ...] | None = None
         """The time the running callback holds; None outside callbacks; TOP for a capability-free notification."""
-        self.buffers: list[dict[Timestamp, list[Any]]] = [{} for _ in range(outputs)]
-        self.requests: list[tuple[Timestamp, Timestamp | None]] = []
+        self.sent: list[dict[Timestamp, list[Any]]] = [{} for _ in range(outputs)]
+        """Per output, the records the running callback sent at each time: routed when it returns."""
         self.stage_name = stage_name
         self.worker = worker
         self.peers = peers
@@ -139,6 +139,21 @@ class VertexContext:
         self.notifications_requested = 0
         self.notifications_delivered = 0
         self.callback_seconds = 0.0
+
+    def send(self, port: int, records: Iterable[Any], time: Timestamp) -> None:
+        """Keep ``records`` for output ``port`` at ``time`` (already checked) until the callback
+        returns: a callback's messages leave together, with its progress changes."""
+        outgoing = self.sent[port]
+        waiting = outgoing.get(time)
+        if waiting is None:
+            outgoing[time] = list(records)
+        else:
+            waiting.extend(records)
+
+    def request_notification(self, time: Timestamp, capability: Timestamp | None) -> None:
+        """Register a checked request for ``on_notify(time)`` holding ``capability`` (None: no
+        capability). The runtime's context implements it."""
+        raise NotImplementedError
 
     def check_time(self, time: Any, what: str) -> Timestamp:
         """Normalise ``time`` and refuse it if it is before the held time (or has the wrong depth)."""
@@ -212,12 +227,7 @@ class Vertex:
         ctx = self._timely
         # the held time is a Timestamp; any other is checked and made one (no call on the common path)
         at: Timestamp = time if time is ctx.held else ctx.check_time(time, "send")  # type: ignore[assignment]
-        buffer = ctx.buffers[output.index]
-        pending = buffer.get(at)
-        if pending is None:
-            buffer[at] = list(records)
-        else:
-            pending.extend(records)
+        ctx.send(output.index, records, at)
 
     def notify_at(
         self, time: Timestamp | tuple[int, ...], capability: Timestamp | tuple[int, ...] | None = SAME
@@ -251,7 +261,7 @@ class Vertex:
                 )
         else:
             hold = None
-        ctx.requests.append((at, hold))
+        ctx.request_notification(at, hold)
 
     # Fault tolerance (Naiad §3.4) --------------------------------------------------------------
     def checkpoint(self) -> Any:
@@ -322,9 +332,4 @@ def attach(vertex: Vertex, context: VertexContext, outputs: int) -> None:
 def emit(vertex: Vertex, port: int, records: list[Any], time: Timestamp) -> None:
     """Buffer ``records`` on output ``port`` without checking the time: for the loop vertices,
     whose outputs change a time's depth (their path summaries say what is legal)."""
-    buffer = vertex._timely.buffers[port]
-    pending = buffer.get(time)
-    if pending is None:
-        buffer[time] = list(records)
-    else:
-        pending.extend(records)
+    vertex._timely.send(port, records, time)

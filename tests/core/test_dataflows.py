@@ -204,6 +204,37 @@ def test_notifications_inside_nested_loops_see_every_message(workers: int) -> No
     assert dict(totals) == {j: sum(1 for v in values if v > j) for j in range(max(values))}
 
 
+def test_hundreds_of_epochs_in_flight_through_nested_loops_see_every_message(workers: int) -> None:
+    """Every epoch sent without waiting for any: hundreds are open at once inside two loops, so
+    the progress tracker keeps per-location frontiers and the barrier's notificator releases
+    incomparable times out of order. Each notification must still see all its messages (the
+    barrier asserts none arrives after), with the counts of a direct computation."""
+    log: list[tuple[timely.Timestamp, int]] = []
+
+    def build(scope: timely.Scope) -> timely.Input:
+        inp = scope.new_input("n")
+        outer = timely.LoopContext(scope, "outer")
+        inner = timely.LoopContext(outer, "inner")
+        back = inner.feedback("back")
+        x = inner.ingress(outer.ingress(inp)).concat("in", back.stream)
+        y = x.stage("barrier", lambda: IterationBarrier(log), exchange=lambda r: r)
+        back.connect(y)
+        return inp
+
+    epochs = 300
+    sent = {e: [e % 7 + 1, e % 3 + 1, 5] for e in range(epochs)}
+    with timely.execute(build, workers=workers, timeout=TIMEOUT) as (comp, inp):
+        for e in range(epochs):
+            inp.send(sent[e])
+            inp.advance_to(e + 1)
+    got: Counter[tuple[int, int]] = Counter()
+    for t, n in log:
+        assert t.counters[0] == 0
+        got[(t.epoch, t.counters[1])] += n
+    expected = {(e, j): sum(1 for v in values if v > j) for e, values in sent.items() for j in range(max(values))}
+    assert dict(got) == expected
+
+
 @pytest.mark.parametrize("size", [0, 1, 5000])
 def test_map_filter_flat_map_concat_exchange_match_python(workers: int, size: int) -> None:
     data = list(range(size))

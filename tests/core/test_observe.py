@@ -146,6 +146,41 @@ def test_explain_answers_about_the_present_after_sleep_advance_and_close() -> No
         assert comp.complete
 
 
+class MarksEachEpochNamed(timely.Vertex):
+    """Asks to be notified at the epoch each record names: as many epochs open as records."""
+
+    def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
+        for r in records:
+            self.notify_at(timely.Timestamp(r))
+
+
+@pytest.mark.parametrize("open_epochs", [5, 150])
+def test_statistics_and_explain_say_when_many_epochs_are_open(open_epochs: int) -> None:
+    """The input stays open at epoch 0, so none of the requested epochs can complete: the
+    statistics count them, and from a hundred on explain() says the inputs run ahead and names
+    Input.throttle."""
+
+    def build(scope: timely.Scope) -> timely.Input:
+        numbers = scope.new_input("numbers")
+        numbers.stage("marks", MarksEachEpochNamed)
+        return numbers
+
+    with timely.execute(build, timeout=TIMEOUT) as (comp, numbers):
+        numbers.send(list(range(open_epochs)) * 2)  # repeats coalesce
+        text = comp.explain()  # runs the computation until it is idle first
+        stats = comp.statistics()
+        assert stats.open_epochs == open_epochs
+        assert stats.pending_notifications == open_epochs
+        ahead = text.startswith(
+            f"{open_epochs} epochs are open with notifications pending (epochs 0 to {open_epochs - 1}):"
+        )
+        assert ahead == (open_epochs >= 100) == ("Input.throttle" in text)
+        assert f"notification at ({open_epochs - 1}) for stage 'marks'" in text
+        numbers.close()
+    assert comp.statistics().open_epochs == 0
+    assert comp.vertices("marks")[0].statistics().notifications_delivered == open_epochs
+
+
 class BusyThenSlow(timely.Vertex):
     """A millisecond per message, then one callback that holds the event loop for seconds."""
 

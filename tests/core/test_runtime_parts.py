@@ -16,7 +16,7 @@ from timely._runtime.bindings import MESSAGE_BATCH, Bindings
 from timely._runtime.fence import CheckpointFence
 from timely._runtime.scheduler import Scheduler
 from timely._runtime.waiters import Waiters
-from timely._runtime.worker import Worker
+from timely._runtime.worker import QueuedMessage, Worker
 from timely.checkpoint import Checkpoints
 from timely.dataflow import Dataflow
 from timely.progress import ChangeBatch, ProgressTracker
@@ -46,8 +46,10 @@ def test_an_absent_fence_admits_everything_and_is_never_due() -> None:
     assert not fence.due
 
 
-def entry(port: int, time: Timestamp, records: list[Any], merged: int = 1) -> list[Any]:
-    return [None, port, time, records, merged]
+def entry(port: int, time: Timestamp, records: list[Any], merged: int = 1) -> QueuedMessage:
+    message = QueuedMessage(None, port, time, records)  # type: ignore[arg-type]  # no vertex needed
+    message.messages = merged
+    return message
 
 
 def test_the_fence_holds_what_it_does_not_admit_and_gives_it_back_in_order_when_lifted() -> None:
@@ -64,8 +66,8 @@ def test_the_fence_holds_what_it_does_not_admit_and_gives_it_back_in_order_when_
     fence.lift()
     assert fence.epoch == 5 and fence.held_back == 0
     # back at the front of their worker's queue, in the order they arrived, counted as queued
-    assert [e[3] for e in w0.queue] == [["a"], ["b"], ["c"], ["queued"]]
-    assert w0.queued == 4 and [e[3] for e in w1.queue] == [["x"]]
+    assert [e.records for e in w0.queue] == [["a"], ["b"], ["c"], ["queued"]]
+    assert w0.queued == 4 and [e.records for e in w1.queue] == [["x"]]
 
 
 def test_the_fence_carries_what_was_sent_past_it_until_a_fence_passes_it() -> None:

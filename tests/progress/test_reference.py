@@ -30,7 +30,7 @@ from timely.errors import CycleError
 from timely.graph import FrozenGraph, GraphBuilder, StageKind
 from timely.loop_context import LoopContext
 from timely.operators import Forward
-from timely.progress import Antichain, ChangeBatch, PathSummary, ProgressTracker
+from timely.progress import Antichain, ChangeBatch, MutableAntichain, PathSummary, ProgressTracker
 
 SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
@@ -209,6 +209,44 @@ def _successor(data: st.DataObject, ref: ReferenceModel, p: tuple) -> tuple | No
     return (u, target)
 
 
+def _tracker(data: st.DataObject, graph: FrozenGraph) -> ProgressTracker:
+    """A tracker whose switch between the global frontier alone (few active pointstamps) and
+    per-location frontiers (many) happens at small counts, so that runs see both and the
+    switches between them."""
+    few = data.draw(st.integers(0, 3), label="few active")
+    many = data.draw(st.integers(few, 5), label="many active")
+    return ProgressTracker(graph.reachability, few, many)
+
+
+# One location's frontier -------------------------------------------------------------------
+
+
+@settings(deadline=None, max_examples=200, suppress_health_check=SLOW)
+@given(st.data())
+def test_mutable_antichain_matches_the_minimal_positive_times(data: st.DataObject) -> None:
+    """After every batch of count changes (negative counts included), the frontier is the set
+    of minimal times with a positive count, and the changes it reports add up to the move
+    from the old frontier to the new one. Depth 0 takes the heap of a total order."""
+    depth = data.draw(st.integers(0, 2), label="depth")
+    times = st.tuples(*[st.integers(0, MAX_COORD)] * (depth + 1))
+    antichain = MutableAntichain(total=depth == 0)
+    counts: Counter = Counter()
+    for _ in range(data.draw(st.integers(1, 12), label="batches")):
+        batch = data.draw(st.lists(st.tuples(times, st.integers(-2, 2)), max_size=6), label="batch")
+        old = set(antichain.frontier)
+        changes = antichain.update(batch)
+        for t, d in batch:
+            counts[t] += d
+        expected = set(minimal([t for t, c in counts.items() if c > 0]))
+        assert set(antichain.frontier) == expected
+        assert len(antichain.frontier) == len(expected)
+        assert antichain.counts == {t: c for t, c in counts.items() if c}
+        assert {t for t, d in changes if d > 0} == expected - old
+        assert {t for t, d in changes if d < 0} == old - expected
+        for t in _grid(depth, MAX_COORD):
+            assert antichain.less_equal(t) == any(le(f, t) for f in expected)
+
+
 # One tracker -------------------------------------------------------------------------------
 
 
@@ -240,8 +278,9 @@ def _run_tracker(data: st.DataObject, allow_negative: bool) -> None:
     ref = ReferenceModel(graph, min_cap=MAX_COORD + 1)
     pool = data.draw(st.lists(_pointstamps(graph, ref, 2), min_size=1, max_size=8, unique=True), label="pool")
     probes = data.draw(st.lists(_pointstamps(graph, ref, MAX_COORD), max_size=6), label="probes")
-    tracker = ProgressTracker(graph.reachability)
+    tracker = _tracker(data, graph)
     counts: Counter = Counter()
+    frontiers: list[set] = [set() for _ in range(ref.locations)]
     for _ in range(data.draw(st.integers(1, 8), label="batches")):
         active = sorted(p for p, c in counts.items() if c > 0)
         process_one: bool = data.draw(st.booleans(), label="process one")
@@ -268,19 +307,19 @@ def _run_tracker(data: st.DataObject, allow_negative: bool) -> None:
             batch: object = data.draw(st.permutations(pairs), label="order")
         else:
             batch = net
-        before = {p for p, c in counts.items() if c > 0}
-        old_frontier, version, seen = set(tracker.frontier), tracker.version, len(tracker.newly_minimal)
+        old_frontier, version = set(tracker.frontier), tracker.version
+        tracker.take_changed_locations()
         tracker.update(batch)  # type: ignore[arg-type]
         counts.update(net)
         _check_tracker(tracker, ref, counts, probes)
-        # newly_minimal lists every pointstamp that joined the frontier; positive changes
-        # go first, so a pointstamp active before and after the batch is listed only if
-        # it really is in the frontier now (it never passes through it transiently)
-        joined = set(tracker.newly_minimal[seen:])
-        assert tracker.frontier - old_frontier <= joined
-        assert {p for p in joined if p in before and counts[p] > 0} <= tracker.frontier
         if tracker.frontier != old_frontier:
             assert tracker.version != version
+        event("per-location frontiers" if tracker.per_location else "the global frontier alone")
+        # a location whose frontier moved is reported, so the runtime looks at its notifications
+        moved = {loc for loc in range(ref.locations) if frontiers[loc] != set(tracker.frontier_at(loc).elements)}
+        changed = tracker.take_changed_locations()
+        assert changed is None or moved <= changed
+        frontiers = [set(tracker.frontier_at(loc).elements) for loc in range(ref.locations)]
 
 
 @settings(deadline=None, max_examples=150, suppress_health_check=SLOW)
@@ -308,7 +347,7 @@ class _Protocol:
     def __init__(self, data: st.DataObject, graph: FrozenGraph, ref: ReferenceModel, accumulate: bool) -> None:
         self.data, self.ref, self.accumulate = data, ref, accumulate
         self.n = data.draw(st.integers(2, 4), label="participants")
-        self.trackers = [ProgressTracker(graph.reachability) for _ in range(self.n)]
+        self.trackers = [_tracker(data, graph) for _ in range(self.n)]
         self.channels: dict[tuple[int, int], deque[Any]] = {
             (i, j): deque() for i in range(self.n) for j in range(self.n)
         }

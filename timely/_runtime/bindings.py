@@ -111,13 +111,13 @@ class InputBinding:
         try:
             for start in range(0, len(batch), MESSAGE_BATCH):
                 chunk = batch[start : start + MESSAGE_BATCH] if len(batch) > MESSAGE_BATCH else batch
-                ctx = contexts[self._next]
+                instance = contexts[self._next]
                 self._next = (self._next + 1) % len(contexts)
-                ctx.records_sent += (
+                instance.records_sent += (
                     len(chunk) if count is None else count * (start + len(chunk)) // n - count * start // n
                 )
-                for i, route in enumerate(ctx.routes[0]):
-                    ctx.messages_sent += route.send(chunk if i == 0 else list(chunk), time, pending)
+                for i, route in enumerate(instance.routes[0]):
+                    instance.messages_sent += route.send(chunk if i == 0 else list(chunk), time, pending)
         except CodecError as exc:  # a record for another process: say which input sent it
             raise CodecError(f"input {self.name!r} at epoch {self.epoch}: {exc}") from exc
         except VertexError as exc:  # an exchange function raised: part of the batch went, so stop
@@ -296,7 +296,7 @@ class Bindings:
     def bind_subscription(
         self, handle: Subscription, stage: int, fn: Callable[[Timestamp, list[Any]], object]
     ) -> SubscriptionBinding:
-        collectors: list[Collect] = [ctx.vertex for ctx in self._scheduler.instances_of(stage)]  # type: ignore[misc]
+        collectors: list[Collect] = [instance.vertex for instance in self._scheduler.instances_of(stage)]  # type: ignore[misc]
         binding = SubscriptionBinding(
             self._host, self._tracker, self._graph.stage_location(stage), handle.name, fn, collectors
         )

@@ -43,6 +43,11 @@ def show_time(time: Any) -> str:
     return f"({', '.join(parts)})"
 
 
+MANY_OPEN_EPOCHS = 100
+"""Epochs open with notifications pending from which `Diagnostics.explain` says the inputs run
+ahead, and points at `Input.throttle`."""
+
+
 @dataclass(frozen=True)
 class Holder:
     """A pointstamp holding progress back: the stage it is at (or whose input it is on), its
@@ -113,13 +118,13 @@ class Diagnostics:
         that hold it back, and each vertex busy in an async callback. `explain` says these in
         words; the console points at their stages."""
         found: list[Holdup] = []
-        for ctx, guarantee, _cap in self.scheduler.notification_requests():
-            holders = self.tracker.holds((guarantee, ctx.location), exclude_self=True)
-            busy = " (vertex busy in an async callback)" if ctx.busy else ""
+        for instance, (guarantee, _) in self.scheduler.notification_requests():
+            holders = self.tracker.holds((guarantee, instance.location), exclude_self=True)
+            busy = " (vertex busy in an async callback)" if instance.busy else ""
             found.append(
                 Holdup(
-                    f"notification at {show_time(guarantee)} for stage {ctx.stage_name!r} (worker {ctx.worker}){busy}",
-                    ctx.location,
+                    f"notification at {show_time(guarantee)} for stage {instance.stage_name!r} (worker {instance.worker}){busy}",
+                    instance.location,
                     _shown(guarantee),
                     [self.holder(h) for h in sorted(holders, key=_order)],
                 )
@@ -135,22 +140,35 @@ class Diagnostics:
                     [self.holder(h) for h in sorted(holders, key=_order)],
                 )
             )
-        for ctx in self.scheduler.instances():
-            if ctx.busy:
+        for instance in self.scheduler.instances():
+            if instance.busy:
                 found.append(
                     Holdup(
-                        f"stage {ctx.stage_name!r} (worker {ctx.worker}) is running an async callback at "
-                        f"{show_time(ctx.held)}",
-                        ctx.location,
-                        _shown(ctx.held),
+                        f"stage {instance.stage_name!r} (worker {instance.worker}) is running an async callback at "
+                        f"{show_time(instance.held)}",
+                        instance.location,
+                        _shown(instance.held),
                         None,
                     )
                 )
         return found
 
+    def open_epochs(self) -> list[int]:
+        """The distinct epochs at which notifications are pending here, in order."""
+        return sorted({request.guarantee[0] for _, request in self.scheduler.notification_requests()})
+
     def explain(self) -> str:
-        """Which pointstamps hold back each pending notification and probe wait."""
+        """Which pointstamps hold back each pending notification and probe wait (and, with many
+        epochs open, that the inputs run ahead)."""
         lines: list[str] = []
+        epochs = self.open_epochs()
+        ahead = None
+        if len(epochs) >= MANY_OPEN_EPOCHS:
+            ahead = (
+                f"{len(epochs)} epochs are open with notifications pending (epochs {epochs[0]} to {epochs[-1]}): "
+                "the inputs run ahead of the computation, and each epoch's answer waits behind every epoch "
+                "sent before it; Input.throttle(probe, k) keeps an input at most k epochs ahead of a probe"
+            )
         for holdup in self.holdups():
             if holdup.holders is None:
                 lines.append(holdup.waiter)
@@ -164,6 +182,8 @@ class Diagnostics:
                 return "nothing is active: the computation is complete"
             lines.append("active pointstamps on the frontier:")
             lines.extend(f"  - {self.describe(p)}" for p in sorted(self.tracker.frontier, key=_order))
+        if ahead is not None:
+            lines.insert(0, ahead)
         return "\n".join(lines)
 
     def statistics(self) -> ComputationStatistics:
@@ -175,7 +195,7 @@ class Diagnostics:
                 w.records_delivered,
                 w.notifications_delivered,
                 len(w.queue),
-                len(w.notifications),
+                w.pending_notifications(),
                 w.callback_seconds,
             )
             for w in scheduler.workers
@@ -184,13 +204,14 @@ class Diagnostics:
             process=scheduler.process_index,
             workers=workers,
             progress_batches=self.tracker.updates_applied,
-            active_pointstamps=len(self.tracker.active),
+            active_pointstamps=self.tracker.active_count,
             frontier_size=len(self.tracker.frontier),
             elapsed_seconds=_time.perf_counter() - self.started_at,
             max_queued_messages=scheduler.max_backlog,
             max_queued_records=scheduler.max_queued_records,
             network=self.link.statistics() if self.link is not None else {},
             checkpoints=self.recovery.statistics() if self.recovery is not None else {},
+            open_epochs=len(self.open_epochs()),
         )
 
     async def watch_stalls(self, every: float, idle_since: Callable[[], float | None]) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..checkpoint import Checkpoints
 from ..progress import Pointstamp
-from .worker import Worker
+from .worker import QueuedMessage, Worker
 
 __all__ = ["Carried", "CheckpointFence"]
 
@@ -46,7 +46,7 @@ class CheckpointFence:
         """The frontier has passed the fence: the checkpoint can be taken once this process is quiet."""
         self.held_back = 0
         """Messages held behind the fence (counting merged ones)."""
-        self._held: dict[Worker, list[list[Any]]] = {}
+        self._held: dict[Worker, list[QueuedMessage]] = {}
         self._carried: list[Carried] = []
 
     @classmethod
@@ -66,13 +66,13 @@ class CheckpointFence:
         epoch = self.epoch
         return epoch is None or time[0] <= epoch
 
-    def hold(self, worker: Worker, entry: list[Any]) -> None:
+    def hold(self, worker: Worker, entry: QueuedMessage) -> None:
         """Keep a queue entry of ``worker`` that the fence does not admit, until it lifts."""
         held = self._held.get(worker)
         if held is None:
             held = self._held[worker] = []
         held.append(entry)
-        self.held_back += entry[4]
+        self.held_back += entry.messages
 
     def carry(self, stage: int, worker: int, port: int, time: tuple[int, ...], records: list[Any]) -> None:
         """Remember a batch a callback sent past the fence (a copy: the routes may reuse the list)."""

@@ -222,8 +222,7 @@ class ProcessRuntime:
                 did = True
             if tracker.version != self._seen_version:
                 self._seen_version = tracker.version
-                tracker.newly_minimal.clear()
-                scheduler.recheck_notifications()
+                scheduler.frontier_moved(tracker.take_changed_locations())
                 self._frontier_changed()
             if scheduler.deliver_notifications():
                 did = True
@@ -234,6 +233,7 @@ class ProcessRuntime:
                 and self.recovery.at_fence()
             ):
                 fence.observe(tracker.frontier)  # the input may already be past the next fence
+                scheduler.recheck_notifications()  # those the fence held back
                 did = True
             if not did:
                 return False
@@ -242,7 +242,8 @@ class ProcessRuntime:
 
     def _frontier_changed(self) -> None:
         self.bindings.frontier_changed()
-        self.fence.observe(self.tracker.frontier)
+        if self.fence.epoch is not None:  # the tracker's frontier is built on demand
+            self.fence.observe(self.tracker.frontier)
         self.waiters.frontier_changed()
         if self.sampler is not None:
             self.sampler.frontier_changed()

@@ -47,7 +47,7 @@ from ..checkpoint._store import (
 )
 from ..errors import VertexError
 from ..timestamp import _from_flat
-from ..vertex import TOP, KeyedState, RoutedPiece, Vertex
+from ..vertex import KeyedState, RoutedPiece, Vertex
 from .bindings import Bindings, SubscriptionBinding
 from .cluster import ClusterLink
 from .fence import CheckpointFence
@@ -185,10 +185,10 @@ class Recovery:
         started = _time.perf_counter()
         scheduler = self.scheduler
         graph = scheduler.graph
-        vertices = [state for ctx in scheduler.instances() if (state := _state_of(ctx, epoch)) is not None]
+        vertices = [state for instance in scheduler.instances() if (state := _state_of(instance, epoch)) is not None]
         notifications = [
-            (ctx.stage_name, ctx.worker, tuple(guarantee), None if cap is TOP else tuple(cap))
-            for ctx, guarantee, cap in scheduler.notification_requests()
+            (instance.stage_name, instance.worker, tuple(guarantee), None if cap is None else tuple(cap))
+            for instance, (guarantee, cap) in scheduler.notification_requests()
         ]
         names = [s.name for s in graph.stages]
         inputs = self.bindings.inputs
@@ -278,9 +278,9 @@ class Recovery:
                 raise CheckpointError(f"the checkpoint has state for stage {name!r}, which this dataflow lacks")
             if same:
                 for worker, keyed, state in states:
-                    ctx = self.scheduler.instance(spec.index, worker)
-                    assert ctx is not None
-                    ctx.vertex.restore(KeyedState(list(state)) if keyed else state)
+                    instance = self.scheduler.instance(spec.index, worker)
+                    assert instance is not None
+                    instance.vertex.restore(KeyedState(list(state)) if keyed else state)
                     restored += 1
             else:
                 restored += self._reroute(info, name, spec.index, states)
@@ -298,17 +298,17 @@ class Recovery:
                 f"{info.epoch} has {info.processes} process(es) of {info.parts[0].header['workers']} worker(s)"
             )
         local = self.scheduler.instances_of(stage)
-        pieces = deal_pieces([state for _, _, state in states], peers, [ctx.worker for ctx in local])
-        for ctx in local:
-            ctx.vertex.restore(KeyedState(pieces[ctx.worker]))
+        pieces = deal_pieces([state for _, _, state in states], peers, [instance.worker for instance in local])
+        for instance in local:
+            instance.vertex.restore(KeyedState(pieces[instance.worker]))
         return len(local)
 
     def _restore_notifications(self, saved: list[Any], same: bool) -> None:
         """Re-request the notifications pending at the checkpoint."""
         for name, worker, guarantee, cap in saved:
-            for ctx in self._owners(name, worker, same):
+            for instance in self._owners(name, worker, same):
                 capability = None if cap is None else _from_flat(tuple(cap))
-                self.scheduler.request_notification(ctx, _from_flat(tuple(guarantee)), capability)
+                self.scheduler.request_notification(instance, _from_flat(tuple(guarantee)), capability)
 
     def _restore_carried(self, saved: list[Any], same: bool) -> None:
         """Send again what callbacks had sent past the checkpoint: it was in flight."""
@@ -318,11 +318,11 @@ class Recovery:
             if not owners:
                 continue
             if same:
-                ctx: VertexRuntime | None = owners[0]
+                instance: VertexRuntime | None = owners[0]
             else:
-                ctx = scheduler.instance(owners[0].stage, worker % scheduler.peers)
-            if ctx is not None:
-                scheduler.send(ctx, port, _from_flat(tuple(time)), records)
+                instance = scheduler.instance(owners[0].stage, worker % scheduler.peers)
+            if instance is not None:
+                scheduler.send(instance, port, _from_flat(tuple(time)), records)
 
     def _owners(self, name: str, worker: int, same: bool) -> list[VertexRuntime]:
         """The local instances that take an old instance's notification requests: itself when
@@ -331,8 +331,8 @@ class Recovery:
         if spec is None:
             return []
         if same:
-            ctx = self.scheduler.instance(spec.index, worker)
-            return [] if ctx is None else [ctx]
+            instance = self.scheduler.instance(spec.index, worker)
+            return [] if instance is None else [instance]
         return self.scheduler.instances_of(spec.index)
 
     # Inputs and outputs ------------------------------------------------------------------------
@@ -442,20 +442,20 @@ def _sealer(log_: InputLog) -> Any:
     return seal
 
 
-def _state_of(ctx: VertexRuntime, epoch: int) -> tuple[str, int, int, Any] | None:
+def _state_of(instance: VertexRuntime, epoch: int) -> tuple[str, int, int, Any] | None:
     """What a vertex's checkpoint() returned, as a part's entry: (stage, worker, keyed, state);
     None for a vertex that keeps no state."""
-    vertex = ctx.vertex
+    vertex = instance.vertex
     if type(vertex).checkpoint is Vertex.checkpoint:
         return None
     try:
         state = vertex.checkpoint()
     except BaseException as exc:
         err = VertexError(
-            f"stage {ctx.stage_name!r} (worker {ctx.worker}) raised {type(exc).__name__} in checkpoint "
+            f"stage {instance.stage_name!r} (worker {instance.worker}) raised {type(exc).__name__} in checkpoint "
             f"at epoch {epoch}: {exc}",
-            ctx.stage_name,
-            ctx.worker,
+            instance.stage_name,
+            instance.worker,
             epoch,
             "checkpoint",
         )
@@ -463,8 +463,8 @@ def _state_of(ctx: VertexRuntime, epoch: int) -> tuple[str, int, int, Any] | Non
     if state is None:
         return None
     if isinstance(state, KeyedState):
-        return (ctx.stage_name, ctx.worker, 1, [tuple(p) for p in state.pieces])
-    return (ctx.stage_name, ctx.worker, 0, state)
+        return (instance.stage_name, instance.worker, 1, [tuple(p) for p in state.pieces])
+    return (instance.stage_name, instance.worker, 0, state)
 
 
 def deal_pieces(

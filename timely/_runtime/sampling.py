@@ -140,18 +140,20 @@ class Sampler:
         self._passed: dict[str, int] = {}
         self._arrived: dict[str, int] = {}
         self.profiler = CallbackProfiler(
-            [(ctx.vertex, ctx.stage) for ctx in scheduler.instances()], len(graph.stages), threading.get_ident()
+            [(instance.vertex, instance.stage) for instance in scheduler.instances()],
+            len(graph.stages),
+            threading.get_ident(),
         )
         n = len(graph.stages)
         self._loops = []
         """Per loop: its name, a feedback stage (where its frontier is read), its locations."""
-        for ctx in graph.contexts[1:]:
-            inside = {s.index for s in graph.stages if s.context == ctx.index}
+        for instance in graph.contexts[1:]:
+            inside = {s.index for s in graph.stages if s.context == instance.index}
             feedback = next((i for i in sorted(inside) if graph.stages[i].kind == StageKind.FEEDBACK), None)
             if feedback is None:
                 continue
             edges = {n + c.index for c in graph.connectors if c.target in inside}
-            self._loops.append((ctx.name, feedback, inside | edges))
+            self._loops.append((instance.name, feedback, inside | edges))
 
     def frontier_changed(self) -> None:
         """The runtime's frontier moved: note which epochs the probes have passed, and when."""
@@ -167,7 +169,7 @@ class Sampler:
             if upto > last:
                 # the records that reached the probe here since it last passed an epoch: the
                 # changes of the epoch(s) now complete (several at once share one count)
-                arrived = sum(ctx.records_received for ctx in self.scheduler.instances_of(binding.location))
+                arrived = sum(instance.records_received for instance in self.scheduler.instances_of(binding.location))
                 records = arrived - self._arrived.get(name, 0)
                 self._arrived[name] = arrived
                 kept = self.completions.setdefault(name, [])
@@ -187,25 +189,25 @@ class Sampler:
         seconds = self.profiler.seconds
         stages = [[0, 0, 0, 0, 0, 0, 0, seconds[i]] for i in range(n)]
         state: dict[int, list[int]] = {}
-        for ctx in scheduler.instances():
-            row = stages[ctx.stage]
-            row[0] += ctx.records_received
-            row[1] += ctx.records_sent
-            row[2] += ctx.messages_received
-            row[3] += ctx.notifications_delivered
-            row[5] += len(ctx.pending_notifications)
-            row[6] += ctx.busy
-            size = ctx.vertex.state_size()
+        for instance in scheduler.instances():
+            row = stages[instance.stage]
+            row[0] += instance.records_received
+            row[1] += instance.records_sent
+            row[2] += instance.messages_received
+            row[3] += instance.notifications_delivered
+            row[5] += len(instance.notificator)
+            row[6] += instance.busy
+            size = instance.vertex.state_size()
             if size is not None:
                 rows, nbytes = size
-                kept = state.setdefault(ctx.stage, [0, 0])
+                kept = state.setdefault(instance.stage, [0, 0])
                 kept[0] += rows
                 kept[1] += nbytes
         workers = []
         for w in scheduler.workers:
             for entry in w.queue:
-                stages[entry[0].stage][4] += entry[4]
-            workers.append([w.index, w.callback_seconds, w.queued, len(w.notifications), w.records_delivered])
+                stages[entry.instance.stage][4] += entry.messages
+            workers.append([w.index, w.callback_seconds, w.queued, w.pending_notifications(), w.records_delivered])
         tracker = self.tracker
         frontier = [[loc, _time_list(t), tracker.counts.get((t, loc), 0)] for t, loc in tracker.frontier]
         inputs = [[b.name, b.epoch, b.closed, b.backpressure_waits] for b in self.bindings.inputs]

@@ -4,7 +4,7 @@ notifications to vertices.
 All workers of a process run on one event loop, in one thread. `Scheduler.drain` delivers
 queued messages in tight loops (plain ``def`` callbacks are called directly: no task, no
 await); `deliver_notifications` runs the notifications the progress tracker allows, earliest
-first; what a callback sent is routed by `flush` when it returns, with its progress changes
+first, asking only the notificators of the locations whose frontier moved; what a callback sent is routed by `flush` when it returns, with its progress changes
 added to the process's ``pending`` batch, so one callback makes one atomic batch. An ``async
 def`` callback runs as a task; its vertex is busy (its messages wait, in order) and what it
 consumed stays pending until it returns.
@@ -29,7 +29,7 @@ from ..timestamp import Timestamp
 from ..vertex import TOP, Vertex
 from .cluster import ClusterLink
 from .fence import CheckpointFence
-from .worker import Route, VertexRuntime, Worker
+from .worker import NotificationRequest, Route, VertexRuntime, Worker
 
 __all__ = ["DRAIN_LIMIT", "Scheduler"]
 
@@ -76,12 +76,17 @@ class Scheduler:
         """Messages waiting behind vertices busy in an async callback."""
         self.max_backlog = 0
         self.max_queued_records = 0
-        self._notes_dirty = False
+        self._due: set[int] = set()
+        """Locations whose instances' notifications may have become deliverable."""
+        self._waiting: dict[int, int] = {}
+        """Pending notifications per stage (over this process's workers); no entry when none."""
         self._task_group: Any = None
         self.workers = [Worker(self.first_worker + i) for i in range(workers)]
         for w in self.workers:
             for spec in graph.stages:
-                w.vertices.append(VertexRuntime(spec, _make_vertex(spec), w, self.peers))
+                w.vertices.append(
+                    VertexRuntime(spec, _make_vertex(spec), w, self.peers, pending, self._due, self._waiting)
+                )
         self.link = link
         self._wire(link)
 
@@ -135,13 +140,13 @@ class Scheduler:
         spec = self.graph.by_name.get(stage_name)
         if spec is None:
             raise KeyError(f"no stage named {stage_name!r}; stages: {sorted(self.graph.by_name)}")
-        return [ctx.vertex for ctx in self.instances_of(spec.index)]
+        return [instance.vertex for instance in self.instances_of(spec.index)]
 
-    def notification_requests(self) -> Iterator[tuple[VertexRuntime, Timestamp, Any]]:
-        """Every pending notification: (instance, guarantee, capability or TOP), earliest first per worker."""
-        for w in self.workers:
-            for guarantee, stage, cap in w.notifications:
-                yield w.vertices[stage], guarantee, cap
+    def notification_requests(self) -> Iterator[tuple[VertexRuntime, NotificationRequest]]:
+        """Every pending notification with its instance, earliest first per instance."""
+        for instance in self.instances():
+            for request in instance.notificator:
+                yield instance, request
 
     # Queues ----------------------------------------------------------------------------------------
     def has_queued(self) -> bool:
@@ -164,14 +169,18 @@ class Scheduler:
     def deliver_remote(self, connector: int, worker: int, time: Timestamp, records: list[Any]) -> None:
         """Queue a batch that arrived from another process for one of this process's workers."""
         conn = self.graph.connectors[connector]
-        ctx = self.workers[worker - self.first_worker].vertices[conn.target]
-        ctx.worker_state.enqueue(ctx, conn.target_port, time, records)
+        instance = self.workers[worker - self.first_worker].vertices[conn.target]
+        instance.worker_state.enqueue(instance, conn.target_port, time, records)
 
     def quiet_until(self, epoch: int) -> bool:
         """Nothing up to ``epoch`` is left to do here: no callback running, no notification due."""
         if self.in_flight:
             return False
-        return not any(n[0][0] <= epoch for w in self.workers for n in w.notifications)
+        for instance in self.instances():
+            earliest = instance.notificator.earliest()
+            if earliest is not None and earliest[0] <= epoch:
+                return False
+        return True
 
     # Messages ---------------------------------------------------------------------------------------
     def drain(self, deadline: float) -> bool:
@@ -197,143 +206,139 @@ class Scheduler:
         fenced = fence.epoch is not None
         while queue and limit and clock() <= deadline:
             limit -= 1
-            item = queue.popleft()
-            ctx, port, time, records, count = item
+            message = queue.popleft()
+            instance = message.instance
+            port = message.port
+            time = message.time
+            records = message.records
+            count = message.messages
             w.queued -= count
             w.queued_records -= len(records)
-            key = (ctx, port, time)
-            if waiting.get(key) is item:
+            key = (instance, port, time)
+            if waiting.get(key) is message:
                 del waiting[key]
             if fenced and not fence.admits(time):
-                fence.hold(w, item)
+                fence.hold(w, message)
                 continue
-            if ctx.busy:
-                ctx.backlog.append(item)
+            if instance.busy:
+                instance.backlog.append(message)
                 self.held_by_busy += count
                 self.held_records_by_busy += len(records)
                 continue
-            ctx.held = time
-            ctx.messages_received += 1
-            ctx.records_received += len(records)
-            if ctx.async_recv:
-                self._start_async(
-                    ctx, ctx.recv(port, records, time), "on_recv", time, (time, ctx.input_locations[port]), count
-                )
+            instance.held = time
+            instance.messages_received += 1
+            instance.records_received += len(records)
+            consumed = (time, instance.input_locations[port])
+            if instance.async_recv:
+                coro = instance.vertex.on_recv(port, records, time)
+                self._start_async(instance, coro, "on_recv", time, consumed, count)
                 continue
             try:
-                ctx.recv(port, records, time)
-                self.flush(ctx)
+                instance.vertex.on_recv(port, records, time)
+                self.flush(instance)
             except BaseException as exc:
-                raise self._callback_failed(ctx, "on_recv", time, exc)  # noqa: B904 - the cause is set inside
-            ctx.held = None
-            done = (time, ctx.input_locations[port])
-            pending[done] = pending.get(done, 0) - count
+                raise self._callback_failed(instance, "on_recv", time, exc)  # noqa: B904 - the cause is set inside
+            instance.held = None
+            pending[consumed] = pending.get(consumed, 0) - count
             w.messages_delivered += 1
             w.records_delivered += len(records)
         w.callback_seconds += clock() - started
 
-    def flush(self, ctx: VertexRuntime) -> None:
-        """Route what ``ctx``'s callback sent and register the notifications it asked for."""
+    def flush(self, instance: VertexRuntime) -> None:
+        """Route what ``instance``'s callback sent (its notification requests are registered as
+        it makes them)."""
         pending = self.pending
         fence = self.fence
         fenced = fence.epoch is not None
-        for port, buffer in enumerate(ctx.buffers):
-            if buffer:
-                routes = ctx.routes[port]
-                for time, records in buffer.items():
-                    if not records:
-                        continue
-                    if fenced and not fence.admits(time):
-                        fence.carry(ctx.stage, ctx.worker, port, time, records)
-                    ctx.records_sent += len(records)
-                    first = True
-                    for route in routes:
-                        ctx.messages_sent += route.send(records if first else list(records), time, pending)
-                        first = False
-                buffer.clear()
-        if ctx.requests:
-            self._register_notifications(ctx)
+        for port, time, records in instance.take_sent():
+            if fenced and not fence.admits(time):
+                fence.carry(instance.stage, instance.worker, port, time, records)
+            instance.records_sent += len(records)
+            first = True
+            for route in instance.routes[port]:
+                instance.messages_sent += route.send(records if first else list(records), time, pending)
+                first = False
 
-    def send(self, ctx: VertexRuntime, port: int, time: Timestamp, records: list[Any]) -> None:
-        """Send ``records`` from ``ctx``'s output ``port`` at ``time`` as if its callback had."""
-        ctx.buffers[port].setdefault(time, []).extend(records)
-        self.flush(ctx)
+    def send(self, instance: VertexRuntime, port: int, time: Timestamp, records: list[Any]) -> None:
+        """Send ``records`` from ``instance``'s output ``port`` at ``time`` as if its callback had."""
+        instance.send(port, records, time)
+        self.flush(instance)
 
     # Notifications ----------------------------------------------------------------------------------
-    def request_notification(self, ctx: VertexRuntime, time: Timestamp, capability: Timestamp | None) -> None:
-        """Ask for ``ctx.on_notify(time)`` as if its callback had called `Vertex.notify_at`."""
-        ctx.requests.append((time, capability))
-        self._register_notifications(ctx)
+    def request_notification(self, instance: VertexRuntime, time: Timestamp, capability: Timestamp | None) -> None:
+        """Ask for ``on_notify(time)`` of ``instance`` as if its callback had called `Vertex.notify_at`."""
+        instance.request_notification(time, capability)
 
-    def _register_notifications(self, ctx: VertexRuntime) -> None:
-        notes = ctx.worker_state.notifications
-        for guarantee, capability in ctx.requests:
-            cap = TOP if capability is None else capability
-            if (guarantee, cap) in ctx.pending_notifications:
-                continue
-            ctx.pending_notifications.add((guarantee, cap))
-            ctx.notifications_requested += 1
-            notes.add((guarantee, ctx.stage, cap))
-            if cap is not TOP:
-                key = (cap, ctx.location)
-                self.pending[key] = self.pending.get(key, 0) + 1
-        ctx.requests.clear()
-        self._notes_dirty = True
+    def frontier_moved(self, locations: set[int] | None) -> None:
+        """The frontier moved at ``locations`` (None: anywhere): their pending notifications may
+        have become deliverable."""
+        self._due.update(self._waiting if locations is None else locations)
 
     def recheck_notifications(self) -> None:
-        """The frontier moved: some pending notification may have become deliverable."""
-        self._notes_dirty = True
+        """Something other than the frontier may let notifications run (the checkpoint fence
+        lifted): look at every instance's next time."""
+        self._due.update(range(len(self.graph.stages)))
 
     def _deliverable(self, guarantee: Timestamp, location: int) -> bool:
-        p = (guarantee, location)
-        tracker = self.tracker
-        if p in tracker.active:
-            return p in tracker.frontier
-        return not tracker.blocked(p)
+        """No active pointstamp other than the notification's own could result in it."""
+        return self.fence.admits(guarantee) and not self.tracker.blocked((guarantee, location), exclude_self=True)
 
     def deliver_notifications(self) -> bool:
-        """Run the notifications that are deliverable now (if anything may have changed since the
-        last look), earliest first per worker; whether any ran."""
-        if not self._notes_dirty:
+        """Run the notifications that are deliverable now, at the locations whose frontier moved
+        since the last look, earliest first per worker; whether any ran."""
+        due = self._due
+        if not due:
             return False
-        self._notes_dirty = False
+        waiting = self._waiting
+        locations = [loc for loc in due if loc in waiting]  # stages with notifications pending
+        due.clear()
+        if not locations:
+            return False
         delivered = False
-        fence = self.fence
         for w in self.workers:
-            notes = w.notifications
-            if not notes:
+            ready: list[tuple[Timestamp, int, NotificationRequest]] = []
+            for stage in locations:
+                instance = w.vertices[stage]
+                if instance.busy or not instance.notificator:
+                    continue
+                taken = instance.notificator.take_ready(self._deliverable, stage)
+                if taken:
+                    left = waiting[stage] - len(taken)
+                    if left:
+                        waiting[stage] = left
+                    else:
+                        del waiting[stage]
+                    for request in taken:
+                        ready.append((request.guarantee, stage, request))
+            if not ready:
                 continue
-            ready = [
-                n for n in notes if not w.vertices[n[1]].busy and fence.admits(n[0]) and self._deliverable(n[0], n[1])
-            ]
-            if ready and not delivered and self.link is not None:
+            if not delivered and self.link is not None:
                 # what this process has told nobody yet (the messages it consumed, the data it
                 # sent) goes before a notification, often the long callback: the peers must not
                 # wait for it to learn that their messages were consumed
                 self.link.flush()
-            for note in ready:
-                notes.remove(note)
-                guarantee, stage, cap = note
-                ctx = w.vertices[stage]
-                ctx.pending_notifications.discard((guarantee, cap))
-                self._notify(w, ctx, guarantee, cap)
+            if len(ready) > 1:
+                ready.sort(key=lambda r: (r[0], r[1]))
+            for _, stage, request in ready:
+                self._notify(w, w.vertices[stage], request)
                 delivered = True
         return delivered
 
-    def _notify(self, w: Worker, ctx: VertexRuntime, guarantee: Timestamp, cap: Any) -> None:
-        ctx.held = cap
-        ctx.notifications_delivered += 1
-        release = None if cap is TOP else (cap, ctx.location)
-        if ctx.async_notify:
-            self._start_async(ctx, ctx.notify(guarantee), "on_notify", guarantee, release)
+    def _notify(self, w: Worker, instance: VertexRuntime, request: NotificationRequest) -> None:
+        guarantee, cap = request
+        instance.held = TOP if cap is None else cap
+        instance.notifications_delivered += 1
+        release = None if cap is None else (cap, instance.location)
+        if instance.async_notify:
+            self._start_async(instance, instance.vertex.on_notify(guarantee), "on_notify", guarantee, release)
             return
         started = _time.perf_counter()
         try:
-            ctx.notify(guarantee)
-            self.flush(ctx)
+            instance.vertex.on_notify(guarantee)
+            self.flush(instance)
         except BaseException as exc:
-            raise self._callback_failed(ctx, "on_notify", guarantee, exc)  # noqa: B904 - the cause is set inside
-        ctx.held = None
+            raise self._callback_failed(instance, "on_notify", guarantee, exc)  # noqa: B904 - the cause is set inside
+        instance.held = None
         if release is not None:
             self.pending[release] = self.pending.get(release, 0) - 1
         w.notifications_delivered += 1
@@ -342,7 +347,7 @@ class Scheduler:
     # Async callbacks --------------------------------------------------------------------------------
     def _start_async(
         self,
-        ctx: VertexRuntime,
+        instance: VertexRuntime,
         coro: Any,
         callback: str,
         time: Timestamp,
@@ -351,62 +356,62 @@ class Scheduler:
     ) -> None:
         """Run an ``async def`` callback as a task; the vertex is busy (its inputs wait) and
         what it consumed (``count`` messages, or a notification) stays pending until it returns."""
-        ctx.busy = True
+        instance.busy = True
         self.in_flight += 1
-        self._task_group.start_soon(self._finish_async, ctx, coro, callback, time, release, count)
+        self._task_group.start_soon(self._finish_async, instance, coro, callback, time, release, count)
 
     async def _finish_async(
-        self, ctx: VertexRuntime, coro: Any, callback: str, time: Timestamp, release: Pointstamp | None, count: int
+        self, instance: VertexRuntime, coro: Any, callback: str, time: Timestamp, release: Pointstamp | None, count: int
     ) -> None:
         try:
             await coro
-            self.flush(ctx)
+            self.flush(instance)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
-            self._callback_failed(ctx, callback, time, exc)
+            self._callback_failed(instance, callback, time, exc)
             self._wake()
             return
         finally:
             self.in_flight -= 1
-        ctx.held = None
-        ctx.busy = False
+        instance.held = None
+        instance.busy = False
         if release is not None:
             self.pending[release] = self.pending.get(release, 0) - count
-        w = ctx.worker_state
+        w = instance.worker_state
         if callback == "on_recv":
             w.messages_delivered += 1
         else:
             w.notifications_delivered += 1
-        if ctx.backlog:
-            self.held_records_by_busy -= sum(len(e[3]) for e in ctx.backlog)
-            self.held_by_busy -= w.requeue(ctx.backlog)
-            ctx.backlog.clear()
-        self._notes_dirty = True
+        if instance.backlog:
+            self.held_records_by_busy -= sum(len(e.records) for e in instance.backlog)
+            self.held_by_busy -= w.requeue(instance.backlog)
+            instance.backlog.clear()
+        self._due.add(instance.location)
         self._wake()
 
     # Failure ----------------------------------------------------------------------------------------
-    def _callback_failed(self, ctx: VertexRuntime, callback: str, time: Any, exc: BaseException) -> BaseException:
+    def _callback_failed(self, instance: VertexRuntime, callback: str, time: Any, exc: BaseException) -> BaseException:
         """The error a callback's exception fails the computation with: a `VertexError` naming the
         stage, worker, callback and time, with the user's exception as its cause."""
-        ctx.held = None
+        instance.held = None
         if isinstance(exc, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
             return exc
         shown = "TOP" if time is TOP else str(time)
         err: BaseException
         if isinstance(exc, CodecError) and getattr(exc, "stage", None) is None:
             # raised while routing what the callback sent: say who sent it, and when
-            err = CodecError(f"stage {ctx.stage_name!r} (worker {ctx.worker}) at time {shown}: {exc}")
-            err.stage, err.worker, err.time = ctx.stage_name, ctx.worker, shown  # type: ignore[attr-defined]
+            err = CodecError(f"stage {instance.stage_name!r} (worker {instance.worker}) at time {shown}: {exc}")
+            err.stage, err.worker, err.time = instance.stage_name, instance.worker, shown  # type: ignore[attr-defined]
             err.__cause__ = exc
         elif isinstance(exc, TimelyError) and not isinstance(exc, LibraryError):
             err = exc  # timely's own, raised by send_by or notify_at: it names the stage already
         else:
             err = VertexError(
-                f"stage {ctx.stage_name!r} (worker {ctx.worker}) raised {type(exc).__name__} in {callback} "
+                f"stage {instance.stage_name!r} (worker {instance.worker}) raised {type(exc).__name__} in {callback} "
                 f"at time {shown}: {exc}",
-                ctx.stage_name,
-                ctx.worker,
+                instance.stage_name,
+                instance.worker,
                 time,
                 callback,
             )

@@ -36,6 +36,14 @@ class ComputationStatistics:
     """Bytes and frames of data and of progress this process sent and received."""
     checkpoints: dict[str, Any] = field(default_factory=dict)
     """Checkpoints taken (count, seconds, the last one's epoch and size) and what a resume restored."""
+    open_epochs: int = 0
+    """Distinct epochs at which notifications are pending in this process. Hundreds mean the
+    inputs run far ahead of the computation: each epoch's answer waits behind every epoch sent
+    before it (`Input.throttle` bounds how far)."""
+
+    @property
+    def pending_notifications(self) -> int:
+        return sum(w.pending_notifications for w in self.workers)
 
     @property
     def messages_delivered(self) -> int:

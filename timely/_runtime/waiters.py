@@ -42,7 +42,7 @@ class Waiters:
 
     def has_passed(self, location: int, time: Timestamp) -> bool:
         """Nothing at or before ``time`` can reach ``location`` any more."""
-        return not self._tracker.frontier_at(location).less_equal(time)
+        return self._tracker.passed(location, time)
 
     def when(self, predicate: Callable[[], bool]) -> asyncio.Future[None]:
         """A future that resolves after the first scheduler step at which ``predicate()`` holds."""

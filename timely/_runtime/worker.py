@@ -3,19 +3,19 @@
 The logical graph expands to one `VertexRuntime` per stage per worker. Each output port of an
 instance has one `Route` per connector leaving it, which knows where records go (a local
 worker's queue, or another process through the `ClusterLink`) and counts the messages it
-makes in the process's progress batch. A `Worker` holds its instances, its message queue and
-its pending notifications. These are plain objects on the hot path: the scheduler reads and
-writes their fields directly, and nothing here calls back into the scheduler.
+makes in the process's progress batch. Each instance's `Notificator` holds the notifications it
+asked for. A `Worker` holds its instances and its message queue. These are plain objects on the
+hot path: the scheduler reads and writes their fields directly, and nothing here calls back into
+the scheduler.
 """
 
 from __future__ import annotations
 
+import heapq
 import inspect
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-from sortedcontainers import SortedList
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import VertexError
 from ..graph import StageSpec
@@ -27,32 +27,119 @@ from ..vertex import Vertex, VertexContext, attach
 if TYPE_CHECKING:
     from .cluster import ClusterLink
 
-__all__ = ["MERGE_LIMIT", "Route", "VertexRuntime", "Worker"]
+__all__ = ["MERGE_LIMIT", "NotificationRequest", "Notificator", "QueuedMessage", "Route", "VertexRuntime", "Worker"]
 
 MERGE_LIMIT = 65536
 """Records a queued message may grow to by absorbing later messages for the same input and time."""
 
 
+class NotificationRequest(NamedTuple):
+    """A vertex's request for ``on_notify(guarantee)``; while it waits the vertex holds
+    ``capability`` (a time at or after the guarantee), or nothing when it is None."""
+
+    guarantee: Timestamp
+    capability: Timestamp | None
+
+
+class Notificator:
+    """One vertex instance's pending notifications, earliest guarantee first: timely-dataflow's
+    ``FrontierNotificator``. `take_ready` is asked only when the frontier at the instance's
+    location moved, and looks at the requests in time order: outside loops (``total``) it stops
+    at the first that must still wait, since every later one waits too, so with N epochs open
+    each look costs what it delivers, not N. Inside loops a later time may be ready before an
+    earlier one (they are incomparable), so every request is looked at."""
+
+    __slots__ = ("_heap", "_requests", "_sequence", "total")
+
+    def __init__(self, total: bool) -> None:
+        self.total = total
+        self._requests: set[NotificationRequest] = set()
+        self._heap: list[tuple[Timestamp, int, NotificationRequest]] = []
+        """(guarantee, arrival, request): arrival keeps equal guarantees in request order."""
+        self._sequence = 0
+
+    def add(self, request: NotificationRequest) -> bool:
+        """Keep ``request``; False if the same one is pending already (they coalesce)."""
+        if request in self._requests:
+            return False
+        self._requests.add(request)
+        self._sequence += 1
+        heapq.heappush(self._heap, (request.guarantee, self._sequence, request))
+        return True
+
+    def take_ready(self, ready: Callable[[Timestamp, int], bool], location: int) -> list[NotificationRequest]:
+        """Remove and return the requests whose guarantee ``ready(guarantee, location)`` accepts,
+        earliest first."""
+        heap = self._heap
+        taken: list[NotificationRequest] = []
+        if self.total:
+            while heap and ready(heap[0][0], location):
+                taken.append(heapq.heappop(heap)[2])
+        elif len(heap) == 1:  # one iteration of one epoch in a loop: the common case
+            if ready(heap[0][0], location):
+                taken.append(heap.pop()[2])
+        elif heap:
+            waiting = []
+            answers: dict[Timestamp, bool] = {}
+            for entry in sorted(heap):
+                guarantee = entry[0]
+                ok = answers.get(guarantee)
+                if ok is None:
+                    ok = answers[guarantee] = ready(guarantee, location)
+                if ok:
+                    taken.append(entry[2])
+                else:
+                    waiting.append(entry)
+            self._heap = waiting  # sorted, hence a heap
+        self._requests.difference_update(taken)
+        return taken
+
+    def earliest(self) -> Timestamp | None:
+        """The earliest pending guarantee (lexicographically), or None."""
+        return self._heap[0][0] if self._heap else None
+
+    def __iter__(self) -> Iterator[NotificationRequest]:
+        """The pending requests, earliest guarantee first."""
+        return (entry[2] for entry in sorted(self._heap))
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+
 class VertexRuntime(VertexContext):
-    """A vertex instance with what the runtime needs to drive it."""
+    """A vertex instance with what the runtime needs to drive it.
+
+    ``progress`` is the process's progress batch, ``due`` the scheduler's set of locations
+    whose notifications to look at, and ``waiting`` its count of pending notifications per
+    stage: a request is registered when the vertex makes it."""
 
     __slots__ = (
         "async_notify",
         "async_recv",
         "backlog",
         "busy",
+        "due",
         "input_locations",
         "location",
-        "notify",
-        "pending_notifications",
-        "recv",
+        "notificator",
+        "progress",
         "routes",
         "stage",
         "vertex",
+        "waiting",
         "worker_state",
     )
 
-    def __init__(self, spec: StageSpec, vertex: Vertex, worker: Worker, peers: int) -> None:
+    def __init__(
+        self,
+        spec: StageSpec,
+        vertex: Vertex,
+        worker: Worker,
+        peers: int,
+        progress: dict[Pointstamp, int],
+        due: set[int],
+        waiting: dict[int, int],
+    ) -> None:
         super().__init__(spec.name, worker.index, peers, spec.depth, len(spec.output_summaries))
         self.vertex = vertex
         self.stage = spec.index
@@ -62,14 +149,36 @@ class VertexRuntime(VertexContext):
         self.worker_state = worker
         self.busy = False
         """Running an ``async def`` callback: messages for it wait in `backlog`, in order."""
-        self.backlog: list[list[Any]] = []
+        self.backlog: list[QueuedMessage] = []
         cls = type(vertex)
         self.async_recv = inspect.iscoroutinefunction(cls.on_recv)
         self.async_notify = inspect.iscoroutinefunction(cls.on_notify)
-        self.pending_notifications: set[tuple[Any, Any]] = set()
-        self.recv = vertex.on_recv
-        self.notify = vertex.on_notify
+        self.notificator = Notificator(total=spec.depth == 0)
+        self.progress = progress
+        self.due = due
+        self.waiting = waiting
         attach(vertex, self, len(spec.output_summaries))
+
+    def request_notification(self, time: Timestamp, capability: Timestamp | None) -> None:
+        """Keep the request (a repeat coalesces), count the capability it holds in the process's
+        progress batch, and have the scheduler look at this location's notifications."""
+        if not self.notificator.add(NotificationRequest(time, capability)):
+            return
+        self.notifications_requested += 1
+        if capability is not None:
+            key = (capability, self.location)
+            self.progress[key] = self.progress.get(key, 0) + 1
+        self.waiting[self.stage] = self.waiting.get(self.stage, 0) + 1
+        self.due.add(self.location)
+
+    def take_sent(self) -> Iterator[tuple[int, Timestamp, list[Any]]]:
+        """What the callback sent, as (output, time, records), emptying the buffers."""
+        for port, outgoing in enumerate(self.sent):
+            if outgoing:
+                for time, records in outgoing.items():
+                    if records:
+                        yield port, time, records
+                outgoing.clear()
 
 
 class Route:
@@ -153,52 +262,68 @@ class Route:
 
 
 class Worker:
-    """A worker: one instance of every stage, a message queue, pending notifications.
+    """A worker: one instance of every stage and a message queue.
 
     The queue is first-in first-out, but a message for a (vertex, input, time) that already
     has one waiting joins it (up to `MERGE_LIMIT` records), like timely-dataflow's operators
     taking all their pending input at once: when the worker is busy its callbacks see larger
     batches, so per-message costs (callbacks, routing, encoding, progress) shrink just when
-    they matter. An entry is ``[vertex, port, time, records, messages merged]``.
+    they matter. An entry is a `QueuedMessage`.
     """
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.vertices: list[VertexRuntime] = []
-        self.queue: deque[list[Any]] = deque()
-        self.waiting: dict[tuple[VertexRuntime, int, Timestamp], list[Any]] = {}
+        self.queue: deque[QueuedMessage] = deque()
+        self.waiting: dict[tuple[VertexRuntime, int, Timestamp], QueuedMessage] = {}
         """The queue's entries that can still absorb messages, by (vertex, port, time)."""
         self.queued = 0
         """Messages in the queue, counting merged ones (what backpressure limits)."""
         self.queued_records = 0
         """Records in the queue: what backpressure from other processes limits, since a merged
         message, or one a busy stage sent, may hold tens of thousands."""
-        # (guarantee, stage, capability or TOP); sorted so the earliest are delivered first
-        self.notifications: SortedList = SortedList()
         self.messages_delivered = 0
         self.records_delivered = 0
         self.notifications_delivered = 0
         self.callback_seconds = 0.0
 
-    def enqueue(self, ctx: VertexRuntime, port: int, time: Timestamp, records: list[Any]) -> None:
-        """Queue ``records`` (a list the runtime owns) for ``ctx``'s input ``port`` at ``time``."""
+    def pending_notifications(self) -> int:
+        """Notifications its instances asked for and have not had yet."""
+        return sum(len(v.notificator) for v in self.vertices)
+
+    def enqueue(self, instance: VertexRuntime, port: int, time: Timestamp, records: list[Any]) -> None:
+        """Queue ``records`` (a list the runtime owns) for ``instance``'s input ``port`` at ``time``."""
         self.queued += 1
         self.queued_records += len(records)
-        key = (ctx, port, time)
+        key = (instance, port, time)
         entry = self.waiting.get(key)
-        if entry is not None and len(entry[3]) < MERGE_LIMIT:
-            entry[3].extend(records)
-            entry[4] += 1
+        if entry is not None and len(entry.records) < MERGE_LIMIT:
+            entry.records.extend(records)
+            entry.messages += 1
             return
-        entry = [ctx, port, time, records, 1]
+        entry = QueuedMessage(instance, port, time, records)
         self.waiting[key] = entry
         self.queue.append(entry)
 
-    def requeue(self, entries: list[list[Any]]) -> int:
+    def requeue(self, entries: list[QueuedMessage]) -> int:
         """Put back, at the front and in order, entries a busy vertex or the checkpoint fence held
         back; the number of messages they hold."""
         self.queue.extendleft(reversed(entries))
-        messages = sum(e[4] for e in entries)
+        messages = sum(e.messages for e in entries)
         self.queued += messages
-        self.queued_records += sum(len(e[3]) for e in entries)
+        self.queued_records += sum(len(e.records) for e in entries)
         return messages
+
+
+class QueuedMessage:
+    """A message waiting in a worker's queue: ``records`` for ``instance``'s input ``port`` at
+    ``time``, which may have absorbed later ones (``messages`` counts them all)."""
+
+    __slots__ = ("instance", "messages", "port", "records", "time")
+
+    def __init__(self, instance: VertexRuntime, port: int, time: Timestamp, records: list[Any]) -> None:
+        self.instance = instance
+        self.port = port
+        self.time = time
+        self.records = records
+        self.messages = 1

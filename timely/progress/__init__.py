@@ -1,7 +1,7 @@
 """Pure, synchronous progress tracking (layer 1). No asyncio here: this is the part that must be
 right, so it is plain code that tests can drive step by step."""
 
-from .antichain import Antichain
+from .antichain import Antichain, MutableAntichain
 from .reachability import Pointstamp, Reachability, Step
 from .summary import PathSummary
 from .tracker import ChangeBatch, ProgressTracker
@@ -9,6 +9,7 @@ from .tracker import ChangeBatch, ProgressTracker
 __all__ = [
     "Antichain",
     "ChangeBatch",
+    "MutableAntichain",
     "PathSummary",
     "Pointstamp",
     "ProgressTracker",
