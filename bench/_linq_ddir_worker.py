@@ -11,11 +11,17 @@ record; after the first answer and after the last round it is consolidated and s
 plain Python. It prints one line ``LINQDDIR {json}``: the seconds to load the compiled loops,
 to the first answer, the milliseconds of each round, and peak resident memory (at the first
 answer, and at the end, each read before the answer is saved).
+
+With ``LINQ_DDIR_PROFILE=FILE`` in the environment the rounds (not the first answer) run
+under cProfile, its statistics written to ``FILE``: run the worker directly for that,
+``python -m bench._linq_ddir_worker '{"workload": "reach", "nodes": 100000, ...}'``.
 """
 
 from __future__ import annotations
 
+import cProfile
 import json
+import os
 import resource
 import sys
 import time
@@ -27,6 +33,8 @@ import numpy as np
 import timely
 from bench.linq_ddir import MARK, PROGRAMS, Spec, window
 from timely_libs import linq
+
+PROFILE_ENV = "LINQ_DDIR_PROFILE"
 
 
 def _peak_mib() -> float:
@@ -86,6 +94,10 @@ def main(argv: list[str]) -> None:
         peak_first = _peak_mib()
         _save(out_dir / f"{spec.workload}-first.npz", gathered)
         rounds = []
+        profile = os.environ.get(PROFILE_ENV)
+        profiler = cProfile.Profile() if profile else None
+        if profiler is not None:
+            profiler.enable()
         for r in range(1, spec.rounds + 1):
             old = slice((r - 1) * c, r * c)
             new = slice(n + (r - 1) * c, n + r * c)
@@ -97,6 +109,9 @@ def main(argv: list[str]) -> None:
             roots.advance_to(r + 1)
             comp.wait_passed(probe, r)
             rounds.append((time.perf_counter() - began) * 1000)
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(str(profile))
         peak_end = _peak_mib()
         _save(out_dir / f"{spec.workload}-final.npz", gathered)
     report = {

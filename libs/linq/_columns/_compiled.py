@@ -48,6 +48,7 @@ __all__ = [
     "join_values",
     "key_rows",
     "key_sums",
+    "key_sums2",
     "key_table",
     "label_support",
     "least_added_removed",
@@ -376,6 +377,39 @@ def key_sums(
         total = 0
         for r in range(lo, starts[ju[p] + 1]):
             if times[r] <= t:
+                total += diffs[r]
+            else:
+                later += 1
+        totals[i] += total
+    return later
+
+
+@njit(i8(IN, IN, IN, TABLE, i8, ANY, ANY, ANY, i8, i8, OUT, OUT), cache=True, nogil=True)
+def key_sums2(
+    keys: np.ndarray,
+    ukeys: np.ndarray,
+    starts: np.ndarray,
+    table: np.ndarray,
+    low: int,
+    times0: np.ndarray,
+    times1: np.ndarray,
+    diffs: np.ndarray,
+    t0: int,
+    t1: int,
+    totals: np.ndarray,
+    row: np.ndarray,
+) -> int:
+    """`key_sums` for rows with two time coordinates (a reduce in a loop): a row counts when
+    its time is ``<= (t0, t1)`` in the product order."""
+    ia, ju, m = _matches(keys, ukeys, table, low)
+    later = 0
+    for p in range(m):
+        i = ia[p]
+        lo = starts[ju[p]]
+        row[i] = lo
+        total = 0
+        for r in range(lo, starts[ju[p] + 1]):
+            if times0[r] <= t0 and times1[r] <= t1:
                 total += diffs[r]
             else:
                 later += 1
