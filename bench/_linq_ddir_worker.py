@@ -9,7 +9,8 @@ the round. The output is gathered as columns (`Collection.to_columns`), no Pytho
 record; after the first answer and after the last round it is consolidated and saved to
 ``SPEC.out/WORKLOAD-first.npz`` and ``-final.npz``, which the parent checks against SciPy or
 plain Python. It prints one line ``LINQDDIR {json}``: the seconds to load the compiled loops,
-to the first answer, the milliseconds of each round, and peak resident memory (at the first
+to the first answer, the milliseconds of each round (wall, and this process's CPU: on a
+shared machine the CPU figure is the one to compare), and peak resident memory (at the first
 answer, and at the end, each read before the answer is saved).
 
 With ``LINQ_DDIR_PROFILE=FILE`` in the environment the rounds (not the first answer) run
@@ -84,16 +85,17 @@ def main(argv: list[str]) -> None:
 
     n, c = spec.edges, spec.churn
     with timely.execute(build, timeout=3600, stall_log_after=None) as (comp, (edges, roots, probe)):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         edges.update_columns((src[:n], dst[:n]))
         roots.insert(0)
         edges.advance_to(1)
         roots.advance_to(1)
         comp.wait_passed(probe, 0)
         initial = time.perf_counter() - started
+        initial_cpu = time.process_time() - started_cpu
         peak_first = _peak_mib()
         _save(out_dir / f"{spec.workload}-first.npz", gathered)
-        rounds = []
+        rounds, cpu = [], []
         profile = os.environ.get(PROFILE_ENV)
         profiler = cProfile.Profile() if profile else None
         if profiler is not None:
@@ -103,12 +105,13 @@ def main(argv: list[str]) -> None:
             new = slice(n + (r - 1) * c, n + r * c)
             changes = (np.concatenate([src[old], src[new]]), np.concatenate([dst[old], dst[new]]))
             diffs = np.concatenate([np.full(c, -1, dtype=np.int64), np.ones(c, dtype=np.int64)])
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.process_time()
             edges.update_columns(changes, diffs)
             edges.advance_to(r + 1)
             roots.advance_to(r + 1)
             comp.wait_passed(probe, r)
             rounds.append((time.perf_counter() - began) * 1000)
+            cpu.append((time.process_time() - began_cpu) * 1000)
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(str(profile))
@@ -119,6 +122,8 @@ def main(argv: list[str]) -> None:
         "load_seconds": load_seconds,
         "initial_seconds": initial,
         "round_ms": rounds,
+        "initial_cpu_seconds": initial_cpu,
+        "round_cpu_ms": cpu,
         "peak_mib_first": peak_first,
         "peak_mib": peak_end,
     }

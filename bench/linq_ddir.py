@@ -279,7 +279,8 @@ def run(ctx: Context, scale: str, workload: str) -> dict[str, Any]:
         check(ctx, spec, rounds, Path(out) / f"{workload}-final.npz")
     ctx.progress(
         f"{workload}: first answer {report['initial_seconds']:.2f} s, round median "
-        f"{statistics.median(report['round_ms']):.2f} ms, peak {report['peak_mib']:,.0f} MiB (verified; {load()})"
+        f"{statistics.median(report['round_ms']):.2f} ms (CPU {report['initial_cpu_seconds']:.2f} s, "
+        f"{statistics.median(report['round_cpu_ms']):.2f} ms), peak {report['peak_mib']:,.0f} MiB (verified; {load()})"
     )
     return report
 

@@ -51,13 +51,12 @@ worth it for a computation with arrays this large."""
 LOADED_ROWS = 1024
 """From this many rows, `consolidate` and `distinct` run compiled loops once they are loaded
 (`compiled_rows`): their radix sort takes a fifth of numpy's time from a few thousand rows on."""
-LOADED_KEYS = 64
-"""From this many keys, the compiled loops run once a program has asked for them (`preload`): their fixed cost per call (numba checks each array argument's type) is then
-less than the dozen numpy calls of the other form (a batch of 10,000 edge changes to
-connected components: 3.9% fewer instructions than from 1,024 keys; single updates, the
-same). Below, an update's few keys of many batches."""
-
-
+LOADED_KEYS = 9
+"""From this many keys (just past `FEW_KEYS`), the compiled loops run once a program has asked
+for them (`preload`): a read of 9 to 63 keys against a spine of six batches took a sixth to a
+half of numpy's time (find 17-23 us against 82-142 us, totals 36-50 us against 94-195 us;
+`tests/linq/test_reader.py` compares the tiers), and the DDIR rounds took 12-19% less CPU than
+from 64 keys. Up to `FEW_KEYS`, Python values are as fast or faster."""
 FEW_KEYS = 8
 """Up to this many keys (an update's case), readers look them up one by one in Python values,
 with no arrays built per batch (`_trace`'s readers)."""

@@ -64,17 +64,18 @@ def matches_each(keys: np.ndarray, batches: list[Batch]) -> Iterator[tuple[Batch
                 yield batch, found[0], found[1]
         return
     ordered = bool((keys[1:] >= keys[:-1]).all())
-    least, greatest = (int(keys[0]), int(keys[-1])) if ordered else (int(keys.min()), int(keys.max()))
-    batches = _in_range(batches, least, greatest)
-    if tier == "compiled" and ordered:  # a delta sorted by key
+    if tier == "compiled":  # one compiled pass per batch, over the keys in order
         from .._columns._compiled import key_rows  # numba only once arrays are large
 
-        keys = np.ascontiguousarray(keys)
-        for batch in batches:
-            idx, rank = key_rows(keys, *batch.key_index(n))
+        perm = None if ordered else np.argsort(keys, kind="stable")
+        probe = np.ascontiguousarray(keys if perm is None else keys[perm])
+        for batch in _in_range(batches, int(probe[0]), int(probe[-1])):
+            idx, rank = key_rows(probe, *batch.key_index(n))
             if len(idx):
-                yield batch, idx, rank
+                yield batch, idx, (rank if perm is None else perm[rank])
         return
+    least, greatest = (int(keys[0]), int(keys[-1])) if ordered else (int(keys.min()), int(keys.max()))
+    batches = _in_range(batches, least, greatest)
     from .._columns import ranges
 
     for batch in batches:
@@ -158,29 +159,20 @@ def key_totals(
     later: list[Rows] = []
     query = Keys(keys)
     if tier == "compiled":
-        from .._columns._compiled import key_sums, key_sums2  # numba only once arrays are large
+        from .._columns._compiled import key_sums  # numba only once arrays are large
 
         keys_c = np.ascontiguousarray(keys)
         row = np.full(n, -1, dtype=np.int64)
-        unread = []
+        t1 = t[1] if ntimes == 2 else 0
         for b in batches:
             row.fill(-1)
-            if ntimes == 1:
-                any_later = key_sums(keys_c, *b.key_index(n), b.times[0], b.diffs, t[0], totals, row)
-            else:
-                any_later = key_sums2(keys_c, *b.key_index(n), *b.times, b.diffs, t[0], t[1], totals, row)
-            if any_later:
-                unread.append(b)  # rows at later times: read below, as the general path does
+            second = b.times[1] if ntimes == 2 else np.broadcast_to(np.int64(0), len(b))
+            rank, idx = key_sums(keys_c, *b.key_index(n), b.times[0], second, b.diffs, t[0], t1, totals, row)
+            if len(idx):  # rows at later times
+                later.append(Rows(keys[rank], (), [c[idx] for c in b.times], b.diffs[idx]))
             has = np.flatnonzero(row >= 0)
             for out, col in zip(vals, b.vals):
                 out[has] = col[row[has]]
-        for b in unread:
-            found = b.lookup(query)
-            assert found is not None
-            idx, rank = found
-            times = [c[idx] for c in b.times]
-            gone = ~le_time(times, t)
-            later.append(Rows(keys[rank[gone]], (), [c[gone] for c in times], b.diffs[idx][gone]))
         return totals, vals, concat_rows(later, 0, ntimes)
     for b in batches:
         found = b.lookup(query)
