@@ -64,7 +64,7 @@ def matches_each(keys: np.ndarray, batches: list[Batch]) -> Iterator[tuple[Batch
                 yield batch, found[0], found[1]
         return
     ordered = bool((keys[1:] >= keys[:-1]).all())
-    if tier == "compiled":  # one compiled pass per batch, over the keys in order
+    if tier == "compiled" and (ordered or n < SORT_BELOW):  # one compiled pass per batch, keys in order
         from .._columns._compiled import key_rows  # numba only once arrays are large
 
         perm = None if ordered else np.argsort(keys, kind="stable")
@@ -99,6 +99,10 @@ def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> 
         return None
     return np.concatenate(lefts), concat_rows(rights, nvals, ntimes)
 
+
+SORT_BELOW = 1024
+"""An unsorted probe of fewer keys is sorted for the compiled pass; a larger one (a load) is
+found by numpy's searchsorted per batch, cheaper than sorting it."""
 
 FEW_ROWS = 64
 """Up to this many rows, `accumulate` sums in Python."""
