@@ -3,8 +3,8 @@
 The tier a read takes depends on the number of keys alone (`_kernels.POLICY`); here each tier
 is forced for every read of more than one key, and each operator's output after every epoch
 is compared with the from-scratch reference (`tests.support.linq_reference`) on random
-additions and retractions, with 1 and 2 workers. The loop (reachability by `fixed_point`)
-reads times of two coordinates, which the compiled count handles beside the one-coordinate case.
+additions and retractions, with 1 and 2 workers. The loops (reachability by `fixed_point`, also
+cut at 3 iterations, where each iteration's answer shows) read times of two coordinates.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _pairs(seed: int, epochs: int = 8) -> list[list[ref.Change]]:
     return ref.random_epochs(rng, lambda: (rng.randrange(30), rng.randrange(30)), 80, epochs, per_epoch=25)
 
 
-def _reach(edges: linq.Collection) -> linq.Collection:
+def _reach(edges: linq.Collection, hops: int | None = None) -> linq.Collection:
     roots = edges.where(linq.columns(lambda s, d: s < 3)).select(_first).distinct()
 
     def step(x: linq.Collection) -> linq.Collection:
@@ -44,16 +44,16 @@ def _reach(edges: linq.Collection) -> linq.Collection:
         proposals = x.join(inner, linq.columns(lambda n: n), _first, linq.columns(lambda n, s, d: d))
         return roots.enter(x.scope).concat(proposals).distinct()
 
-    return roots.fixed_point(step)
+    return roots.fixed_point(step, max_iterations=hops)
 
 
-def _reach_reference(edges: ref.Multiset) -> ref.Multiset:
+def _reach_reference(edges: ref.Multiset, hops: int | None = None) -> ref.Multiset:
     roots = ref.distinct(ref.select(ref.where(edges, lambda e: e[0] < 3), _first))
 
     def step(x: ref.Multiset) -> ref.Multiset:
         return ref.distinct(ref.concat(roots, ref.join(x, edges, lambda n: n, _first, lambda n, e: e[1])))
 
-    return ref.fixed_point(roots, step)
+    return ref.fixed_point(roots, step) if hops is None else ref.iterate(roots, step, hops)
 
 
 def _join(a: linq.Collection, b: linq.Collection) -> linq.Collection:
@@ -73,6 +73,8 @@ OPERATORS: dict[str, tuple[Callable[..., linq.Collection], Callable[..., ref.Mul
         1,
     ),
     "reach": (_reach, _reach_reference, 1),
+    # at most 3 hops: every iteration's answer counts, so a read that mixed iterations shows
+    "reach_3_hops": (lambda c: _reach(c, 3), lambda c: _reach_reference(c, 3), 1),
 }
 
 
