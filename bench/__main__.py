@@ -1,4 +1,4 @@
-"""``python -m bench NAME [NAME ...] [--quick] [--json PATH]``; ``python -m bench --list``.
+"""``python -m bench NAME [NAME ...] [--quick] [--scale S] [--json PATH]``; ``python -m bench --list``.
 
 NAME is a benchmark name (``core.throughput``), a group (``core``: every ``core.*``) or ``all``.
 """
@@ -20,6 +20,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", metavar="NAME", help="benchmark name, group prefix (e.g. core), or 'all'")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     parser.add_argument("--quick", action="store_true", help="smaller runs: each benchmark finishes within a minute")
+    parser.add_argument(
+        "--scale",
+        choices=("small", "medium", "large"),
+        help="the size for benchmarks that run at several (linq.ddir; default: theirs, small with --quick)",
+    )
     parser.add_argument(
         "--json",
         type=Path,
@@ -44,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         chosen = select(args.names, registry)
     except KeyError as exc:
         parser.error(str(exc.args[0]))
-    code = run_benchmarks(chosen, quick=args.quick, json_path=args.json)
+    code = run_benchmarks(chosen, quick=args.quick, scale=args.scale, json_path=args.json)
     return 1 if IMPORT_ERRORS and "all" in args.names else code
 
 

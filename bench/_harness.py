@@ -166,6 +166,8 @@ class Context:
 
     name: str
     quick: bool = False
+    scale: str | None = None
+    """``--scale``: the size a benchmark that has several should run at (None: its default)."""
     records: list[Record] = field(default_factory=list)
     out: Any = None
     started: float = field(default_factory=time.perf_counter)
@@ -204,7 +206,12 @@ class Context:
 
 
 def run_benchmarks(
-    benchmarks: Sequence[Benchmark], *, quick: bool = False, json_path: Path | None = None, out: Any = None
+    benchmarks: Sequence[Benchmark],
+    *,
+    quick: bool = False,
+    scale: str | None = None,
+    json_path: Path | None = None,
+    out: Any = None,
 ) -> int:
     """Run ``benchmarks`` in order, print their tables, write their JSON; return an exit code.
 
@@ -214,12 +221,12 @@ def run_benchmarks(
     """
     out = out or sys.stdout
     print(format_context(machine_context()), file=out)
-    print(f"mode: {'quick' if quick else 'full'}", file=out, flush=True)
+    print(f"mode: {'quick' if quick else 'full'}" + (f", scale {scale}" if scale else ""), file=out, flush=True)
     failed: list[str] = []
     everything: list[Record] = []
     for bench in benchmarks:
         print(f"\n=== {bench.name}: {bench.description}", file=out, flush=True)
-        ctx = Context(bench.name, quick=quick, out=out)
+        ctx = Context(bench.name, quick=quick, scale=scale, out=out)
         try:
             bench.fn(ctx)
         except Exception:

@@ -300,7 +300,7 @@ def few_line_changes(
                 if found is None:
                     continue
                 if on_line is None:
-                    on_line = all(map(le, b.upper[:-1], prefix))
+                    on_line = all(map(le, b.latest[:-1], prefix))
                 lo, hi = found
                 total += hi - lo
                 if total > FEW_ROWS:

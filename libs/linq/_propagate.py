@@ -290,7 +290,7 @@ class Propagate(Stateful):
         prefix = t[:-1]
         for spine in (self.proposals, self.labels):
             for b in spine.batches():
-                if any(u > c for u, c in zip(b.upper[:-1], prefix)):
+                if any(u > c for u, c in zip(b.latest[:-1], prefix)):
                     return delta.ukeys, None
         if len(delta.ukeys) <= FEW_KEYS:  # an update's few keys: read span by span
             keep = unchanged_few(delta, self.labels, t, self.proposals)
@@ -367,7 +367,7 @@ class Propagate(Stateful):
                 for batch in batches:
                     if _at_or_before(batch, u):
                         last = EMPTY  # every match at u
-                    elif all(x <= c for x, c in zip(batch.upper[:-1], u[:-1])):
+                    elif all(x <= c for x, c in zip(batch.latest[:-1], u[:-1])):
                         last = batch.times[-1]  # matches on u's line, at their last coordinates
                     else:
                         rest.append(batch)
@@ -486,7 +486,7 @@ class Propagate(Stateful):
 
 def _at_or_before(batch: Batch, u: tuple[int, ...]) -> bool:
     """Whether every row of ``batch`` is at or before ``u`` (so its join with ``u`` is ``u``)."""
-    return all(x <= c for x, c in zip(batch.upper, u))
+    return all(x <= c for x, c in zip(batch.latest, u))
 
 
 def _by_time(rows: Rows) -> Iterator[tuple[tuple[int, ...], Rows]]:

@@ -29,7 +29,6 @@ empty between epochs unless a later time had records before it was complete).
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import le
 from typing import Any
 
 import numpy as np
@@ -44,7 +43,6 @@ from ._columns import (
     block_of_codes,
     blocks_of,
     codes_of,
-    compiled_keys,
     concat_blocks,
     consolidate,
     distinct,
@@ -59,7 +57,7 @@ from ._keys import KeyOf
 from ._lattice import Lattice
 from ._layout import Layout, widened
 from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, routed, rows_of_piece, rows_pieces
-from ._trace import FEW_KEYS, Batch, Keys, Rows, Spine, concat_rows, le_time, lub_time
+from ._trace import Batch, Rows, Spine, concat_rows, lub_time
 
 Counts = dict[Any, int]
 Evaluate = Callable[[Any, Counts], Counts]
@@ -331,7 +329,7 @@ class Reduce(Stateful):
             return
         if type(self.reducer) is Distinct and self._distinct(keys, time):
             return
-        acc, later = accumulate(self.input_trace, keys, t)
+        acc, later = self.input_trace.accumulate(keys, t)
         if len(acc) and (acc.diffs < 0).any():
             self._negative(acc, time)
         group = Group(acc.keys, list(acc.vals), acc.diffs, self.layout)
@@ -342,7 +340,7 @@ class Reduce(Stateful):
             out_cols = self._accept_output(out_cols, arity)
         width = self.out_layout.width
         if self.output_trace is not None:
-            before, out_later = accumulate(self.output_trace, keys, t)
+            before, out_later = self.output_trace.accumulate(keys, t)
             later = concat_rows([later, out_later], 0, self.ntimes)
         else:
             before = Rows.empty(width, 0)
@@ -369,11 +367,11 @@ class Reduce(Stateful):
         if self.out_layout.arity != arity:
             return False
         assert self.input_trace is not None  # `process` returns before without one
-        counts, vals, later = key_totals(self.input_trace, keys, t)
+        counts, vals, later = self.input_trace.totals(keys, t)
         if (counts < 0).any():
             return False
         if self.output_trace is not None:
-            before, old, out_later = key_totals(self.output_trace, keys, t)
+            before, old, out_later = self.output_trace.totals(keys, t)
             later = concat_rows([later, out_later], 0, self.ntimes)
         else:
             before, old = np.zeros(len(keys), dtype=np.int64), vals
@@ -493,145 +491,3 @@ class Reduce(Stateful):
             return [codes_of(c) for c in block.cols]
 
         return recode
-
-
-def accumulate(spine: Spine, keys: np.ndarray, t: tuple[int, ...]) -> tuple[Rows, Rows]:
-    """The rows of ``keys`` accumulated at ``t`` (summed over times ``<= t``, no time columns,
-    sorted and consolidated), and the (key, time) of their rows at times not ``<= t``.
-
-    What is summed is the key's compacted history: one row per (record, time) in each batch,
-    with the times of finished epochs moved to the first open one (`Spine.advance_to`), so it
-    grows with the distinct loop positions of the key, never with the number of epochs. A few
-    rows in all (an update's case) are summed in Python."""
-    parts: list[Rows] = []
-    query = Keys(keys)
-    for b in spine.batches():
-        idx = b.find(query)
-        if idx is not None:
-            parts.append(b.take(idx))
-    nvals, ntimes = spine.nvals, spine.ntimes
-    if sum(len(p) for p in parts) <= FEW_ROWS:
-        return _accumulate_few(parts, t, nvals, ntimes)
-    now: list[Rows] = []
-    later: list[Rows] = []
-    for rows in parts:
-        mask = le_time(rows.times, t)
-        if mask.all():
-            now.append(Rows(rows.keys, rows.vals, (), rows.diffs))
-            continue
-        kept = rows.take(mask)
-        now.append(Rows(kept.keys, kept.vals, (), kept.diffs))
-        gone = ~mask
-        later.append(Rows(rows.keys[gone], (), [c[gone] for c in rows.times], rows.diffs[gone]))
-    acc = concat_rows(now, nvals, 0).consolidated(runs=True)  # each batch's rows are in order already
-    return acc, concat_rows(later, 0, ntimes)
-
-
-FEW_ROWS = 64
-"""Up to this many rows, `accumulate` sums in Python."""
-
-
-def key_totals(spine: Spine, keys: np.ndarray, t: tuple[int, ...]) -> tuple[np.ndarray, list[np.ndarray], Rows]:
-    """For each of ``keys`` (sorted, distinct): the sum of the diffs of its rows at times
-    ``<= t``, the values of one of its rows (any: where the key is the record, every row of
-    it holds the same values), and the (key, time) of its rows at times not ``<= t``.
-    `accumulate` for keys of one record each, summed with no sort; a few keys (an update's)
-    in Python values, span by span."""
-    n = len(keys)
-    if n <= FEW_KEYS:
-        return _key_totals_few(spine, keys.tolist(), t)
-    totals = np.zeros(n, dtype=np.int64)
-    vals = [np.zeros(n, dtype=np.int64) for _ in range(spine.nvals)]
-    later: list[Rows] = []
-    query = Keys(keys)
-    batches = spine.batches()
-    if compiled_keys(n) and spine.ntimes == 1:  # one compiled pass per batch (a root-scope reduce)
-        from ._columns._compiled import key_sums  # numba only once arrays are large
-
-        keys_c = np.ascontiguousarray(keys)
-        row = np.full(n, -1, dtype=np.int64)
-        unread = []
-        for b in batches:
-            row.fill(-1)
-            if key_sums(keys_c, *b.key_index(n), b.times[0], b.diffs, t[0], totals, row):
-                unread.append(b)  # rows at later times: read below, as the general path does
-            has = np.flatnonzero(row >= 0)
-            for out, col in zip(vals, b.vals):
-                out[has] = col[row[has]]
-        for b in unread:
-            found = b.lookup(query)
-            assert found is not None
-            idx, rank = found
-            gone = b.times[0][idx] > t[0]
-            later.append(Rows(keys[rank[gone]], (), [b.times[0][idx][gone]], b.diffs[idx][gone]))
-        return totals, vals, concat_rows(later, 0, spine.ntimes)
-    for b in batches:
-        found = b.lookup(query)
-        if found is None:
-            continue
-        idx, rank = found
-        diffs = b.diffs[idx]
-        for out, col in zip(vals, b.vals):
-            out[rank] = col[idx]
-        times = [c[idx] for c in b.times]
-        now = le_time(times, t)
-        if not now.all():
-            gone = ~now
-            later.append(Rows(keys[rank[gone]], (), [c[gone] for c in times], diffs[gone]))
-            rank, diffs = rank[now], diffs[now]
-        totals += np.bincount(rank, weights=diffs, minlength=n).round().astype(np.int64)
-    return totals, vals, concat_rows(later, 0, spine.ntimes)
-
-
-def _key_totals_few(spine: Spine, keys: list[int], t: tuple[int, ...]) -> tuple[np.ndarray, list[np.ndarray], Rows]:
-    n = len(keys)
-    totals = [0] * n
-    vals = [[0] * n for _ in range(spine.nvals)]
-    later: list[tuple[int, ...]] = []
-    least, greatest = keys[0], keys[-1]
-    for b in spine.batches():
-        if b.kmax < least or b.kmin > greatest:
-            continue
-        for i, k in enumerate(keys):
-            found = b.span(k)
-            if found is None:
-                continue
-            lo, hi = found
-            for out, col in zip(vals, b.vals):
-                out[i] = int(col[lo])
-            for time, d in zip(zip(*(c[lo:hi].tolist() for c in b.times)), b.diffs[lo:hi].tolist()):
-                if all(map(le, time, t)):
-                    totals[i] += d
-                else:
-                    later.append((k, *time))
-    vals_ = [np.array(v, dtype=np.int64) for v in vals]
-    return np.array(totals, dtype=np.int64), vals_, _later_rows(later, spine.ntimes)
-
-
-def _later_rows(later: list[tuple[int, ...]], ntimes: int) -> Rows:
-    """``(key, *time)`` tuples as the rows `Reduce.schedule` takes (their diffs unused)."""
-    if not later:
-        return Rows.empty(0, ntimes)
-    cols = np.array(later, dtype=np.int64).reshape(len(later), 1 + ntimes)
-    return Rows(cols[:, 0], (), [cols[:, 1 + i] for i in range(ntimes)], np.ones(len(later), dtype=np.int64))
-
-
-def _accumulate_few(parts: list[Rows], t: tuple[int, ...], nvals: int, ntimes: int) -> tuple[Rows, Rows]:
-    total: dict[tuple[int, ...], int] = {}
-    later: list[tuple[int, ...]] = []
-    for rows in parts:
-        times = list(zip(*(c.tolist() for c in rows.times)))
-        for row, d, s in zip(zip(rows.keys.tolist(), *(v.tolist() for v in rows.vals)), rows.diffs.tolist(), times):
-            if all(map(le, s, t)):
-                total[row] = total.get(row, 0) + d
-            else:
-                later.append((row[0], *s))
-    found = sorted(r for r, d in total.items() if d)
-    if found:
-        cols = np.array(found, dtype=np.int64).reshape(len(found), 1 + nvals)
-        acc = Rows(
-            cols[:, 0], [cols[:, 1 + i] for i in range(nvals)], (), np.array([total[r] for r in found], dtype=np.int64)
-        )
-    else:
-        acc = Rows.empty(nvals, 0)
-    return acc, _later_rows(later, ntimes)

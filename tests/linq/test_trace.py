@@ -141,7 +141,7 @@ def test_a_batch_is_its_rows_sorted_and_summed_with_key_starts_and_time_bounds(
     assert batch.ukeys.tolist() == sorted(set(keys))
     assert batch.starts.tolist() == [keys.index(k) for k in sorted(set(keys))] + [len(keys)]
     if want:
-        assert batch.upper == (max(r[2] for r, _ in want), max(r[3] for r, _ in want))
+        assert batch.latest == (max(r[2] for r, _ in want), max(r[3] for r, _ in want))
         assert (batch.kmin, batch.kmax) == (min(keys), max(keys))
     for k in range(-1, 8):
         rows_of_k = [i for i, key in enumerate(keys) if key == k]
@@ -151,11 +151,10 @@ def test_a_batch_is_its_rows_sorted_and_summed_with_key_starts_and_time_bounds(
 
 @pytest.mark.parametrize("way", ["numpy", "compiled", "compiled-dense"])
 def test_key_totals_sum_each_keys_rows_up_to_t_as_a_scan_does(way: str) -> None:
-    """`_reduce.key_totals` (a distinct's counts) over a spine of several batches, for
+    """`Spine.totals` (a distinct's counts) over a spine of several batches, for
     hundreds of keys: each key's diffs at epochs ``<= t`` summed, its value, and its rows at
     later epochs, as a scan of every row says; by numpy passes, or by the compiled loop (keys
     found by search, or through each batch's key table)."""
-    from timely_libs.linq import _reduce
     from timely_libs.linq._trace import Spine
 
     rng = np.random.default_rng(11)
@@ -174,7 +173,7 @@ def test_key_totals_sum_each_keys_rows_up_to_t_as_a_scan_does(way: str) -> None:
                 everything += zip(keys.tolist(), epochs.tolist(), diffs.tolist())
             asked = np.unique(rng.integers(0, 450, int(rng.integers(9, 400))))
             t = int(rng.integers(0, 6))
-            totals, vals, later = _reduce.key_totals(spine, asked, (t,))
+            totals, vals, later = spine.totals(asked, (t,))
             held = {key for key, _ in _summed(everything)}  # keys with rows left once summed
             for i, k in enumerate(asked.tolist()):
                 assert totals[i] == sum(d for key, e, d in everything if key == k and e <= t)

@@ -5,6 +5,9 @@ from ._codes import INTERNED, PAIRS, all_ints, code_of, route_of, route_of_value
 from ._kernels import (
     COMPILED_ROWS,
     EMPTY,
+    FEW_KEYS,
+    POLICY,
+    Policy,
     compiled_keys,
     consolidate,
     consolidate_parts,
@@ -23,8 +26,11 @@ register()
 __all__ = [
     "COMPILED_ROWS",
     "EMPTY",
+    "FEW_KEYS",
     "INTERNED",
     "PAIRS",
+    "POLICY",
+    "Policy",
     "SCALAR",
     "Block",
     "all_ints",

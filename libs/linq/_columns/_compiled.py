@@ -363,24 +363,31 @@ def label_support(
         bound[i] += total
 
 
-@njit(i8(IN, IN, IN, TABLE, i8, ANY, ANY, i8, OUT, OUT), cache=True, nogil=True)
+@njit(Tuple((OUT, OUT))(IN, IN, IN, TABLE, i8, ANY, ANY, ANY, i8, i8, OUT, OUT), cache=True, nogil=True)
 def key_sums(
     keys: np.ndarray,
     ukeys: np.ndarray,
     starts: np.ndarray,
     table: np.ndarray,
     low: int,
-    times: np.ndarray,
+    times0: np.ndarray,
+    times1: np.ndarray,
     diffs: np.ndarray,
-    t: int,
+    t0: int,
+    t1: int,
     totals: np.ndarray,
     row: np.ndarray,
-) -> int:
-    """`_reduce.key_totals` for one batch of rows with one time coordinate (`Batch.key_index`,
-    then the batch's time and diff columns): add to ``totals[i]`` the diffs of the rows of
-    ``keys[i]`` at times ``<= t``, and set ``row[i]`` to the index of one of its rows (-1 left
-    for keys with none). Returns how many rows are at later times (their caller reads them)."""
+) -> tuple:  # type: ignore[type-arg]
+    """`_trace._reader.key_totals` for one batch (`Batch.key_index`, then its time and diff
+    columns) of rows with one or two time coordinates (one: ``times1`` all zeros, ``t1``
+    zero): add to ``totals[i]`` the diffs of the rows of ``keys[i]`` at times ``<= (t0, t1)``
+    in the product order, and set ``row[i]`` to the index of one of its rows (-1 left for keys
+    with none). Returns, for the rows at other times, the index in ``keys`` of their key
+    and their row, so that the caller reads them without a second search."""
     ia, ju, m = _matches(keys, ukeys, table, low)
+    bound = _rows_of(ju, m, starts)
+    rank = np.empty(bound, dtype=np.int64)
+    idx = np.empty(bound, dtype=np.int64)
     later = 0
     for p in range(m):
         i = ia[p]
@@ -388,12 +395,14 @@ def key_sums(
         row[i] = lo
         total = 0
         for r in range(lo, starts[ju[p] + 1]):
-            if times[r] <= t:
+            if times0[r] <= t0 and times1[r] <= t1:
                 total += diffs[r]
             else:
+                rank[later] = i
+                idx[later] = r
                 later += 1
         totals[i] += total
-    return later
+    return rank[:later], idx[:later]
 
 
 @njit(void(IN, IN, IN, TABLE, i8, ANY, ANY, ANY, OUT, OUT, OUT, OUT), cache=True, nogil=True)

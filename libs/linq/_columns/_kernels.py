@@ -19,6 +19,9 @@ __all__ = [
     "COMPILED_KEYS",
     "COMPILED_ROWS",
     "EMPTY",
+    "FEW_KEYS",
+    "POLICY",
+    "Policy",
     "compiled_keys",
     "compiled_rows",
     "consolidate",
@@ -48,12 +51,48 @@ worth it for a computation with arrays this large."""
 LOADED_ROWS = 1024
 """From this many rows, `consolidate` and `distinct` run compiled loops once they are loaded
 (`compiled_rows`): their radix sort takes a fifth of numpy's time from a few thousand rows on."""
-LOADED_KEYS = 64
-"""From this many keys, the compiled loops run once they are loaded (`preload`, or a first
-large array): their fixed cost per call (numba checks each array argument's type) is then
-less than the dozen numpy calls of the other form (a batch of 10,000 edge changes to
-connected components: 3.9% fewer instructions than from 1,024 keys; single updates, the
-same). Below, an update's few keys of many batches."""
+LOADED_KEYS = 9
+"""From this many keys (just past `FEW_KEYS`), the compiled loops run once a program has asked
+for them (`preload`): a read of 9 to 63 keys against a spine of six batches took a sixth to a
+half of numpy's time (find 17-23 us against 82-142 us, totals 36-50 us against 94-195 us;
+`tests/linq/test_reader.py` compares the tiers), and the DDIR rounds took 12-19% less CPU than
+from 64 keys. Up to `FEW_KEYS`, Python values are as fast or faster."""
+FEW_KEYS = 8
+"""Up to this many keys (an update's case), readers look them up one by one in Python values,
+with no arrays built per batch (`_trace`'s readers)."""
+
+
+class Policy:
+    """Which tier computes over ``n`` keys or rows: Python values, numpy, or the compiled loops.
+
+    The choice depends on the size and on one explicit setting, never on what happened to run
+    earlier in the process. Lazy (the default): the compiled loops from `COMPILED_KEYS` keys or
+    `COMPILED_ROWS` rows, imported at the first such array (numba's import costs about a
+    second, worth it only for large arrays). Eager (`preload`, for programs that will meet
+    large arrays): loaded at start-up, and used from `LOADED_KEYS` keys and `LOADED_ROWS` rows,
+    where their fixed cost per call is already below numpy's dozen calls.
+    """
+
+    __slots__ = ("eager",)
+
+    def __init__(self) -> None:
+        self.eager = False
+
+    def keys_tier(self, n: int) -> str:
+        """``"python"``, ``"numpy"`` or ``"compiled"`` for a read of ``n`` keys."""
+        if n <= FEW_KEYS:
+            return "python"
+        return "compiled" if self.compiled_keys(n) else "numpy"
+
+    def compiled_keys(self, n: int) -> bool:
+        return n >= (LOADED_KEYS if self.eager else COMPILED_KEYS)
+
+    def compiled_rows(self, n: int) -> bool:
+        return n >= (LOADED_ROWS if self.eager else COMPILED_ROWS)
+
+
+POLICY = Policy()
+"""The process's one tier policy (`preload` makes it eager)."""
 
 
 MIXED_MASK = 2048
@@ -303,24 +342,25 @@ def ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 
 def compiled_rows(n: int) -> bool:
-    """Whether ``n`` rows are sorted and consolidated by the compiled loops: from
-    `COMPILED_ROWS`, or from `LOADED_ROWS` once they are loaded."""
-    return n >= COMPILED_ROWS or (n >= LOADED_ROWS and _COMPILED in sys.modules)
+    """Whether ``n`` rows are sorted and consolidated by the compiled loops (`POLICY`)."""
+    return POLICY.compiled_rows(n)
 
 
 def compiled_keys(n: int) -> bool:
     """Whether the rows of ``n`` keys are found (and what is computed from them) by the
-    compiled loops: from `COMPILED_KEYS`, or from `LOADED_KEYS` once they are loaded."""
-    return n >= COMPILED_KEYS or (n >= LOADED_KEYS and _COMPILED in sys.modules)
+    compiled loops (`POLICY`)."""
+    return POLICY.compiled_keys(n)
 
 
 def preload() -> float:
     """Load the compiled loops (`_compiled`, numba) now, not at the first large array; the
     seconds it took (0 if they were loaded). A program that will meet large arrays calls it
     at start-up: in several processes, each would otherwise stop at its own first large
-    array, at its own moment, and every stop holds up the others."""
+    array, at its own moment, and every stop holds up the others. It also makes `POLICY`
+    eager: the loops then serve a few dozen keys and a thousand rows too."""
     import time
 
+    POLICY.eager = True
     if _COMPILED in sys.modules:
         return 0.0
     started = time.perf_counter()

@@ -10,18 +10,15 @@ is one `numpy.searchsorted`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from itertools import pairwise
 
 import numpy as np
 
-from .._columns import EMPTY, compiled_keys, consolidate, ranges, selector, summed_rows
+from .._columns import EMPTY, FEW_KEYS, compiled_keys, consolidate, ranges, selector, summed_rows
+from ._frontier import Description
 
-__all__ = ["Batch", "Keys", "Rows", "le_time", "lub_time", "matches", "matches_each", "time_columns"]
-
-FEW_KEYS = 8
-"""Up to this many keys (an update's case), readers look them up one by one (`Batch.span`),
-with no arrays built per batch: `Batch.lookup`, `matches_each`, and `_least`'s few-keys reads."""
+__all__ = ["FEW_KEYS", "Batch", "Keys", "Rows", "concat_rows", "le_time", "lub_time", "time_columns"]
 DENSE_QUERY = 1024
 """From this many values at once, sorted keys that are dense ints (a batch's, a query's) find them through a table
 indexed by key (`Batch.positions`), not by binary search."""
@@ -120,11 +117,15 @@ def lub_time(times: Sequence[np.ndarray], t: Sequence[int]) -> list[np.ndarray]:
 
 class Batch(Rows):
     """Sorted, consolidated rows, with ``ukeys`` (distinct keys) and ``starts`` (offset of
-    each key's first row, and the length at the end); ``upper`` is the join of every time."""
+    each key's first row, and the length at the end); ``latest`` is the join of every time
+    (every row's time is ``<= latest``), and `description` bounds the times as frontiers.
+    ``since``: the logical compaction frontier its times were advanced by (set by the spine
+    that merged it; ``()`` for a batch as an operator made it)."""
 
-    __slots__ = ("index", "kmax", "kmin", "spans", "starts", "ukeys", "upper", "views")
+    __slots__ = ("index", "kmax", "kmin", "latest", "since", "spans", "starts", "ukeys", "views")
 
     def __init__(self, rows: Rows, tidy: bool = False) -> None:
+        self.since: tuple[tuple[int, ...], ...] = ()
         self.spans: dict[int, tuple[int, int]] | None = None
         """Key to its rows' span, for a batch of at most `SPAN_TABLE` keys (built by `span`)."""
         self.views: tuple[memoryview | None, memoryview] | None = None
@@ -144,12 +145,12 @@ class Batch(Rows):
         if n == 1:
             self.starts = np.array([0, 1], dtype=np.int64)
             self.ukeys = keys
-            self.upper = tuple(int(t[0]) for t in self.times)
+            self.latest = tuple(int(t[0]) for t in self.times)
         else:
             change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
             self.starts = np.concatenate([[0], change, [n]]).astype(np.int64)
             self.ukeys = keys[self.starts[:-1]]
-            self.upper = tuple(int(t.max()) for t in self.times)
+            self.latest = tuple(int(t.max()) for t in self.times)
         self.kmin = int(keys[0])
         self.kmax = int(keys[-1])
         self.index = Keys(self.ukeys)
@@ -158,7 +159,7 @@ class Batch(Rows):
     def _empty(self) -> None:
         self.starts = np.zeros(1, dtype=np.int64)
         self.ukeys = EMPTY
-        self.upper = ()
+        self.latest = ()
         self.kmin, self.kmax = 1, 0
         self.index = Keys(EMPTY)
 
@@ -188,10 +189,18 @@ class Batch(Rows):
         ukeys = [ks[i] for i in starts[:-1]]
         self.starts = np.array(starts, dtype=np.int64)
         self.ukeys = np.array(ukeys, dtype=np.int64)
-        self.upper = tuple(map(max, lists[1 + nv :]))
+        self.latest = tuple(map(max, lists[1 + nv :]))
         self.kmin = ukeys[0]
         self.kmax = ukeys[-1]
         self.index = Keys(self.ukeys, ukeys)
+
+    @property
+    def description(self) -> Description:
+        """The frontiers bounding this batch's times."""
+        if not len(self):
+            return Description((), (), self.since)
+        earliest = tuple(int(t.min()) for t in self.times)
+        return Description.of(earliest, self.latest, self.since)
 
     def find(self, keys: np.ndarray | Keys) -> slice | np.ndarray | None:
         """The rows of ``keys`` (sorted, distinct), in batch order: a slice when they are one
@@ -371,49 +380,3 @@ class Keys:
         rank = np.searchsorted(keys, values)
         np.minimum(rank, n - 1, out=rank)
         return np.where(keys[rank] == values, rank, -1)
-
-
-def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> tuple[np.ndarray, Rows] | None:
-    """Every row of ``batches`` whose key is among ``keys`` (any order, repeats allowed), with,
-    for each, the index in ``keys`` of the key it matched (None: no match). What a join does
-    per batch (`matches_each`), its rows gathered."""
-    lefts: list[np.ndarray] = []
-    rights: list[Rows] = []
-    for batch, idx, rank in matches_each(keys, batches):
-        rights.append(batch.take(idx))
-        lefts.append(rank)
-    if not rights:
-        return None
-    return np.concatenate(lefts), concat_rows(rights, nvals, ntimes)
-
-
-def matches_each(keys: np.ndarray, batches: list[Batch]) -> Iterator[tuple[Batch, slice | np.ndarray, np.ndarray]]:
-    """For each batch with rows of ``keys`` (any order, repeats allowed): the batch, those rows
-    and for each row the index in ``keys`` of its key, so that a caller gathers only the
-    columns it needs. One searchsorted for all keys, `numpy.repeat` on the left, ranges on the
-    right; a few keys (an update's case) are looked up one by one, with no arrays per key."""
-    if len(keys) <= FEW_KEYS:
-        ks = keys.tolist()
-        least, greatest = (min(ks), max(ks)) if ks else (1, 0)
-        for batch in batches:
-            if batch.kmax < least or batch.kmin > greatest:
-                continue
-            found = batch.spans_of(ks)
-            if found is not None:
-                yield batch, found[0], found[1]
-        return
-    if compiled_keys(len(keys)) and bool((keys[1:] >= keys[:-1]).all()):  # a delta sorted by key
-        from .._columns._compiled import key_rows  # numba only once arrays are large
-
-        keys = np.ascontiguousarray(keys)
-        for batch in batches:
-            idx, rank = key_rows(keys, *batch.key_index(len(keys)))
-            if len(idx):
-                yield batch, idx, rank
-        return
-    for batch in batches:
-        begin, end = batch.key_ranges(keys)
-        sizes = end - begin
-        if not sizes.any():
-            continue
-        yield batch, ranges(begin, end), np.repeat(np.arange(len(keys)), sizes)

@@ -32,13 +32,15 @@ know what it has already seen (a join's delta) keeps that itself.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
 from .._columns import consolidate_parts
 from ._batch import Batch, Rows, concat_rows
+from ._frontier import Antichain, Time
+from ._reader import accumulate, key_totals, later_times, matches_each
 
 __all__ = ["Spine"]
 
@@ -81,6 +83,13 @@ def _forget_merger() -> None:
 os.register_at_fork(after_in_child=_forget_merger)
 
 
+def _merged(rows: Rows, since: Antichain) -> Batch:
+    """A merge's batch, its rows advanced by ``since``."""
+    batch = Batch(rows, tidy=True)
+    batch.since = since
+    return batch
+
+
 def _compacted(parts: Sequence[Rows], nvals: int, epoch: int) -> Rows:
     """The rows of ``parts`` (each sorted: a few batches or slices of them) with the times of
     epochs before ``epoch`` moved to it (logical compaction), then consolidated: what every
@@ -91,6 +100,10 @@ def _compacted(parts: Sequence[Rows], nvals: int, epoch: int) -> Rows:
 
 def _level(n: int) -> int:
     return max(n - 1, 0).bit_length()
+
+
+def _frontier(epoch: int, ntimes: int) -> Antichain:
+    return ((epoch,) + (0,) * (ntimes - 1),)
 
 
 class _Merge:
@@ -155,7 +168,7 @@ class _Merge:
         """The merged batch (once complete); the chunks it was made of are let go, since a merge
         finished on the merge thread lives on until the operator adopts its result."""
         out, self.out = self.out, []
-        return Batch(concat_rows(out, self.nvals, self.ntimes), tidy=True)
+        return _merged(concat_rows(out, self.nvals, self.ntimes), _frontier(self.epoch, self.ntimes))
 
 
 class Spine:
@@ -184,7 +197,7 @@ class Spine:
             tail.append(batch)
             if len(tail) < TAIL_BATCHES:
                 return
-            merged = Batch(_compacted(tail, self.nvals, self.epoch), tidy=True)
+            merged = _merged(_compacted(tail, self.nvals, self.epoch), self.since)
             if len(merged) <= TAIL:
                 self.tail = [merged] if len(merged) else []
                 return
@@ -194,11 +207,24 @@ class Spine:
         self._work(n * FUEL_PER_ROW)
 
     def advance_to(self, epoch: int) -> None:
-        """Logical compaction (see the module's contract); merges finished on the merge thread
-        are adopted."""
+        """Logical compaction to the epoch ``epoch`` (see the module's contract); merges
+        finished on the merge thread are adopted."""
         if epoch > self.epoch:
             self.epoch = epoch
         self._adopt()
+
+    def set_logical_compaction(self, frontier: Antichain) -> None:
+        """Logical compaction to ``frontier`` (differential-dataflow's name): reads will be at
+        times beyond it. Compaction moves only the epoch coordinate, so the trace advances to
+        the least epoch of the frontier's elements (every time beyond the frontier is at that
+        epoch or later); an empty frontier (no more reads) changes nothing here."""
+        if frontier:
+            self.advance_to(min(f[0] for f in frontier))
+
+    @property
+    def since(self) -> Antichain:
+        """The logical compaction frontier: ``{(epoch, 0, ..., 0)}``."""
+        return _frontier(self.epoch, self.ntimes)
 
     def _place(self, batch: Batch) -> None:
         level = _level(len(batch))
@@ -269,7 +295,7 @@ class Spine:
         self.tail = []
         if not batches:
             return
-        self._place(Batch(_compacted(batches, self.nvals, self.epoch), tidy=True))
+        self._place(_merged(_compacted(batches, self.nvals, self.epoch), self.since))
 
     # Reading -------------------------------------------------------------------------------------
     def batches(self) -> list[Batch]:
@@ -287,6 +313,25 @@ class Spine:
             else:
                 out.append(here)
         return out
+
+    def find(self, keys: np.ndarray) -> Iterator[tuple[Batch, slice | np.ndarray, np.ndarray]]:
+        """For each batch with rows of ``keys`` (any order, repeats allowed): the batch, those
+        rows, and for each row the index in ``keys`` of its key (`_reader.matches_each`)."""
+        return matches_each(keys, self.batches())
+
+    def accumulate(self, keys: np.ndarray, t: Time) -> tuple[Rows, Rows]:
+        """The (key, value) rows of ``keys`` (sorted, distinct) accumulated at ``t``, consolidated,
+        and the (key, time) of their rows at times not ``<= t`` (`_reader.accumulate`)."""
+        return accumulate(self.batches(), keys, t, self.nvals, self.ntimes)
+
+    def totals(self, keys: np.ndarray, t: Time) -> tuple[np.ndarray, list[np.ndarray], Rows]:
+        """Per key of ``keys`` (sorted, distinct): its diffs at times ``<= t`` summed, the values
+        of one of its rows, and the (key, time) of rows not ``<= t`` (`_reader.key_totals`)."""
+        return key_totals(self.batches(), keys, t, self.nvals, self.ntimes)
+
+    def times(self, keys: np.ndarray, t: Time) -> Rows:
+        """The (key, time) of the rows of ``keys`` (sorted, distinct) at times not ``<= t``."""
+        return later_times(self.batches(), keys, t, self.ntimes)
 
     def __len__(self) -> int:
         return sum(len(b) for b in self.batches())

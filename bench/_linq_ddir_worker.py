@@ -1,0 +1,139 @@
+"""The program the ``linq.ddir`` benchmark runs, one fresh process per workload (private).
+
+Started by `bench.linq_ddir` as ``python -m timely.cli run -n 1 -m bench._linq_ddir_worker SPEC``
+(``SPEC`` a `bench.linq_ddir.Spec` as JSON). It loads linq's compiled loops (untimed), builds
+the workload's program, feeds the seeded initial window of edges (timed to the first answer,
+as DDIR's "initial epoch": load plus first computation), then closed-loop rounds: each retracts
+the oldest ``churn`` edges and inserts ``churn`` fresh ones, timed until the output has passed
+the round. The output is gathered as columns (`Collection.to_columns`), no Python object per
+record; after the first answer and after the last round it is consolidated and saved to
+``SPEC.out/WORKLOAD-first.npz`` and ``-final.npz``, which the parent checks against SciPy or
+plain Python. It prints one line ``LINQDDIR {json}``: the seconds to load the compiled loops,
+to the first answer, the milliseconds of each round (wall, and this process's CPU: on a
+shared machine the CPU figure is the one to compare), and peak resident memory (at the first
+answer, and at the end, each read before the answer is saved).
+
+With ``LINQ_DDIR_PROFILE=FILE`` in the environment the rounds (not the first answer) run
+under cProfile, its statistics written to ``FILE``: run the worker directly for that,
+``python -m bench._linq_ddir_worker '{"workload": "reach", "nodes": 100000, ...}'``.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import timely
+from bench.linq_ddir import MARK, PROGRAMS, Spec, window
+from timely_libs import linq
+
+PROFILE_ENV = "LINQ_DDIR_PROFILE"
+
+
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Gathered:
+    """The output's differences as they arrive, column blocks with their diffs."""
+
+    def __init__(self) -> None:
+        self.columns: list[np.ndarray] = []
+        self.diffs: list[np.ndarray] = []
+
+    def receive(self, time: Any, records: list[Any]) -> None:
+        for columns, diffs in records:
+            fields = columns if isinstance(columns, tuple) else (columns,)
+            self.columns.append(np.stack([np.asarray(f, dtype=np.int64) for f in fields], axis=1))
+            self.diffs.append(np.asarray(diffs, dtype=np.int64))
+
+    def consolidated(self) -> tuple[np.ndarray, np.ndarray]:
+        """The accumulated rows (sorted, distinct) and their counts, zeros dropped."""
+        if not self.columns:
+            return np.zeros((0, 1), dtype=np.int64), np.zeros(0, dtype=np.int64)
+        rows = np.concatenate(self.columns)
+        diffs = np.concatenate(self.diffs)
+        self.columns, self.diffs = [rows], [diffs]
+        unique, inverse = np.unique(rows, axis=0, return_inverse=True)
+        counts = np.bincount(inverse.reshape(-1), weights=diffs, minlength=len(unique)).astype(np.int64)
+        keep = counts != 0
+        return unique[keep], counts[keep]
+
+
+def main(argv: list[str]) -> None:
+    spec = Spec.from_json(argv[0])
+    out_dir = Path(spec.out)
+    load_seconds = linq.preload()
+    src, dst = window(spec)
+    program = PROGRAMS[spec.workload]
+    gathered = Gathered()
+
+    def build(scope: timely.Scope) -> tuple[Any, ...]:
+        edges = linq.new_input(scope, "edges")
+        roots = linq.new_input(scope, "roots")
+        result = program(edges.collection, roots.collection)
+        probe = result.to_columns(name="result_columns").subscribe(gathered.receive, name="result")
+        return edges, roots, probe
+
+    n, c = spec.edges, spec.churn
+    with timely.execute(build, timeout=3600, stall_log_after=None) as (comp, (edges, roots, probe)):
+        started, started_cpu = time.perf_counter(), time.process_time()
+        edges.update_columns((src[:n], dst[:n]))
+        roots.insert(0)
+        edges.advance_to(1)
+        roots.advance_to(1)
+        comp.wait_passed(probe, 0)
+        initial = time.perf_counter() - started
+        initial_cpu = time.process_time() - started_cpu
+        peak_first = _peak_mib()
+        _save(out_dir / f"{spec.workload}-first.npz", gathered)
+        rounds, cpu = [], []
+        profile = os.environ.get(PROFILE_ENV)
+        profiler = cProfile.Profile() if profile else None
+        if profiler is not None:
+            profiler.enable()
+        for r in range(1, spec.rounds + 1):
+            old = slice((r - 1) * c, r * c)
+            new = slice(n + (r - 1) * c, n + r * c)
+            changes = (np.concatenate([src[old], src[new]]), np.concatenate([dst[old], dst[new]]))
+            diffs = np.concatenate([np.full(c, -1, dtype=np.int64), np.ones(c, dtype=np.int64)])
+            began, began_cpu = time.perf_counter(), time.process_time()
+            edges.update_columns(changes, diffs)
+            edges.advance_to(r + 1)
+            roots.advance_to(r + 1)
+            comp.wait_passed(probe, r)
+            rounds.append((time.perf_counter() - began) * 1000)
+            cpu.append((time.process_time() - began_cpu) * 1000)
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(str(profile))
+        peak_end = _peak_mib()
+        _save(out_dir / f"{spec.workload}-final.npz", gathered)
+    report = {
+        "process": 0,
+        "load_seconds": load_seconds,
+        "initial_seconds": initial,
+        "round_ms": rounds,
+        "initial_cpu_seconds": initial_cpu,
+        "round_cpu_ms": cpu,
+        "peak_mib_first": peak_first,
+        "peak_mib": peak_end,
+    }
+    print(f"{MARK} {json.dumps(report)}", flush=True)
+
+
+def _save(path: Path, gathered: Gathered) -> None:
+    rows, counts = gathered.consolidated()
+    np.savez(path, rows=rows, counts=counts)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

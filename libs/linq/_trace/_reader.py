@@ -1,0 +1,265 @@
+"""The one way operators read a trace: descriptions of batches, and vectorised reads of keys.
+
+differential-dataflow's ``TraceReader``/``Cursor`` (``src/trace/mod.rs``, ``trace/cursor/``)
+walk one key at a time; here a read asks for a sorted array of keys at once and gets columns
+back, because a numpy call costs about a microsecond whatever its size. Every stateful
+operator (join, reduce and its reducers, arrange, propagate) reads through these functions
+(`Spine.rows`, `Spine.accumulate`, `Spine.totals`, `Spine.times`); none walks a spine's
+batches itself. Each read picks its tier from the number of keys alone (`POLICY`): Python
+values for an update's few keys, numpy, or the compiled loops.
+
+A read skips every batch whose key range misses the keys asked (`Batch.kmin`, `kmax`), and,
+for keys that are few, every batch that holds none of them, before any array is built.
+
+Contract (the same as ``trace/mod.rs``'s): a batch's `Description` bounds the times of its
+rows, ``lower <= time`` for some element of ``lower`` and not ``upper <= time`` for any element
+of ``upper``; its rows' times were advanced by ``since`` (a row at ``t`` may stand for rows at
+any time ``s <= t`` with ``s`` not beyond ``since``). A read at time ``t`` is correct for every
+``t`` beyond the spine's logical compaction frontier (`Spine.since`); below it the answer is
+undefined (the trace cannot tell; the operator must not ask).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from operator import le
+
+import numpy as np
+
+from .._columns import POLICY
+from ._batch import Batch, Keys, Rows, concat_rows, le_time
+from ._frontier import Time
+
+__all__ = [
+    "accumulate",
+    "key_totals",
+    "later_times",
+    "matches",
+    "matches_each",
+]
+
+# Reads ------------------------------------------------------------------------------------------
+
+
+def _in_range(batches: Sequence[Batch], least: int, greatest: int) -> list[Batch]:
+    """The batches whose keys overlap ``[least, greatest]``: the others hold none of them."""
+    return [b for b in batches if b.kmin <= greatest and b.kmax >= least]
+
+
+def matches_each(keys: np.ndarray, batches: list[Batch]) -> Iterator[tuple[Batch, slice | np.ndarray, np.ndarray]]:
+    """For each batch with rows of ``keys`` (any order, repeats allowed): the batch, those rows
+    and for each row the index in ``keys`` of its key, so that a caller gathers only the
+    columns it needs (a join's delta against an arrangement). One searchsorted for all keys,
+    `numpy.repeat` on the left, ranges on the right; a few keys (an update's case) are looked
+    up one by one, with no arrays per key."""
+    n = len(keys)
+    if not n:
+        return
+    tier = POLICY.keys_tier(n)
+    if tier == "python":
+        ks = keys.tolist()
+        for batch in _in_range(batches, min(ks), max(ks)):
+            found = batch.spans_of(ks)
+            if found is not None:
+                yield batch, found[0], found[1]
+        return
+    ordered = bool((keys[1:] >= keys[:-1]).all())
+    if tier == "compiled" and (ordered or n < SORT_BELOW):  # one compiled pass per batch, keys in order
+        from .._columns._compiled import key_rows  # numba only once arrays are large
+
+        perm = None if ordered else np.argsort(keys, kind="stable")
+        probe = np.ascontiguousarray(keys if perm is None else keys[perm])
+        for batch in _in_range(batches, int(probe[0]), int(probe[-1])):
+            idx, rank = key_rows(probe, *batch.key_index(n))
+            if len(idx):
+                yield batch, idx, (rank if perm is None else perm[rank])
+        return
+    least, greatest = (int(keys[0]), int(keys[-1])) if ordered else (int(keys.min()), int(keys.max()))
+    batches = _in_range(batches, least, greatest)
+    from .._columns import ranges
+
+    for batch in batches:
+        begin, end = batch.key_ranges(keys)
+        sizes = end - begin
+        if not sizes.any():
+            continue
+        yield batch, ranges(begin, end), np.repeat(np.arange(n), sizes)
+
+
+def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> tuple[np.ndarray, Rows] | None:
+    """Every row of ``batches`` whose key is among ``keys`` (any order, repeats allowed), with,
+    for each, the index in ``keys`` of the key it matched (None: no match): `matches_each`,
+    its rows gathered."""
+    lefts: list[np.ndarray] = []
+    rights: list[Rows] = []
+    for batch, idx, rank in matches_each(keys, batches):
+        rights.append(batch.take(idx))
+        lefts.append(rank)
+    if not rights:
+        return None
+    return np.concatenate(lefts), concat_rows(rights, nvals, ntimes)
+
+
+SORT_BELOW = 1024
+"""An unsorted probe of fewer keys is sorted for the compiled pass; a larger one (a load) is
+found by numpy's searchsorted per batch, cheaper than sorting it."""
+
+FEW_ROWS = 64
+"""Up to this many rows, `accumulate` sums in Python."""
+
+
+def accumulate(batches: list[Batch], keys: np.ndarray, t: Time, nvals: int, ntimes: int) -> tuple[Rows, Rows]:
+    """The rows of ``keys`` (sorted, distinct) accumulated at ``t`` (summed over times ``<= t``,
+    no time columns, sorted and consolidated), and the (key, time) of their rows at times not
+    ``<= t``.
+
+    What is summed is the key's compacted history: one row per (record, time) in each batch,
+    with the times of finished epochs moved to the first open one (`Spine.advance_to`), so it
+    grows with the distinct loop positions of the key, never with the number of epochs. A few
+    rows in all (an update's case) are summed in Python."""
+    parts: list[Rows] = []
+    if len(keys):
+        query = Keys(keys)
+        for b in _in_range(batches, int(keys[0]), int(keys[-1])):
+            idx = b.find(query)
+            if idx is not None:
+                parts.append(b.take(idx))
+    if sum(len(p) for p in parts) <= FEW_ROWS:
+        return _accumulate_few(parts, t, nvals, ntimes)
+    now: list[Rows] = []
+    later: list[Rows] = []
+    for rows in parts:
+        mask = le_time(rows.times, t)
+        if mask.all():
+            now.append(Rows(rows.keys, rows.vals, (), rows.diffs))
+            continue
+        kept = rows.take(mask)
+        now.append(Rows(kept.keys, kept.vals, (), kept.diffs))
+        gone = ~mask
+        later.append(Rows(rows.keys[gone], (), [c[gone] for c in rows.times], rows.diffs[gone]))
+    acc = concat_rows(now, nvals, 0).consolidated(runs=True)  # each batch's rows are in order already
+    return acc, concat_rows(later, 0, ntimes)
+
+
+def key_totals(
+    batches: list[Batch], keys: np.ndarray, t: Time, nvals: int, ntimes: int
+) -> tuple[np.ndarray, list[np.ndarray], Rows]:
+    """For each of ``keys`` (sorted, distinct): the sum of the diffs of its rows at times
+    ``<= t``, the values of one of its rows (any: where the key is the record, every row of
+    it holds the same values), and the (key, time) of its rows at times not ``<= t``.
+    `accumulate` for keys of one record each, summed with no sort; a few keys (an update's)
+    in Python values, span by span; many by one compiled pass per batch."""
+    n = len(keys)
+    if not n:
+        return keys, [keys for _ in range(nvals)], Rows.empty(0, ntimes)
+    batches = _in_range(batches, int(keys[0]), int(keys[-1]))
+    tier = POLICY.keys_tier(n)
+    if tier == "python":
+        return _key_totals_few(batches, keys.tolist(), t, nvals, ntimes)
+    if tier == "compiled" and ntimes > 2:  # the compiled loops read one or two time coordinates
+        tier = "numpy"
+    totals = np.zeros(n, dtype=np.int64)
+    vals = [np.zeros(n, dtype=np.int64) for _ in range(nvals)]
+    later: list[Rows] = []
+    query = Keys(keys)
+    if tier == "compiled":
+        from .._columns._compiled import key_sums  # numba only once arrays are large
+
+        keys_c = np.ascontiguousarray(keys)
+        row = np.full(n, -1, dtype=np.int64)
+        t1 = t[1] if ntimes == 2 else 0
+        for b in batches:
+            row.fill(-1)
+            second = b.times[1] if ntimes == 2 else np.broadcast_to(np.int64(0), len(b))
+            rank, idx = key_sums(keys_c, *b.key_index(n), b.times[0], second, b.diffs, t[0], t1, totals, row)
+            if len(idx):  # rows at later times
+                later.append(Rows(keys[rank], (), [c[idx] for c in b.times], b.diffs[idx]))
+            has = np.flatnonzero(row >= 0)
+            for out, col in zip(vals, b.vals):
+                out[has] = col[row[has]]
+        return totals, vals, concat_rows(later, 0, ntimes)
+    for b in batches:
+        found = b.lookup(query)
+        if found is None:
+            continue
+        idx, rank = found
+        diffs = b.diffs[idx]
+        for out, col in zip(vals, b.vals):
+            out[rank] = col[idx]
+        times = [c[idx] for c in b.times]
+        now = le_time(times, t)
+        if not now.all():
+            gone = ~now
+            later.append(Rows(keys[rank[gone]], (), [c[gone] for c in times], diffs[gone]))
+            rank, diffs = rank[now], diffs[now]
+        totals += np.bincount(rank, weights=diffs, minlength=n).round().astype(np.int64)
+    return totals, vals, concat_rows(later, 0, ntimes)
+
+
+def later_times(batches: list[Batch], keys: np.ndarray, t: Time, ntimes: int) -> Rows:
+    """The (key, time) of the rows of ``keys`` (sorted, distinct) at times not ``<= t``: the
+    times at which a change at ``t`` to these keys may change an answer (joined with ``t``)."""
+    if not len(keys):
+        return Rows.empty(0, ntimes)
+    out: list[Rows] = []
+    for b, idx, rank in matches_each(keys, _in_range(batches, int(keys[0]), int(keys[-1]))):
+        if all(map(le, b.latest, t)):
+            continue
+        times = [c[idx] for c in b.times]
+        gone = ~le_time(times, t)
+        if gone.any():
+            out.append(Rows(keys[rank[gone]], (), [c[gone] for c in times], b.diffs[idx][gone]))
+    return concat_rows(out, 0, ntimes)
+
+
+def _key_totals_few(
+    batches: list[Batch], keys: list[int], t: Time, nvals: int, ntimes: int
+) -> tuple[np.ndarray, list[np.ndarray], Rows]:
+    n = len(keys)
+    totals = [0] * n
+    vals = [[0] * n for _ in range(nvals)]
+    later: list[tuple[int, ...]] = []
+    for b in batches:
+        for i, k in enumerate(keys):
+            found = b.span(k)
+            if found is None:
+                continue
+            lo, hi = found
+            for out, col in zip(vals, b.vals):
+                out[i] = int(col[lo])
+            for time, d in zip(zip(*(c[lo:hi].tolist() for c in b.times)), b.diffs[lo:hi].tolist()):
+                if all(map(le, time, t)):
+                    totals[i] += d
+                else:
+                    later.append((k, *time))
+    vals_ = [np.array(v, dtype=np.int64) for v in vals]
+    return np.array(totals, dtype=np.int64), vals_, _later_rows(later, ntimes)
+
+
+def _later_rows(later: list[tuple[int, ...]], ntimes: int) -> Rows:
+    """``(key, *time)`` tuples as the rows `Reduce.schedule` takes (their diffs unused)."""
+    if not later:
+        return Rows.empty(0, ntimes)
+    cols = np.array(later, dtype=np.int64).reshape(len(later), 1 + ntimes)
+    return Rows(cols[:, 0], (), [cols[:, 1 + i] for i in range(ntimes)], np.ones(len(later), dtype=np.int64))
+
+
+def _accumulate_few(parts: list[Rows], t: Time, nvals: int, ntimes: int) -> tuple[Rows, Rows]:
+    total: dict[tuple[int, ...], int] = {}
+    later: list[tuple[int, ...]] = []
+    for rows in parts:
+        times = list(zip(*(c.tolist() for c in rows.times)))
+        for row, d, s in zip(zip(rows.keys.tolist(), *(v.tolist() for v in rows.vals)), rows.diffs.tolist(), times):
+            if all(map(le, s, t)):
+                total[row] = total.get(row, 0) + d
+            else:
+                later.append((row[0], *s))
+    found = sorted(r for r, d in total.items() if d)
+    if found:
+        cols = np.array(found, dtype=np.int64).reshape(len(found), 1 + nvals)
+        acc = Rows(
+            cols[:, 0], [cols[:, 1 + i] for i in range(nvals)], (), np.array([total[r] for r in found], dtype=np.int64)
+        )
+    else:
+        acc = Rows.empty(nvals, 0)
+    return acc, _later_rows(later, ntimes)
