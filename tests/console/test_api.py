@@ -100,10 +100,14 @@ def test_a_stall_names_the_waiting_stage_its_time_and_the_open_input(tmp_path: P
 
         def the_stall() -> dict | None:
             # (on a busy machine a process may also sit idle earlier, waiting for a slower one
-            # to feed the first epochs: a true stall too, but not the one this test makes)
+            # to feed the first epochs: a true stall too, but not the one this test makes; and
+            # each process samples itself on its own clock, so one may show the stall at (3)
+            # while another's latest sample is from before it: wait for every process's)
             stall = run.get("/api/state")["stall"]
-            at_3 = stall is not None and any(w["time"] == "(3)" for w in stall["waiting"])
-            return stall if at_3 else None
+            if stall is None:
+                return None
+            at_3 = {w["process"] for w in stall["waiting"] if w["stage_name"] == "count" and w["time"] == "(3)"}
+            return stall if at_3 == set(range(processes)) else None
 
         stall = run.wait_for(the_stall, 20, "for the console to show the stall")
         waiting = {(w["process"], w["stage_name"], w["time"]) for w in stall["waiting"]}
