@@ -66,6 +66,10 @@ the program was away from timely, before it answers."""
 _main_loop: asyncio.AbstractEventLoop | None = None
 """The main thread's event loop for synchronous computations, made by the first and kept for
 the next ones until the interpreter exits (`_event_loop` says why)."""
+_main_loop_taken = False
+"""Whether a synchronous computation runs on `_main_loop` now: one started inside another's
+block gets a loop of its own, so that its failed start, which closes its loop, cannot close
+the loop the outer computation still runs on."""
 
 
 def _event_loop() -> asyncio.AbstractEventLoop:
@@ -78,19 +82,32 @@ def _event_loop() -> asyncio.AbstractEventLoop:
     drops the rest of the line (measured: 64 KiB of a 1 MiB line arrived). Keeping the loop
     open avoids the teardown, instead of replacing the program's ``sys.stdout`` with a stream
     that retries short writes (what timely once did); it also saves making a loop per run."""
-    global _main_loop
-    if threading.current_thread() is not threading.main_thread():
+    global _main_loop, _main_loop_taken
+    if threading.current_thread() is not threading.main_thread() or _main_loop_taken:
         return _new_event_loop()
     if _main_loop is None or _main_loop.is_closed():
         _main_loop = _new_event_loop()
+    _main_loop_taken = True
     return _main_loop
 
 
 def _done_with(loop: asyncio.AbstractEventLoop) -> None:
     """A synchronous computation is over: close its loop unless it is the main thread's."""
-    if loop is not _main_loop:
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
+    global _main_loop_taken
+    if loop is _main_loop:
+        _main_loop_taken = False
+        return
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
+
+
+def _failed_start(loop: asyncio.AbstractEventLoop) -> None:
+    """A synchronous computation failed to start: close its loop, and with it what the failed
+    start left on it (the main thread's next computation makes a new one)."""
+    global _main_loop_taken
+    loop.close()
+    if loop is _main_loop:
+        _main_loop_taken = False
 
 
 def _close_main_loop() -> None:
@@ -541,7 +558,7 @@ class execute(_Execution[T]):
             runtime = self._runtime(setup, loop.run_until_complete(setup.join()))
             self._comp = Computation(runtime, loop, deadline)
         except BaseException:
-            loop.close()  # what the failed start left on it goes too (the next run makes a new one)
+            _failed_start(loop)
             raise
         if runtime.recovery is not None:
             try:
