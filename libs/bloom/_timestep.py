@@ -99,6 +99,38 @@ def _settled(time: Timestamp) -> Timestamp:
     return Timestamp(step, (step, iteration if iteration >= 1 else 1))
 
 
+class _Settling:
+    """Records of each timestep held until nothing more of the timestep can come (`_settled`),
+    then released at once: one notification per timestep, moved later when a later record
+    needs it. The table with deletions and the change join both hold their records so."""
+
+    __slots__ = ("asked", "released", "waiting")
+
+    def __init__(self) -> None:
+        self.waiting: dict[int, list[Any]] = {}
+        """epoch -> records not released yet."""
+        self.asked: dict[int, Timestamp] = {}
+        """epoch -> the earliest notification requested for it."""
+        self.released: set[int] = set()
+
+    def hold(self, epoch: int, records: list[Any], time: Timestamp, notify_at: Callable[[Timestamp], None]) -> None:
+        self.waiting.setdefault(epoch, []).extend(records)
+        at = _settled(time)
+        old = self.asked.get(epoch)
+        if old is None or not old.less_equal(at):
+            self.asked[epoch] = at
+            notify_at(at)
+
+    def release(self, time: Timestamp) -> tuple[int, list[Any]] | None:
+        """At a notification: the timestep's epoch and its held records, once (None after)."""
+        epoch = _stamp(time)
+        if epoch in self.released:
+            return None
+        self.released.add(epoch)
+        del self.asked[epoch]
+        return epoch, self.waiting.pop(epoch, [])
+
+
 # The clock ------------------------------------------------------------------------------------------
 class _Ticks(Vertex):
     """Root scope: for every record of the clock at epoch ``e``, a tick ``(worker, e)`` for every
@@ -206,11 +238,8 @@ class _Table(Vertex):
         """join id -> (result function ``fn(probe, fact)``, outer: answer ``fn(probe, None)`` on no match)."""
         self.stored: dict[Any, Any] = {}
         """key -> the fact stored under it."""
-        self.waiting: dict[int, list[tuple[int, Any]]] = {}
-        """epoch -> ``(op, fact)`` records not applied yet."""
-        self.asked: dict[int, Timestamp] = {}
-        """epoch -> the earliest notification requested for it."""
-        self.applied: set[int] = set()
+        self.settling = _Settling()
+        """``(op, fact)`` records of each epoch, held until it is applied."""
         self.latest = -1
         """The latest epoch applied: the one the table's state is at."""
         self.probed: dict[Any, list[tuple[int, Any]]] = {}
@@ -224,30 +253,18 @@ class _Table(Vertex):
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         epoch = _stamp(time)
         tagged = records if edge in (1, 2) else [(_INSERT, r) for r in records]
-        if epoch in self.applied:
+        if epoch in self.settling.released:
             for op, _ in tagged:
                 if Op.DELETE <= op <= Op.UPSERT:
                     raise BloomError(f"table {self.name!r}: a deletion of epoch {epoch} came after it was applied")
             self._send(self._apply(epoch, tagged), time)
             return
-        waiting = self.waiting.get(epoch)
-        if waiting is None:
-            self.waiting[epoch] = list(tagged)
-        else:
-            waiting.extend(tagged)
-        at = _settled(time)
-        old = self.asked.get(epoch)
-        if old is None or not old.less_equal(at):
-            self.asked[epoch] = at
-            self.notify_at(at)
+        self.settling.hold(epoch, tagged, time, self.notify_at)
 
     def on_notify(self, time: Timestamp) -> None:
-        epoch = _stamp(time)
-        if epoch in self.applied:
-            return
-        self.applied.add(epoch)
-        del self.asked[epoch]
-        self._send(self._apply(epoch, self.waiting.pop(epoch, [])), time)
+        released = self.settling.release(time)
+        if released is not None:
+            self._send(self._apply(*released), time)
 
     def _send(self, result: tuple[list[Any], list[Any], list[Any]], time: Timestamp) -> None:
         changes, again, answers = result
@@ -396,32 +413,24 @@ class _ChangeJoin(Vertex):
         """key -> fact -> [start, end, start, end, ...] epochs (an open last interval has no end)."""
         self.probes: dict[Any, dict[Any, set[int]]] = {}
         """key -> scratch fact -> epochs at which it was answered."""
-        self.waiting: dict[int, list[Any]] = {}
-        self.asked: dict[int, Timestamp] = {}
-        self.answered: set[int] = set()
+        self.settling = _Settling()
+        """Scratch facts of each epoch, held until it is answered."""
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         if edge == self.changes_edge:
             self._changes(records, time)
             return
         epoch = _stamp(time)
-        if epoch in self.answered:
+        if epoch in self.settling.released:
             self._answer(records, epoch, time)
             return
-        self.waiting.setdefault(epoch, []).extend(records)
-        at = _settled(time)
-        old = self.asked.get(epoch)
-        if old is None or not old.less_equal(at):
-            self.asked[epoch] = at
-            self.notify_at(at)
+        self.settling.hold(epoch, records, time, self.notify_at)
 
     def on_notify(self, time: Timestamp) -> None:
-        epoch = _stamp(time)
-        if epoch in self.answered:
-            return
-        self.answered.add(epoch)
-        del self.asked[epoch]
-        self._answer(self.waiting.pop(epoch, []), epoch, time)
+        released = self.settling.release(time)
+        if released is not None:
+            epoch, records = released
+            self._answer(records, epoch, time)
 
     def _out(self, scratch: Any, fact: Any) -> Any:
         try:
