@@ -6,7 +6,10 @@ back, because a numpy call costs about a microsecond whatever its size. Every st
 operator (join, reduce and its reducers, arrange, propagate) reads through these functions
 (`Spine.rows`, `Spine.accumulate`, `Spine.totals`, `Spine.times`); none walks a spine's
 batches itself. Each read picks its tier from the number of keys alone (`POLICY`): Python
-values for an update's few keys, numpy, or the compiled loops.
+values for an update's few keys, numpy, or the compiled loops. An operator that fuses a read
+with its own computation (propagate's checks of a node's labels) walks what `indexed` (its
+compiled loops) or `key_spans` (its Python values) hand it: the same batch selection, the
+keys' rows only.
 
 A read skips every batch whose key range misses the keys asked (`Batch.kmin`, `kmax`), and,
 for keys that are few, every batch that holds none of them, before any array is built.
@@ -30,10 +33,16 @@ from .._columns import POLICY
 from ._batch import Batch, Keys, Rows, concat_rows, le_time
 from ._frontier import Time
 
+KeyIndex = tuple[np.ndarray, np.ndarray, np.ndarray, int]
+"""What a compiled loop finds a batch's keys with (`Batch.key_index`)."""
+
 __all__ = [
     "accumulate",
+    "indexed",
+    "key_spans",
     "key_totals",
     "later_times",
+    "latest",
     "matches",
     "matches_each",
 ]
@@ -98,6 +107,44 @@ def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> 
     if not rights:
         return None
     return np.concatenate(lefts), concat_rows(rights, nvals, ntimes)
+
+
+def indexed(keys: np.ndarray, batches: Sequence[Batch]) -> Iterator[tuple[Batch, KeyIndex]]:
+    """For a compiled walk over the rows of ``keys`` (sorted, distinct; the compiled tier's
+    many): each batch whose key range meets them, with what the walk finds keys with
+    (`Batch.key_index`: its distinct keys, their rows' starts, its key table). An operator's
+    own compiled loop (a fused read that `matches` and a gather would make in several
+    passes) reads a trace this way."""
+    n = len(keys)
+    if not n:
+        return
+    for b in _in_range(batches, int(keys[0]), int(keys[-1])):
+        yield b, b.key_index(n)
+
+
+def key_spans(keys: list[int], batches: Sequence[Batch]) -> Iterator[tuple[Batch, int, int, int]]:
+    """For a few ``keys`` (sorted, distinct, as Python ints: the Python tier's update case):
+    each ``(batch, i, lo, hi)`` where rows ``lo:hi`` of ``batch`` are those of ``keys[i]``,
+    batch by batch. No array is built: a reader takes the spans' values with ``tolist``."""
+    if not keys:
+        return
+    for b in _in_range(batches, keys[0], keys[-1]):
+        span = b.span
+        for i, k in enumerate(keys):
+            found = span(k)
+            if found is not None:
+                yield b, i, found[0], found[1]
+
+
+def latest(batches: Sequence[Batch]) -> Time | None:
+    """The join of the times of every row of ``batches`` (None: no rows): every row's time is
+    ``<= latest``, so a read at a time at or after it needs no time filter."""
+    out: Time | None = None
+    for b in batches:
+        if not len(b):
+            continue
+        out = b.latest if out is None else tuple(map(max, out, b.latest))
+    return out
 
 
 SORT_BELOW = 1024
