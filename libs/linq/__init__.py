@@ -18,7 +18,7 @@ so a user's own `timely.Vertex` can sit between two operators, also inside a loo
 
 from .._hash import stable_hash
 from ._arrange import Arranged
-from ._columns import preload
+from ._columns import preload as _preload_columns
 from ._columns._functions import columns
 from ._errors import OperatorError
 from ._io import CollectionInput, CollectionOutput, ColumnOutput, new_input
@@ -31,6 +31,7 @@ from .algorithms import (
     strongly_connected_components,
 )
 from .collection import Collection
+from .propagate import load_loops as _load_propagate_loops
 
 __all__ = [
     "Arranged",
@@ -50,3 +51,11 @@ __all__ = [
     "stable_hash",
     "strongly_connected_components",
 ]
+
+
+def preload() -> float:
+    """Load linq's compiled loops now, not at the first large array; the seconds it took (0 if
+    they were loaded). A program that will meet large arrays calls it at start-up (in several
+    processes each would otherwise stop at its own moment); it also makes the tier policy
+    eager (`_columns.preload`)."""
+    return _preload_columns() + _load_propagate_loops()

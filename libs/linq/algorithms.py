@@ -6,7 +6,7 @@ default priority of `prioritized_connected_components`). Every function returns 
 collection, so each one updates incrementally as edges are added and removed.
 
 `connected_components`, `propagate_min_labels` (and so `strongly_connected_components`) and
-`shortest_paths` run on `_propagate.propagate`: the min-reduce and the join of one iteration
+`shortest_paths` run on `propagate.propagate`: the min-reduce and the join of one iteration
 fused into one vertex, labels let in by size. `connected_components_figure3` is TR Figure 3
 as written (a `fixed_point` of a join and a min over every label at once), kept as the
 reference the fused form is tested against, and as an example of the general operators.
@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from ._columns._functions import columns, twice
-from ._propagate import by_size, propagate
 from .collection import Collection
+from .propagate import by_size, propagate
 
 __all__ = [
     "connected_components",

@@ -102,8 +102,8 @@ def test_batches_with_broadcast_and_sliced_columns_are_read_alike(form: str) -> 
     """A batch's time columns are often one value broadcast (read-only, no memory) and its
     keys a slice of a larger array: the compiled loops take them as they are, and find what
     the numpy forms find."""
-    from timely_libs.linq import _least
     from timely_libs.linq._trace import Batch, Rows, Spine, matches
+    from timely_libs.linq.propagate import _least
 
     n = 3000
     keys = np.repeat(np.arange(0, 2 * n, 2, dtype=np.int64), 2)[: 2 * n]

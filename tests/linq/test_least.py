@@ -1,4 +1,4 @@
-"""`propagate`'s evaluation along a line of times (`timely_libs.linq._least`), against brute force.
+"""`propagate`'s evaluation along a line of times (`timely_libs.linq.propagate._least`), against brute force.
 
 At a notification at ``t``, `Propagate` evaluates the touched keys at ``t`` and at every later
 time of ``t``'s line (``(t[:-1], x)``, ``x > t[-1]``) in one pass. Whatever the history, after
@@ -21,10 +21,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.support.linq_harness import compiled_from
-from timely_libs.linq import OperatorError, _least
+from timely_libs.linq import OperatorError
 from timely_libs.linq._columns import codes_of, values_of
 from timely_libs.linq._columns._codes import codes_of_values
 from timely_libs.linq._trace import Batch, Rows, Spine, _batch
+from timely_libs.linq.propagate import _least
 
 Time = tuple[int, ...]
 Row = tuple[int, Any, Time, int]
@@ -347,7 +348,7 @@ def test_the_compiled_check_of_label_slots_says_what_the_column_form_says(
     """`unchanged_many`'s compiled check of keys with several label rows (laid out a slot per
     key) against `_consistent`, on any rows: counts that go negative, keys with no label or
     two at once, a first change after ``td``."""
-    from timely_libs.linq._columns._compiled import consistent_slots
+    from timely_libs.linq.propagate._compiled import consistent_slots
 
     nkeys = 6
     rows = sorted(rows)

@@ -55,17 +55,13 @@ NO_FLOOR = np.iinfo(np.int64).min
 """A floor that raises nothing."""
 
 __all__ = [
-    "consistent_slots",
     "consolidate_packed",
-    "first_rows",
-    "join_values",
+    "key_matches",
     "key_rows",
     "key_sums",
     "key_table",
-    "label_support",
-    "least_added_removed",
+    "matched_rows",
     "radix_sorted",
-    "slot_rows",
 ]
 
 
@@ -257,7 +253,7 @@ def key_table(keys: np.ndarray, low: int, size: int) -> np.ndarray:
 
 
 @njit(Tuple((OUT, OUT, i8))(IN, IN, TABLE, i8), cache=True, nogil=True)
-def _matches(keys: np.ndarray, ukeys: np.ndarray, table: np.ndarray, low: int) -> tuple:  # type: ignore[type-arg]
+def key_matches(keys: np.ndarray, ukeys: np.ndarray, table: np.ndarray, low: int) -> tuple:  # type: ignore[type-arg]
     """The pairs ``(i, j)`` with ``keys[i] == ukeys[j]`` (both sorted, ``ukeys`` distinct),
     in order. With the batch's key table (``table[key - low]``: the key's index in ``ukeys``
     or -1; `Keys.dense_table`), each key is one read: ten times faster than a search for the
@@ -307,7 +303,7 @@ def _matches(keys: np.ndarray, ukeys: np.ndarray, table: np.ndarray, low: int) -
 
 
 @njit(i8(IN, i8, IN), cache=True, nogil=True)
-def _rows_of(ju: np.ndarray, m: int, starts: np.ndarray) -> int:
+def matched_rows(ju: np.ndarray, m: int, starts: np.ndarray) -> int:
     """How many rows the first ``m`` matched keys ``ju`` (indices into a batch's keys) have."""
     total = 0
     for p in range(m):
@@ -320,8 +316,8 @@ def key_rows(keys: np.ndarray, ukeys: np.ndarray, starts: np.ndarray, table: np.
     """The rows of a batch (its distinct sorted keys ``ukeys``, where each key's rows start,
     its key table if any: `Batch.key_index`) whose key is among ``keys`` (sorted; repeats
     allowed: each repeat matches again), and for each row the index in ``keys`` of its key."""
-    ia, ju, m = _matches(keys, ukeys, table, low)
-    total = _rows_of(ju, m, starts)
+    ia, ju, m = key_matches(keys, ukeys, table, low)
+    total = matched_rows(ju, m, starts)
     idx = np.empty(total, dtype=np.int64)
     rank = np.empty(total, dtype=np.int64)
     r = 0
@@ -331,36 +327,6 @@ def key_rows(keys: np.ndarray, ukeys: np.ndarray, starts: np.ndarray, table: np.
             rank[r] = ia[p]
             r += 1
     return idx, rank
-
-
-@njit(void(IN, ANY, IN, IN, TABLE, i8, ANY, ANY, ANY, i8, OUT), cache=True, nogil=True)
-def label_support(
-    keys: np.ndarray,
-    labels: np.ndarray,
-    ukeys: np.ndarray,
-    starts: np.ndarray,
-    table: np.ndarray,
-    low: int,
-    vals: np.ndarray,
-    last: np.ndarray,
-    diffs: np.ndarray,
-    td: int,
-    bound: np.ndarray,
-) -> None:
-    """`_least._still_proposed` for one batch (found by `Batch.key_index`, with the columns
-    read): add to ``bound[i]`` the diffs of the rows of ``keys[i]`` whose value is
-    ``labels[i]`` and that are at or before ``td`` (the last time coordinate) or removals.
-    ``keys`` and ``ukeys`` are sorted (`_matches`)."""
-    ia, ju, m = _matches(keys, ukeys, table, low)
-    for p in range(m):
-        i = ia[p]
-        j = ju[p]
-        label = labels[i]
-        total = 0
-        for r in range(starts[j], starts[j + 1]):
-            if vals[r] == label and (last[r] <= td or diffs[r] < 0):
-                total += diffs[r]
-        bound[i] += total
 
 
 @njit(Tuple((OUT, OUT))(IN, IN, IN, TABLE, i8, ANY, ANY, ANY, i8, i8, OUT, OUT), cache=True, nogil=True)
@@ -384,8 +350,8 @@ def key_sums(
     in the product order, and set ``row[i]`` to the index of one of its rows (-1 left for keys
     with none). Returns, for the rows at other times, the index in ``keys`` of their key
     and their row, so that the caller reads them without a second search."""
-    ia, ju, m = _matches(keys, ukeys, table, low)
-    bound = _rows_of(ju, m, starts)
+    ia, ju, m = key_matches(keys, ukeys, table, low)
+    bound = matched_rows(ju, m, starts)
     rank = np.empty(bound, dtype=np.int64)
     idx = np.empty(bound, dtype=np.int64)
     later = 0
@@ -403,204 +369,6 @@ def key_sums(
                 later += 1
         totals[i] += total
     return rank[:later], idx[:later]
-
-
-@njit(void(IN, IN, IN, TABLE, i8, ANY, ANY, ANY, OUT, OUT, OUT, OUT), cache=True, nogil=True)
-def first_rows(
-    keys: np.ndarray,
-    ukeys: np.ndarray,
-    starts: np.ndarray,
-    table: np.ndarray,
-    low: int,
-    vals: np.ndarray,
-    last: np.ndarray,
-    diffs: np.ndarray,
-    count: np.ndarray,
-    val: np.ndarray,
-    when: np.ndarray,
-    diff: np.ndarray,
-) -> None:
-    """For each of ``keys`` (sorted, distinct) with rows in one batch (`Batch.key_index`):
-    add their number to ``count[i]``, and keep the first one's value, last time coordinate and
-    diff (a key with one row in all batches: its row)."""
-    ia, ju, m = _matches(keys, ukeys, table, low)
-    for p in range(m):
-        i = ia[p]
-        r = starts[ju[p]]
-        count[i] += starts[ju[p] + 1] - r
-        val[i] = vals[r]
-        when[i] = last[r]
-        diff[i] = diffs[r]
-
-
-@njit(void(IN, IN, IN, TABLE, i8, ANY, ANY, ANY, i8, OUT, OUT, OUT, OUT), cache=True, nogil=True)
-def slot_rows(
-    keys: np.ndarray,
-    ukeys: np.ndarray,
-    starts: np.ndarray,
-    table: np.ndarray,
-    low: int,
-    vals: np.ndarray,
-    last: np.ndarray,
-    diffs: np.ndarray,
-    td: int,
-    fill: np.ndarray,
-    val: np.ndarray,
-    pos: np.ndarray,
-    diff: np.ndarray,
-) -> None:
-    """For each of ``keys`` (sorted, distinct) with rows in one batch (`Batch.key_index`):
-    write its rows' value, line position (the last time coordinate, raised to ``td``) and
-    diff into its slot of ``val``, ``pos``, ``diff``, from ``fill[i]`` on (which it advances):
-    every key's rows of every batch, side by side, with no sort."""
-    ia, ju, m = _matches(keys, ukeys, table, low)
-    for p in range(m):
-        i = ia[p]
-        f = fill[i]
-        for r in range(starts[ju[p]], starts[ju[p] + 1]):
-            val[f] = vals[r]
-            x = last[r]
-            pos[f] = x if x > td else td
-            diff[f] = diffs[r]
-            f += 1
-        fill[i] = f
-
-
-@njit(void(IN, OUT, OUT, OUT, i8, OUT, OUT, OUT), cache=True, nogil=True)
-def consistent_slots(
-    offsets: np.ndarray,
-    val: np.ndarray,
-    pos: np.ndarray,
-    diff: np.ndarray,
-    td: int,
-    bad: np.ndarray,
-    greatest: np.ndarray,
-    labelled: np.ndarray,
-) -> None:
-    """`_least._consistent` for the label rows of keys laid out in slots (key ``i``'s rows
-    from ``offsets[i]`` to ``offsets[i + 1]``, by `slot_rows`): each slot sorted by (position,
-    label) in place, then read once along the line. ``bad[i]``: some label's count goes
-    negative, or the key has not exactly one label in all at each position where that total
-    changes, the first being ``td``; ``greatest[i]``: the greatest label present (count > 0)
-    at some position; ``labelled[i]``: one was."""
-    counts_val = np.empty(64, dtype=np.int64)
-    counts = np.empty(64, dtype=np.int64)
-    for i in range(len(offsets) - 1):
-        lo = offsets[i]
-        hi = offsets[i + 1]
-        for a in range(lo + 1, hi):  # insertion sort: a slot holds a few rows
-            pv = pos[a]
-            vv = val[a]
-            dv = diff[a]
-            b = a - 1
-            while b >= lo and (pos[b] > pv or (pos[b] == pv and val[b] > vv)):
-                pos[b + 1] = pos[b]
-                val[b + 1] = val[b]
-                diff[b + 1] = diff[b]
-                b -= 1
-            pos[b + 1] = pv
-            val[b + 1] = vv
-            diff[b + 1] = dv
-        if hi - lo > len(counts):
-            counts_val = np.empty(hi - lo, dtype=np.int64)
-            counts = np.empty(hi - lo, dtype=np.int64)
-        nlabels = 0
-        total = 0
-        seen_change = False
-        r = lo
-        while r < hi:
-            x = pos[r]
-            change = 0
-            while r < hi and pos[r] == x:  # one position: each label's rows summed
-                label = val[r]
-                d = 0
-                while r < hi and pos[r] == x and val[r] == label:
-                    d += diff[r]
-                    r += 1
-                if d == 0:
-                    continue
-                change += d
-                k = 0
-                while k < nlabels and counts_val[k] != label:
-                    k += 1
-                if k == nlabels:
-                    counts_val[k] = label
-                    counts[k] = 0
-                    nlabels += 1
-                counts[k] += d
-                if counts[k] < 0:
-                    bad[i] = 1
-                elif counts[k] > 0:
-                    if label > greatest[i]:
-                        greatest[i] = label
-                    labelled[i] = 1
-            if change == 0:
-                continue
-            if not seen_change and x != td:
-                bad[i] = 1
-            seen_change = True
-            total += change
-            if total != 1:
-                bad[i] = 1
-
-
-@njit(Tuple((OUT, OUT))(IN, ANY, ANY, i8), cache=True, nogil=True)
-def least_added_removed(starts: np.ndarray, vals: np.ndarray, diffs: np.ndarray, none: int) -> tuple:  # type: ignore[type-arg]
-    """For rows sorted by (key, value) (``starts``: where each key's rows begin): the least
-    value each key adds and the least it removes (``none`` if it has no such row)."""
-    n = len(starts) - 1
-    added = np.full(n, none, dtype=np.int64)
-    removed = np.full(n, none, dtype=np.int64)
-    for i in range(n):
-        for r in range(starts[i], starts[i + 1]):
-            if diffs[r] > 0:
-                if added[i] == none:
-                    added[i] = vals[r]
-            elif removed[i] == none:
-                removed[i] = vals[r]
-    return added, removed
-
-
-@njit(Tuple((OUT, OUT, OUT, OUT))(IN, ANY, ANY, IN, IN, TABLE, i8, ANY, ANY, ANY, i8), cache=True, nogil=True)
-def join_values(
-    keys: np.ndarray,
-    vals: np.ndarray,
-    diffs: np.ndarray,
-    ukeys: np.ndarray,
-    starts: np.ndarray,
-    table: np.ndarray,
-    low: int,
-    bvals: np.ndarray,
-    bdiffs: np.ndarray,
-    blast: np.ndarray,
-    floor: int,
-) -> tuple:  # type: ignore[type-arg]
-    """A join of rows ``(keys, vals, diffs)`` (sorted by key) with a batch's rows of the same
-    keys (`Batch.key_index`): for each pair, the row's value, the batch row's value and the
-    product of the diffs (what `key_rows` and four gathers give, in one loop), and, if
-    ``blast`` (the batch's last time coordinate) is not empty, that coordinate of the pair's
-    joined time: the batch row's, raised to ``floor``."""
-    ia, ju, m = _matches(keys, ukeys, table, low)
-    total = _rows_of(ju, m, starts)
-    left = np.empty(total, dtype=np.int64)
-    right = np.empty(total, dtype=np.int64)
-    product = np.empty(total, dtype=np.int64)
-    timed = len(blast) > 0
-    last = np.empty(total if timed else 0, dtype=np.int64)
-    r = 0
-    for p in range(m):
-        i = ia[p]
-        v = vals[i]
-        d = diffs[i]
-        for row in range(starts[ju[p]], starts[ju[p] + 1]):
-            left[r] = v
-            right[r] = bvals[row]
-            product[r] = d * bdiffs[row]
-            if timed:
-                x = blast[row]
-                last[r] = x if x > floor else floor
-            r += 1
-    return left, right, product, last
 
 
 def _say_if_compiled() -> None:

@@ -36,7 +36,7 @@ from operator import le
 
 import numpy as np
 
-from ._columns import (
+from .._columns import (
     EMPTY,
     PAIRS,
     all_ints,
@@ -48,8 +48,8 @@ from ._columns import (
     ranges,
     values_of,
 )
-from ._errors import OperatorError
-from ._trace import Batch, Keys, Rows, Spine, concat_rows
+from .._errors import OperatorError
+from .._trace import Batch, Keys, Rows, Spine, concat_rows
 
 __all__ = [
     "FEW_ROWS",
@@ -471,7 +471,7 @@ def unchanged_many(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np
     first, so only the keys with several label rows (most nodes have one label from one time
     on) have their rows laid out, a slot per key, and checked as `unchanged` does, in
     compiled loops (`slot_rows`, `consistent_slots`)."""
-    from ._columns._compiled import consistent_slots, first_rows, least_added_removed, slot_rows  # numba
+    from ._compiled import consistent_slots, first_rows, least_added_removed, slot_rows  # numba
 
     keys = delta.ukeys
     n = len(keys)
@@ -572,7 +572,7 @@ def _still_proposed(proposals: Spine, keys: np.ndarray, labels: np.ndarray, td: 
     query = Keys(keys)
     batches = proposals.batches()
     if compiled_keys(len(keys)):
-        from ._columns._compiled import label_support  # numba only once arrays are large
+        from ._compiled import label_support  # numba only once arrays are large
 
         keys = np.ascontiguousarray(keys)
         for b in batches:

@@ -34,7 +34,7 @@ import numpy as np
 
 from timely import KeyedState, LoopContext, Timestamp
 
-from ._columns import (
+from .._columns import (
     EMPTY,
     Block,
     all_ints,
@@ -47,10 +47,14 @@ from ._columns import (
     route_of,
     values_of,
 )
-from ._columns._codes import codes_of_values
-from ._errors import OperatorError
-from ._keys import KeyOf
-from ._lattice import Lattice
+from .._columns._codes import codes_of_values
+from .._errors import OperatorError
+from .._keys import KeyOf
+from .._lattice import Lattice
+from .._linear import Route, by_destination, changes_in, split_by
+from .._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
+from .._trace import FEW_KEYS, Batch, Rows, Spine, concat_rows, matches_each
+from ..collection import Collection, _lattices, lattice_of, operator_name
 from ._least import (
     few_line_changes,
     later_keys,
@@ -62,10 +66,6 @@ from ._least import (
     unchanged_few,
     unchanged_many,
 )
-from ._linear import Route, by_destination, changes_in, split_by
-from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
-from ._trace import FEW_KEYS, Batch, Rows, Spine, concat_rows, matches_each
-from .collection import Collection, _lattices, lattice_of, operator_name
 
 __all__ = ["Propagate", "by_size", "propagate"]
 
@@ -360,7 +360,7 @@ class Propagate(Stateful):
             rest = batches
             keys = rows.keys
             if not self.weighted and compiled_keys(len(keys)):
-                from ._columns._compiled import join_values  # numba: arrays are large
+                from ._compiled import join_values  # numba: arrays are large
 
                 sorted_keys = np.ascontiguousarray(keys)
                 rest = []

@@ -1,0 +1,286 @@
+"""Compiled loops (numba) that serve `propagate` alone: its checks of a node's labels and its
+join of label changes with edges, each fused into one pass over a batch's rows.
+
+They read a trace through `_trace.indexed` (a batch and its key index) and find the rows of
+the keys asked with `_columns._compiled.key_matches`, as the general loops do; what is
+specific to least-label propagation (a label's support, a node's label slots, the least
+label a change adds) stays here, beside the operator. Compiled, cached and announced as the
+general loops are (`timely_libs._numba_cache`); loaded only when `POLICY` picks the compiled
+tier (or `linq.preload`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+from numba.core.dispatcher import Dispatcher
+from numba.types import Tuple, i8, void  # type: ignore[attr-defined]
+
+from ... import _numba_cache
+from .._columns._compiled import ANY, IN, OUT, TABLE, key_matches, matched_rows
+
+_STARTED = time.perf_counter()
+_NUMBA_CACHE_DIR = _numba_cache.use_cache_dir()
+if _numba_cache.will_compile(__file__, Path(__file__).read_text().count("\n@njit(")):
+    logging.getLogger("timely.compile").warning(
+        "timely_libs.linq.propagate: compiling its loops with numba, once per machine (a few seconds) into %s",
+        _numba_cache.cache_dir(),
+    )
+
+__all__ = [
+    "consistent_slots",
+    "first_rows",
+    "join_values",
+    "label_support",
+    "least_added_removed",
+    "slot_rows",
+]
+
+
+@njit(void(IN, ANY, IN, IN, TABLE, i8, ANY, ANY, ANY, i8, OUT), cache=True, nogil=True)
+def label_support(
+    keys: np.ndarray,
+    labels: np.ndarray,
+    ukeys: np.ndarray,
+    starts: np.ndarray,
+    table: np.ndarray,
+    low: int,
+    vals: np.ndarray,
+    last: np.ndarray,
+    diffs: np.ndarray,
+    td: int,
+    bound: np.ndarray,
+) -> None:
+    """`_least._still_proposed` for one batch (found by `Batch.key_index`, with the columns
+    read): add to ``bound[i]`` the diffs of the rows of ``keys[i]`` whose value is
+    ``labels[i]`` and that are at or before ``td`` (the last time coordinate) or removals.
+    ``keys`` and ``ukeys`` are sorted (`_matches`)."""
+    ia, ju, m = key_matches(keys, ukeys, table, low)
+    for p in range(m):
+        i = ia[p]
+        j = ju[p]
+        label = labels[i]
+        total = 0
+        for r in range(starts[j], starts[j + 1]):
+            if vals[r] == label and (last[r] <= td or diffs[r] < 0):
+                total += diffs[r]
+        bound[i] += total
+
+
+@njit(void(IN, IN, IN, TABLE, i8, ANY, ANY, ANY, OUT, OUT, OUT, OUT), cache=True, nogil=True)
+def first_rows(
+    keys: np.ndarray,
+    ukeys: np.ndarray,
+    starts: np.ndarray,
+    table: np.ndarray,
+    low: int,
+    vals: np.ndarray,
+    last: np.ndarray,
+    diffs: np.ndarray,
+    count: np.ndarray,
+    val: np.ndarray,
+    when: np.ndarray,
+    diff: np.ndarray,
+) -> None:
+    """For each of ``keys`` (sorted, distinct) with rows in one batch (`Batch.key_index`):
+    add their number to ``count[i]``, and keep the first one's value, last time coordinate and
+    diff (a key with one row in all batches: its row)."""
+    ia, ju, m = key_matches(keys, ukeys, table, low)
+    for p in range(m):
+        i = ia[p]
+        r = starts[ju[p]]
+        count[i] += starts[ju[p] + 1] - r
+        val[i] = vals[r]
+        when[i] = last[r]
+        diff[i] = diffs[r]
+
+
+@njit(void(IN, IN, IN, TABLE, i8, ANY, ANY, ANY, i8, OUT, OUT, OUT, OUT), cache=True, nogil=True)
+def slot_rows(
+    keys: np.ndarray,
+    ukeys: np.ndarray,
+    starts: np.ndarray,
+    table: np.ndarray,
+    low: int,
+    vals: np.ndarray,
+    last: np.ndarray,
+    diffs: np.ndarray,
+    td: int,
+    fill: np.ndarray,
+    val: np.ndarray,
+    pos: np.ndarray,
+    diff: np.ndarray,
+) -> None:
+    """For each of ``keys`` (sorted, distinct) with rows in one batch (`Batch.key_index`):
+    write its rows' value, line position (the last time coordinate, raised to ``td``) and
+    diff into its slot of ``val``, ``pos``, ``diff``, from ``fill[i]`` on (which it advances):
+    every key's rows of every batch, side by side, with no sort."""
+    ia, ju, m = key_matches(keys, ukeys, table, low)
+    for p in range(m):
+        i = ia[p]
+        f = fill[i]
+        for r in range(starts[ju[p]], starts[ju[p] + 1]):
+            val[f] = vals[r]
+            x = last[r]
+            pos[f] = x if x > td else td
+            diff[f] = diffs[r]
+            f += 1
+        fill[i] = f
+
+
+@njit(void(IN, OUT, OUT, OUT, i8, OUT, OUT, OUT), cache=True, nogil=True)
+def consistent_slots(
+    offsets: np.ndarray,
+    val: np.ndarray,
+    pos: np.ndarray,
+    diff: np.ndarray,
+    td: int,
+    bad: np.ndarray,
+    greatest: np.ndarray,
+    labelled: np.ndarray,
+) -> None:
+    """`_least._consistent` for the label rows of keys laid out in slots (key ``i``'s rows
+    from ``offsets[i]`` to ``offsets[i + 1]``, by `slot_rows`): each slot sorted by (position,
+    label) in place, then read once along the line. ``bad[i]``: some label's count goes
+    negative, or the key has not exactly one label in all at each position where that total
+    changes, the first being ``td``; ``greatest[i]``: the greatest label present (count > 0)
+    at some position; ``labelled[i]``: one was."""
+    counts_val = np.empty(64, dtype=np.int64)
+    counts = np.empty(64, dtype=np.int64)
+    for i in range(len(offsets) - 1):
+        lo = offsets[i]
+        hi = offsets[i + 1]
+        for a in range(lo + 1, hi):  # insertion sort: a slot holds a few rows
+            pv = pos[a]
+            vv = val[a]
+            dv = diff[a]
+            b = a - 1
+            while b >= lo and (pos[b] > pv or (pos[b] == pv and val[b] > vv)):
+                pos[b + 1] = pos[b]
+                val[b + 1] = val[b]
+                diff[b + 1] = diff[b]
+                b -= 1
+            pos[b + 1] = pv
+            val[b + 1] = vv
+            diff[b + 1] = dv
+        if hi - lo > len(counts):
+            counts_val = np.empty(hi - lo, dtype=np.int64)
+            counts = np.empty(hi - lo, dtype=np.int64)
+        nlabels = 0
+        total = 0
+        seen_change = False
+        r = lo
+        while r < hi:
+            x = pos[r]
+            change = 0
+            while r < hi and pos[r] == x:  # one position: each label's rows summed
+                label = val[r]
+                d = 0
+                while r < hi and pos[r] == x and val[r] == label:
+                    d += diff[r]
+                    r += 1
+                if d == 0:
+                    continue
+                change += d
+                k = 0
+                while k < nlabels and counts_val[k] != label:
+                    k += 1
+                if k == nlabels:
+                    counts_val[k] = label
+                    counts[k] = 0
+                    nlabels += 1
+                counts[k] += d
+                if counts[k] < 0:
+                    bad[i] = 1
+                elif counts[k] > 0:
+                    if label > greatest[i]:
+                        greatest[i] = label
+                    labelled[i] = 1
+            if change == 0:
+                continue
+            if not seen_change and x != td:
+                bad[i] = 1
+            seen_change = True
+            total += change
+            if total != 1:
+                bad[i] = 1
+
+
+@njit(Tuple((OUT, OUT))(IN, ANY, ANY, i8), cache=True, nogil=True)
+def least_added_removed(starts: np.ndarray, vals: np.ndarray, diffs: np.ndarray, none: int) -> tuple:  # type: ignore[type-arg]
+    """For rows sorted by (key, value) (``starts``: where each key's rows begin): the least
+    value each key adds and the least it removes (``none`` if it has no such row)."""
+    n = len(starts) - 1
+    added = np.full(n, none, dtype=np.int64)
+    removed = np.full(n, none, dtype=np.int64)
+    for i in range(n):
+        for r in range(starts[i], starts[i + 1]):
+            if diffs[r] > 0:
+                if added[i] == none:
+                    added[i] = vals[r]
+            elif removed[i] == none:
+                removed[i] = vals[r]
+    return added, removed
+
+
+@njit(Tuple((OUT, OUT, OUT, OUT))(IN, ANY, ANY, IN, IN, TABLE, i8, ANY, ANY, ANY, i8), cache=True, nogil=True)
+def join_values(
+    keys: np.ndarray,
+    vals: np.ndarray,
+    diffs: np.ndarray,
+    ukeys: np.ndarray,
+    starts: np.ndarray,
+    table: np.ndarray,
+    low: int,
+    bvals: np.ndarray,
+    bdiffs: np.ndarray,
+    blast: np.ndarray,
+    floor: int,
+) -> tuple:  # type: ignore[type-arg]
+    """A join of rows ``(keys, vals, diffs)`` (sorted by key) with a batch's rows of the same
+    keys (`Batch.key_index`): for each pair, the row's value, the batch row's value and the
+    product of the diffs (what `key_rows` and four gathers give, in one loop), and, if
+    ``blast`` (the batch's last time coordinate) is not empty, that coordinate of the pair's
+    joined time: the batch row's, raised to ``floor``."""
+    ia, ju, m = key_matches(keys, ukeys, table, low)
+    total = matched_rows(ju, m, starts)
+    left = np.empty(total, dtype=np.int64)
+    right = np.empty(total, dtype=np.int64)
+    product = np.empty(total, dtype=np.int64)
+    timed = len(blast) > 0
+    last = np.empty(total if timed else 0, dtype=np.int64)
+    r = 0
+    for p in range(m):
+        i = ia[p]
+        v = vals[i]
+        d = diffs[i]
+        for row in range(starts[ju[p]], starts[ju[p] + 1]):
+            left[r] = v
+            right[r] = bvals[row]
+            product[r] = d * bdiffs[row]
+            if timed:
+                x = blast[row]
+                last[r] = x if x > floor else floor
+            r += 1
+    return left, right, product, last
+
+
+def _say_if_compiled() -> None:
+    """Say once that the loops were compiled (a pause of seconds inside a first large step)."""
+    _numba_cache.restore(_NUMBA_CACHE_DIR)
+    mine = [f for f in globals().values() if isinstance(f, Dispatcher) and f.py_func.__module__ == __name__]
+    compiled = [f for f in mine if f.stats.cache_misses]
+    if compiled:
+        logging.getLogger("timely.compile").warning(
+            "timely_libs.linq.propagate compiled %d loops with numba in %.1f s; once per machine (cached in %s)",
+            len(compiled),
+            time.perf_counter() - _STARTED,
+            compiled[0].stats.cache_path,
+        )
+
+
+_say_if_compiled()
