@@ -39,8 +39,8 @@ import numpy as np
 from .._columns import (
     EMPTY,
     PAIRS,
+    POLICY,
     all_ints,
-    compiled_keys,
     consolidate,
     distinct,
     group_starts,
@@ -49,7 +49,7 @@ from .._columns import (
     values_of,
 )
 from .._errors import OperatorError
-from .._trace import Batch, Keys, Rows, Spine, concat_rows
+from .._trace import Batch, Rows, Spine, indexed, key_spans, matches, matches_each
 
 __all__ = [
     "FEW_ROWS",
@@ -80,15 +80,12 @@ def rows_of(spine: Spine, keys: np.ndarray) -> Rows:
 
 
 def ranked_rows_of(spine: Spine, keys: np.ndarray) -> tuple[Rows, np.ndarray]:
-    """`rows_of`, and for each row the index of its key in ``keys``."""
-    parts, ranks = [], []
-    query = Keys(keys)
-    for b in spine.batches():
-        found = b.lookup(query)
-        if found is not None:
-            parts.append(b.take(found[0]))
-            ranks.append(found[1])
-    return concat_rows(parts, spine.nvals, spine.ntimes), np.concatenate(ranks) if ranks else EMPTY
+    """`rows_of`, and for each row the index of its key in ``keys`` (the reader's `matches`)."""
+    found = matches(keys, spine.batches(), spine.nvals, spine.ntimes)
+    if found is None:
+        return Rows.empty(spine.nvals, spine.ntimes), EMPTY
+    rank, rows = found
+    return rows, rank
 
 
 def later_keys(off: Sequence[Rows], t: Time) -> dict[Time, np.ndarray]:
@@ -289,36 +286,30 @@ def few_line_changes(
     history: dict[int, list[tuple[int, int, int, int]]] = {}
     later: dict[Time, set[int]] = {}
     total = 0
-    least, greatest = keys[0], keys[-1]
     for side, spine in ((0, proposals), (1, labels)):
-        for b in spine.batches():
-            if b.kmax < least or b.kmin > greatest:
+        on_line: dict[int, bool] = {}  # per batch (by id): every row's outer coordinates <= t's
+        for b, i, lo, hi in key_spans(keys, spine.batches()):
+            line = on_line.get(id(b))
+            if line is None:
+                line = on_line[id(b)] = all(map(le, b.latest[:-1], prefix))
+            total += hi - lo
+            if total > FEW_ROWS:
+                return None
+            vals = b.vals[0][lo:hi].tolist()
+            if max(vals) >= PAIRS:
+                return None
+            diffs = b.diffs[lo:hi].tolist()
+            k = keys[i]
+            h = history.setdefault(k, [])
+            if line:
+                for x, label, d in zip(b.times[-1][lo:hi].tolist(), vals, diffs):
+                    h.append((x if x > td else td, side, label, d))
                 continue
-            on_line = None
-            for k in keys:
-                found = b.span(k)
-                if found is None:
-                    continue
-                if on_line is None:
-                    on_line = all(map(le, b.latest[:-1], prefix))
-                lo, hi = found
-                total += hi - lo
-                if total > FEW_ROWS:
-                    return None
-                vals = b.vals[0][lo:hi].tolist()
-                if max(vals) >= PAIRS:
-                    return None
-                diffs = b.diffs[lo:hi].tolist()
-                h = history.setdefault(k, [])
-                if on_line:
-                    for x, label, d in zip(b.times[-1][lo:hi].tolist(), vals, diffs):
-                        h.append((x if x > td else td, side, label, d))
-                    continue
-                for time, label, d in zip(zip(*(c[lo:hi].tolist() for c in b.times)), vals, diffs):
-                    if all(map(le, time, prefix)):
-                        h.append((time[-1] if time[-1] > td else td, side, label, d))
-                    else:
-                        later.setdefault(tuple(map(max, time, t)), set()).add(k)
+            for time, label, d in zip(zip(*(c[lo:hi].tolist() for c in b.times)), vals, diffs):
+                if all(map(le, time, prefix)):
+                    h.append((time[-1] if time[-1] > td else td, side, label, d))
+                else:
+                    later.setdefault(tuple(map(max, time, t)), set()).add(k)
     changes = _at_line(*_replay(history, keys, t, None, op), t)
     return changes, {u: np.array(sorted(ks), dtype=np.int64) for u, ks in later.items()}
 
@@ -481,8 +472,8 @@ def unchanged_many(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np
     when = np.zeros(n, dtype=np.int64)
     diff = np.zeros(n, dtype=np.int64)
     batches = labels.batches()  # one list for both walks: the slots are sized by the first
-    for b in batches:
-        first_rows(keys, *b.key_index(n), b.vals[0], b.times[-1], b.diffs, count, val, when, diff)
+    for b, index in indexed(keys, batches):
+        first_rows(keys, *index, b.vals[0], b.times[-1], b.diffs, count, val, when, diff)
     one = count == 1
     if not all_ints(val[one]) or not all_ints(delta.vals[0]):
         return np.zeros(n, dtype=bool)
@@ -496,8 +487,8 @@ def unchanged_many(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np
         fill = offsets[:-1].copy()
         rows = int(offsets[-1])
         sval, spos, sdiff = np.empty(rows, np.int64), np.empty(rows, np.int64), np.empty(rows, np.int64)
-        for b in batches:
-            slot_rows(wanted, *b.key_index(len(wanted)), b.vals[0], b.times[-1], b.diffs, td, fill, sval, spos, sdiff)
+        for b, index in indexed(wanted, batches):
+            slot_rows(wanted, *index, b.vals[0], b.times[-1], b.diffs, td, fill, sval, spos, sdiff)
         if not all_ints(sval):
             return np.zeros(n, dtype=bool)
         bad = np.zeros(len(several), dtype=np.int64)
@@ -569,20 +560,15 @@ def _still_proposed(proposals: Spine, keys: np.ndarray, labels: np.ndarray, td: 
     that count at every such time, summed column-wise with no sort: the rows at or before
     ``td`` count at all of them, and of the later rows only the removals may lower it."""
     bound = np.zeros(len(keys), dtype=np.int64)
-    query = Keys(keys)
     batches = proposals.batches()
-    if compiled_keys(len(keys)):
+    if POLICY.keys_tier(len(keys)) == "compiled":
         from ._compiled import label_support  # numba only once arrays are large
 
         keys = np.ascontiguousarray(keys)
-        for b in batches:
-            label_support(keys, labels, *b.key_index(len(keys)), b.vals[0], b.times[-1], b.diffs, td, bound)
+        for b, index in indexed(keys, batches):
+            label_support(keys, labels, *index, b.vals[0], b.times[-1], b.diffs, td, bound)
         return bound >= 1
-    for b in batches:
-        found = b.lookup(query)
-        if found is None:
-            continue
-        idx, rank = found
+    for b, idx, rank in matches_each(keys, batches):
         diffs = b.diffs[idx]
         counted = (b.vals[0][idx] == labels[rank]) & ((b.times[-1][idx] <= td) | (diffs < 0))
         if counted.any():
@@ -614,29 +600,17 @@ def unchanged_few(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np.
         return None
     td = t[-1]
     rows: dict[int, list[tuple[int, int, int]]] = {}
-    least, greatest = keys[0], keys[-1]
-    for b in labels.batches():
-        if b.kmax < least or b.kmin > greatest:
-            continue
-        for k in keys:
-            found = b.span(k)
-            if found is None:
-                continue
-            lo, hi = found
-            vals = b.vals[0][lo:hi].tolist()
-            if max(vals) >= PAIRS:
-                return None
-            h = rows.setdefault(k, [])
-            for x, label, d in zip(b.times[-1][lo:hi].tolist(), vals, b.diffs[lo:hi].tolist()):
-                h.append((x if x > td else td, label, d))
+    for b, i, lo, hi in key_spans(keys, labels.batches()):
+        vals = b.vals[0][lo:hi].tolist()
+        if max(vals) >= PAIRS:
+            return None
+        h = rows.setdefault(keys[i], [])
+        for x, label, d in zip(b.times[-1][lo:hi].tolist(), vals, b.diffs[lo:hi].tolist()):
+            h.append((x if x > td else td, label, d))
 
     def still_proposed(key: int, label: int) -> bool:
         bound = 0
-        for b in proposals.batches():
-            found = b.span(key)
-            if found is None:
-                continue
-            lo, hi = found
+        for b, _, lo, hi in key_spans([key], proposals.batches()):
             for v, x, d in zip(b.vals[0][lo:hi].tolist(), b.times[-1][lo:hi].tolist(), b.diffs[lo:hi].tolist()):
                 if v == label and (x <= td or d < 0):
                     bound += d

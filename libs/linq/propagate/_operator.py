@@ -36,11 +36,11 @@ from timely import KeyedState, LoopContext, Timestamp
 
 from .._columns import (
     EMPTY,
+    POLICY,
     Block,
     all_ints,
     block_of_codes,
     codes_of,
-    compiled_keys,
     distinct,
     group_starts,
     order,
@@ -53,7 +53,7 @@ from .._keys import KeyOf
 from .._lattice import Lattice
 from .._linear import Route, by_destination, changes_in, split_by
 from .._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
-from .._trace import FEW_KEYS, Batch, Rows, Spine, concat_rows, matches_each
+from .._trace import Batch, Rows, Spine, concat_rows, indexed, latest, matches_each
 from ..collection import Collection, _lattices, lattice_of, operator_name
 from ._least import (
     few_line_changes,
@@ -177,9 +177,8 @@ class Propagate(Stateful):
         if not staged:
             return
         batch = Batch(concat_rows(staged, self.edges.nvals, self.ntimes))
-        labels = self.labels.batches()
-        if labels and len(batch):
-            self._join(batch, labels, edges_first=True)
+        if len(batch):
+            self._join(batch, self.labels, edges_first=True)
         self.edges.insert(batch)
 
     def _nodes(self, block: Block, t: tuple[int, ...]) -> None:
@@ -289,14 +288,15 @@ class Propagate(Stateful):
         with such rows would need evaluating too."""
         prefix = t[:-1]
         for spine in (self.proposals, self.labels):
-            for b in spine.batches():
-                if any(u > c for u, c in zip(b.latest[:-1], prefix)):
-                    return delta.ukeys, None
-        if len(delta.ukeys) <= FEW_KEYS:  # an update's few keys: read span by span
+            top = latest(spine.batches())
+            if top is not None and any(u > c for u, c in zip(top[:-1], prefix)):
+                return delta.ukeys, None
+        tier = POLICY.keys_tier(len(delta.ukeys))
+        if tier == "python":  # an update's few keys: read span by span
             keep = unchanged_few(delta, self.labels, t, self.proposals)
             if keep is not None:
                 return delta.ukeys[~keep], None
-        if compiled_keys(len(delta.ukeys)):  # many keys: their labels are not gathered
+        if tier == "compiled":  # many keys: their labels are not gathered
             return delta.ukeys[~unchanged_many(delta, self.labels, t, self.proposals)], None
         labels, ranks = ranked_rows_of(self.labels, delta.ukeys)
         keep = ~unchanged(delta, labels, t, self.proposals, ranks)
@@ -312,7 +312,9 @@ class Propagate(Stateful):
         if not len(keys):
             return
         few = (
-            few_line_changes(self.proposals, self.labels, keys.tolist(), t, self.op) if len(keys) <= FEW_KEYS else None
+            few_line_changes(self.proposals, self.labels, keys.tolist(), t, self.op)
+            if POLICY.keys_tier(len(keys)) == "python"
+            else None
         )
         if few is not None:
             found, later = few
@@ -325,9 +327,7 @@ class Propagate(Stateful):
         if len(changes):
             self.labels.insert(changes)
             self._emit(changes)
-            edges = self.edges.batches()
-            if edges:
-                self._join(changes, edges, edges_first=False)
+            self._join(changes, self.edges, edges_first=False)
         for u, ks in later.items():
             self._stage(ks, u)
 
@@ -344,7 +344,7 @@ class Propagate(Stateful):
             block = block_of_codes([changes.keys[rows], changes.vals[0][rows]], 2, changes.diffs[rows])
             self.send_by(self.outputs[1], [block], (*prefix, x))  # type: ignore[arg-type]
 
-    def _join(self, delta: Batch, batches: list[Batch], edges_first: bool) -> None:
+    def _join(self, delta: Batch, spine: Spine, edges_first: bool) -> None:
         """Label changes with edges (or edge changes with labels): a proposal ``(dst, label
         [+ weight])`` for each match, at the join of the two times, sent round the loop.
 
@@ -355,16 +355,19 @@ class Propagate(Stateful):
         match's last coordinate from the same compiled loop; other batches' matches are
         grouped by their joined times. The delta is a batch, so each time's rows come sorted
         by key (`_by_time`), as the compiled join wants them."""
+        batches = spine.batches()
+        if not batches:
+            return
         out: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         for u, rows in _by_time(delta):
             rest = batches
             keys = rows.keys
-            if not self.weighted and compiled_keys(len(keys)):
+            if not self.weighted and POLICY.keys_tier(len(keys)) == "compiled":
                 from ._compiled import join_values  # numba: arrays are large
 
                 sorted_keys = np.ascontiguousarray(keys)
                 rest = []
-                for batch in batches:
+                for batch, index in indexed(sorted_keys, batches):  # the batches the keys' range meets
                     if _at_or_before(batch, u):
                         last = EMPTY  # every match at u
                     elif all(x <= c for x, c in zip(batch.latest[:-1], u[:-1])):
@@ -377,7 +380,7 @@ class Propagate(Stateful):
                         sorted_keys,
                         rows.vals[0],
                         rows.diffs,
-                        *batch.key_index(len(sorted_keys)),
+                        *index,
                         batch.vals[0],
                         batch.diffs,
                         last,
