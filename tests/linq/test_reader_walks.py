@@ -7,15 +7,16 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import pytest
 
 from timely_libs.linq._trace import Batch, Rows, Spine, indexed, key_spans, latest
 
 
-def _spine(rng: np.random.Generator) -> Spine:
+def _spine(rng: np.random.Generator, spread: int = 5000) -> Spine:
     spine = Spine(1, 2)
     for _ in range(int(rng.integers(1, 12))):
         n = int(rng.integers(1, 3000))
-        keys = rng.integers(0, 5000, n)
+        keys = rng.integers(0, spread, n)
         times = [rng.integers(0, 4, n), rng.integers(0, 9, n)]
         spine.insert(Batch(Rows(keys, [rng.integers(0, 3, n)], times, rng.choice([-1, 1], n))))
     return spine
@@ -30,12 +31,18 @@ def _scan(batches: list[Batch], keyset: set[int]) -> Counter[tuple[int, int, int
     return out
 
 
-def test_indexed_and_key_spans_find_every_row_of_the_keys_asked_once() -> None:
+@pytest.mark.parametrize("spread", [5000, 10**9])
+def test_indexed_and_key_spans_find_every_row_of_the_keys_asked_once(spread: int) -> None:
+    """Dense keys (a batch's key table) and sparse ones (a binary search), asked about keys
+    that are there and keys that are not."""
     rng = np.random.default_rng(7)
     for _ in range(20):
-        spine = _spine(rng)
+        spine = _spine(rng, spread)
         batches = spine.batches()
-        asked = np.unique(rng.integers(0, 5200, int(rng.integers(1, 300))))
+        present = np.concatenate([b.keys for b in batches])
+        asked = np.unique(
+            np.concatenate([rng.choice(present, 150), rng.integers(0, spread + 200, int(rng.integers(1, 150)))])
+        )
         want = _scan(batches, set(asked.tolist()))
 
         walked: Counter[tuple[int, int, int, int, int]] = Counter()

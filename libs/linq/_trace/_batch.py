@@ -10,6 +10,7 @@ is one `numpy.searchsorted`.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import pairwise
 
@@ -128,9 +129,10 @@ class Batch(Rows):
         self.since: tuple[tuple[int, ...], ...] = ()
         self.spans: dict[int, tuple[int, int]] | None = None
         """Key to its rows' span, for a batch of at most `SPAN_TABLE` keys (built by `span`)."""
-        self.views: tuple[memoryview | None, memoryview] | None = None
-        """The key table and ``starts`` as memoryviews, for a larger batch (built by `span`):
-        reading one gives a Python int, four times faster than a numpy scalar."""
+        self.views: tuple[memoryview | None, memoryview, memoryview] | None = None
+        """The key table (None for sparse keys), ``starts`` and ``ukeys`` as memoryviews, for a
+        larger batch (built by `span`): reading one gives a Python int, four times faster than
+        a numpy scalar."""
         if 1 < len(rows.diffs) <= SMALL_ROWS:
             self._small(rows, tidy)
             return
@@ -280,15 +282,22 @@ class Batch(Rows):
         views = self.views
         if views is None:
             table = self.index.dense_table()  # built once per batch: then a read, not a search
-            views = self.views = (None if table is None else table.data, self.starts.data)
-        table_view, starts = views
+            views = self.views = (
+                None if table is None else table.data,
+                self.starts.data,
+                np.ascontiguousarray(self.ukeys).data,
+            )
+        table_view, starts, ukeys = views
         if table_view is not None:
             pos = table_view[key - self.kmin]
             if pos < 0:
                 return None
         else:
-            pos = int(self.ukeys.searchsorted(key))
-            if self.ukeys[pos] != key:
+            # bisect, not numpy's searchsorted: that releases the GIL, and with a merge running
+            # on the merge thread, taking it back waited up to a switch interval (5 ms) per
+            # call: a third of a shortest-paths update's time went there
+            pos = bisect_left(ukeys, key)
+            if ukeys[pos] != key:
                 return None
         return starts[pos], starts[pos + 1]
 
