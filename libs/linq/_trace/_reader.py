@@ -139,12 +139,10 @@ def key_spans(keys: list[int], batches: Sequence[Batch]) -> Iterator[tuple[Batch
 def latest(batches: Sequence[Batch]) -> Time | None:
     """The join of the times of every row of ``batches`` (None: no rows): every row's time is
     ``<= latest``, so a read at a time at or after it needs no time filter."""
-    out: Time | None = None
-    for b in batches:
-        if not len(b):
-            continue
-        out = b.latest if out is None else tuple(map(max, out, b.latest))
-    return out
+    times = [b.latest for b in batches if b.latest]  # an empty batch's is ()
+    if not times:
+        return None
+    return times[0] if len(times) == 1 else tuple(map(max, *times))
 
 
 SORT_BELOW = 1024
