@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from itertools import chain
-from operator import itemgetter
+from operator import itemgetter, le
 from time import perf_counter
 from typing import Any
 
@@ -251,12 +251,15 @@ class Propagate(Stateful):
         deadline = perf_counter() + ITERATE_SECONDS
         prefix = t[:-1]
         while perf_counter() < deadline:
-            line = [u for u in self.staged if u[:-1] == prefix and u[-1] > t[-1]]
-            if not line:
+            x = t[-1]
+            u = None  # the next staged time of the line (a scan: the staged times are a few dozen)
+            for s in self.staged:
+                if s[-1] > x and s[:-1] == prefix and (u is None or s[-1] < u[-1]):
+                    u = s
+            if u is None:
                 return
-            u = min(line)
             for s in chain(self.staged, self.staged_edges):
-                if s != u and all(a <= b for a, b in zip(s, u)):
+                if s != u and all(map(le, s, u)):
                     return
             self._process(u)
             t = u
