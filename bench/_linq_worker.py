@@ -6,8 +6,8 @@ Started by `bench.linq_graphs` as ``python -m timely.cli run -n N bench/_linq_wo
 ``i % processes == index``); process 0 then feeds each later epoch's changes. Each process loads
 linq's compiled loops first (`timely_libs.linq.preload`, timed on its own), as a program in several
 processes should, and prints one line ``LINQBENCH {json}``: the seconds to load them, the
-seconds to the first answer (clock started once the cluster is connected), the milliseconds of
-each later epoch (wall, and this process's CPU), its resident memory before the dataflow ran
+seconds to the first answer (clock started once the cluster is connected; wall, and this
+process's CPU), the milliseconds of each later epoch (wall, and this process's CPU), its resident memory before the dataflow ran
 (the workload's Python lists) and its peak at the first answer, and a digest of its share of
 the answers after the first epoch and at the end, which the parent compares with NetworkX's.
 """
@@ -48,7 +48,7 @@ def main(argv: list[str]) -> None:
 
     with timely.execute(build, timeout=3600, stall_log_after=None) as (comp, built):
         edge_input, source_input, out, index, processes = built
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         edge_input.insert_all(edges[index::processes])
         del edges
         if index == 0:
@@ -57,6 +57,7 @@ def main(argv: list[str]) -> None:
         source_input.advance_to(1)
         comp.wait_passed(out.probe, 0)
         initial = time.perf_counter() - started
+        initial_cpu = time.process_time() - started_cpu
         peak_mib = _peak_mib()
         first = digest(out.contents())
         latencies = []
@@ -75,6 +76,7 @@ def main(argv: list[str]) -> None:
         "process": index,
         "load_seconds": load_seconds,
         "initial_seconds": initial,
+        "initial_cpu_seconds": initial_cpu,
         "update_ms": latencies,
         "update_cpu_ms": cpu,
         "peak_mib": peak_mib,

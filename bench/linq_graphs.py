@@ -470,10 +470,12 @@ def measure(ctx: Context, spec: Spec, *, time_updates: bool = True, two: bool = 
 
     one = _run(ctx, spec, 1)[0]
     check_answers(ctx, spec.algo, one, first, final)
+    cpu = f"; update median {statistics.median(one['update_cpu_ms']):.3f} ms of CPU" if one["update_cpu_ms"] else ""
     ctx.progress(
-        f"{spec.algo}: 1 process: first answer in {one['initial_seconds']:.2f} s, {one['peak_mib']:,.0f} MiB "
+        f"{spec.algo}: 1 process: first answer in {one['initial_seconds']:.2f} s ({one['initial_cpu_seconds']:.2f} s "
+        f"of CPU{cpu}; on a loaded machine the CPU figures are the ones to compare), {one['peak_mib']:,.0f} MiB "
         f"(of which the workload {one['workload_mib']:,.0f} MiB; verified); compiled loops loaded before, "
-        f"in {one['load_seconds']:.2f} s"
+        f"in {one['load_seconds']:.2f} s ({load()})"
     )
     result = Measured(one, nx_initial, nx_update_ms if time_updates else [])
     if two:
