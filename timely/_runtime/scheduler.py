@@ -280,8 +280,12 @@ class Scheduler:
         self._due.update(range(len(self.graph.stages)))
 
     def _deliverable(self, guarantee: Timestamp, location: int) -> bool:
-        """No active pointstamp other than the notification's own could result in it."""
-        return self.fence.admits(guarantee) and not self.tracker.blocked((guarantee, location), exclude_self=True)
+        """The fence admits the notification's time, and no active pointstamp other than its
+        own could result in it."""
+        epoch = self.fence.epoch
+        if epoch is not None and guarantee[0] > epoch:
+            return False
+        return not self.tracker.blocked((guarantee, location), True)
 
     def deliver_notifications(self) -> bool:
         """Run the notifications that are deliverable now, at the locations whose frontier moved
@@ -294,14 +298,16 @@ class Scheduler:
         due.clear()
         if not locations:
             return False
+        deliverable = self._deliverable
         delivered = False
         for w in self.workers:
-            ready: list[tuple[Timestamp, int, NotificationRequest]] = []
+            vertices = w.vertices
+            ready: list[tuple[Timestamp, int, tuple[Timestamp, Timestamp | None]]] = []
             for stage in locations:
-                instance = w.vertices[stage]
-                if instance.busy or not instance.notificator:
+                instance = vertices[stage]
+                if instance.busy:
                     continue
-                taken = instance.notificator.take_ready(self._deliverable, stage)
+                taken = instance.notificator.take_ready(deliverable, stage)
                 if taken:
                     left = waiting[stage] - len(taken)
                     if left:
@@ -309,7 +315,7 @@ class Scheduler:
                     else:
                         del waiting[stage]
                     for request in taken:
-                        ready.append((request.guarantee, stage, request))
+                        ready.append((request[0], stage, request))
             if not ready:
                 continue
             if not delivered and self.link is not None:
@@ -320,29 +326,33 @@ class Scheduler:
             if len(ready) > 1:
                 ready.sort(key=lambda r: (r[0], r[1]))
             for _, stage, request in ready:
-                self._notify(w, w.vertices[stage], request)
-                delivered = True
+                self._notify(w, vertices[stage], request[0], request[1])
+            delivered = True
         return delivered
 
-    def _notify(self, w: Worker, instance: VertexRuntime, request: NotificationRequest) -> None:
-        guarantee, cap = request
+    def _notify(self, w: Worker, instance: VertexRuntime, guarantee: Timestamp, cap: Timestamp | None) -> None:
         instance.held = TOP if cap is None else cap
         instance.notifications_delivered += 1
         release = None if cap is None else (cap, instance.location)
         if instance.async_notify:
             self._start_async(instance, instance.vertex.on_notify(guarantee), "on_notify", guarantee, release)
             return
-        started = _time.perf_counter()
+        clock = _time.perf_counter
+        started = clock()
         try:
             instance.vertex.on_notify(guarantee)
-            self.flush(instance)
+            for outgoing in instance.sent:
+                if outgoing:
+                    self.flush(instance)
+                    break
         except BaseException as exc:
             raise self._callback_failed(instance, "on_notify", guarantee, exc)  # noqa: B904 - the cause is set inside
         instance.held = None
         if release is not None:
-            self.pending[release] = self.pending.get(release, 0) - 1
+            pending = self.pending
+            pending[release] = pending.get(release, 0) - 1
         w.notifications_delivered += 1
-        w.callback_seconds += _time.perf_counter() - started
+        w.callback_seconds += clock() - started
 
     # Async callbacks --------------------------------------------------------------------------------
     def _start_async(

@@ -53,32 +53,38 @@ class Notificator:
 
     def __init__(self, total: bool) -> None:
         self.total = total
-        self._requests: set[NotificationRequest] = set()
-        self._heap: list[tuple[Timestamp, int, NotificationRequest]] = []
+        self._requests: set[tuple[Timestamp, Timestamp | None]] = set()
+        """The pending (guarantee, capability) pairs: plain tuples, made on every request."""
+        self._heap: list[tuple[Timestamp, int, tuple[Timestamp, Timestamp | None]]] = []
         """(guarantee, arrival, request): arrival keeps equal guarantees in request order."""
         self._sequence = 0
 
-    def add(self, request: NotificationRequest) -> bool:
-        """Keep ``request``; False if the same one is pending already (they coalesce)."""
+    def add(self, guarantee: Timestamp, capability: Timestamp | None) -> bool:
+        """Keep a request; False if the same one is pending already (they coalesce)."""
+        request = (guarantee, capability)
         if request in self._requests:
             return False
         self._requests.add(request)
         self._sequence += 1
-        heapq.heappush(self._heap, (request.guarantee, self._sequence, request))
+        heapq.heappush(self._heap, (guarantee, self._sequence, request))
         return True
 
-    def take_ready(self, ready: Callable[[Timestamp, int], bool], location: int) -> list[NotificationRequest]:
-        """Remove and return the requests whose guarantee ``ready(guarantee, location)`` accepts,
-        earliest first."""
+    def take_ready(
+        self, ready: Callable[[Timestamp, int], bool], location: int
+    ) -> list[tuple[Timestamp, Timestamp | None]]:
+        """Remove and return the (guarantee, capability) requests whose guarantee
+        ``ready(guarantee, location)`` accepts, earliest first."""
         heap = self._heap
-        taken: list[NotificationRequest] = []
+        if not heap:
+            return []
+        taken: list[tuple[Timestamp, Timestamp | None]] = []
         if self.total:
             while heap and ready(heap[0][0], location):
                 taken.append(heapq.heappop(heap)[2])
         elif len(heap) == 1:  # one iteration of one epoch in a loop: the common case
             if ready(heap[0][0], location):
                 taken.append(heap.pop()[2])
-        elif heap:
+        else:
             waiting = []
             answers: dict[Timestamp, bool] = {}
             for entry in sorted(heap):
@@ -91,7 +97,8 @@ class Notificator:
                 else:
                     waiting.append(entry)
             self._heap = waiting  # sorted, hence a heap
-        self._requests.difference_update(taken)
+        if taken:
+            self._requests.difference_update(taken)
         return taken
 
     def earliest(self) -> Timestamp | None:
@@ -100,7 +107,7 @@ class Notificator:
 
     def __iter__(self) -> Iterator[NotificationRequest]:
         """The pending requests, earliest guarantee first."""
-        return (entry[2] for entry in sorted(self._heap))
+        return (NotificationRequest(*entry[2]) for entry in sorted(self._heap))
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -162,14 +169,18 @@ class VertexRuntime(VertexContext):
     def request_notification(self, time: Timestamp, capability: Timestamp | None) -> None:
         """Keep the request (a repeat coalesces), count the capability it holds in the process's
         progress batch, and have the scheduler look at this location's notifications."""
-        if not self.notificator.add(NotificationRequest(time, capability)):
+        if not self.notificator.add(time, capability):
             return
         self.notifications_requested += 1
+        location = self.location
         if capability is not None:
-            key = (capability, self.location)
-            self.progress[key] = self.progress.get(key, 0) + 1
-        self.waiting[self.stage] = self.waiting.get(self.stage, 0) + 1
-        self.due.add(self.location)
+            key = (capability, location)
+            progress = self.progress
+            progress[key] = progress.get(key, 0) + 1
+        waiting = self.waiting
+        stage = self.stage
+        waiting[stage] = waiting.get(stage, 0) + 1
+        self.due.add(location)
 
     def take_sent(self) -> Iterator[tuple[int, Timestamp, list[Any]]]:
         """What the callback sent, as (output, time, records), emptying the buffers."""
