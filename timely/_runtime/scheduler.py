@@ -279,13 +279,10 @@ class Scheduler:
         lifted): look at every instance's next time."""
         self._due.update(range(len(self.graph.stages)))
 
-    def _deliverable(self, guarantee: Timestamp, location: int) -> bool:
-        """The fence admits the notification's time, and no active pointstamp other than its
-        own could result in it."""
-        epoch = self.fence.epoch
-        if epoch is not None and guarantee[0] > epoch:
-            return False
-        return not self.tracker.blocked((guarantee, location), True)
+    def _held_back(self, p: Pointstamp, exclude_self: bool) -> bool:
+        """The tracker's `ProgressTracker.blocked`, or the checkpoint fence does not admit ``p``'s
+        time yet: what a notificator asks while the fence is up."""
+        return not self.fence.admits(p[0]) or self.tracker.blocked(p, exclude_self)
 
     def deliver_notifications(self) -> bool:
         """Run the notifications that are deliverable now, at the locations whose frontier moved
@@ -294,11 +291,16 @@ class Scheduler:
         if not due:
             return False
         waiting = self._waiting
-        locations = [loc for loc in due if loc in waiting]  # stages with notifications pending
-        due.clear()
-        if not locations:
-            return False
-        deliverable = self._deliverable
+        if len(due) == 1:
+            locations = [due.pop()]
+            if locations[0] not in waiting:
+                return False
+        else:
+            locations = [loc for loc in due if loc in waiting]  # stages with notifications pending
+            due.clear()
+            if not locations:
+                return False
+        held_back = self.tracker.blocked if self.fence.epoch is None else self._held_back
         delivered = False
         for w in self.workers:
             vertices = w.vertices
@@ -307,7 +309,7 @@ class Scheduler:
                 instance = vertices[stage]
                 if instance.busy:
                     continue
-                taken = instance.notificator.take_ready(deliverable, stage)
+                taken = instance.notificator.take_ready(held_back, stage)
                 if taken:
                     left = waiting[stage] - len(taken)
                     if left:

@@ -148,7 +148,7 @@ class ProgressTracker:
         for p in falling:
             del active[p]
         frontier = self._frontier
-        if len(frontier) == len(active) and all(p in frontier for p in active):
+        if frontier == active.keys():
             return
         frontier.clear()
         frontier.update(active)
