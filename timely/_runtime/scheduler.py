@@ -304,7 +304,7 @@ class Scheduler:
         delivered = False
         for w in self.workers:
             vertices = w.vertices
-            ready: list[tuple[Timestamp, int, tuple[Timestamp, Timestamp | None]]] = []
+            ready: list[tuple[Timestamp, int, Timestamp | None]] = []
             for stage in locations:
                 instance = vertices[stage]
                 if instance.busy:
@@ -316,8 +316,8 @@ class Scheduler:
                         waiting[stage] = left
                     else:
                         del waiting[stage]
-                    for request in taken:
-                        ready.append((request[0], stage, request))
+                    for guarantee, capability in taken:
+                        ready.append((guarantee, stage, capability))
             if not ready:
                 continue
             if not delivered and self.link is not None:
@@ -326,9 +326,9 @@ class Scheduler:
                 # wait for it to learn that their messages were consumed
                 self.link.flush()
             if len(ready) > 1:
-                ready.sort(key=lambda r: (r[0], r[1]))
-            for _, stage, request in ready:
-                self._notify(w, vertices[stage], request[0], request[1])
+                ready.sort(key=_time_and_stage)
+            for guarantee, stage, capability in ready:
+                self._notify(w, vertices[stage], guarantee, capability)
             delivered = True
         return delivered
 
@@ -430,6 +430,12 @@ class Scheduler:
             err.__cause__ = exc
         self._record_failure(err)
         return err
+
+
+def _time_and_stage(ready: tuple[Timestamp, int, Timestamp | None]) -> tuple[Timestamp, int]:
+    """Notifications of one worker run earliest first, then by stage (the sort is stable: one
+    stage's equal times keep their request order)."""
+    return ready[0], ready[1]
 
 
 def _make_vertex(spec: StageSpec) -> Vertex:
