@@ -4,14 +4,19 @@ notifications to vertices.
 All workers of a process run on one event loop, in one thread. `Scheduler.drain` delivers
 queued messages in tight loops (plain ``def`` callbacks are called directly: no task, no
 await); `deliver_notifications` runs the notifications the progress tracker allows, earliest
-first, asking only the notificators of the locations whose frontier moved; what a callback sent is routed by `flush` when it returns, with its progress changes
-added to the process's ``pending`` batch, so one callback makes one atomic batch. An ``async
+first, asking only the notificators of the locations whose frontier moved; what a callback
+sent is routed by `flush` when it returns, with its progress changes added to the process's
+``pending`` batch, so one callback makes one atomic batch. An ``async
 def`` callback runs as a task; its vertex is busy (its messages wait, in order) and what it
 consumed stays pending until it returns.
 
 The scheduler owns the delivery, not the progress state: ``pending`` is the process's batch,
 shared with the inputs and applied to the tracker by `ProcessRuntime.step` between callbacks.
-It asks the `CheckpointFence` whether a time may be delivered, and hands it what it may not.
+One exception, for the loop iteration that only coordinates: while a notification's callback
+leaves nothing but its own vertex's next notification to do, in a process with no peers and one
+worker, `_chain` applies the batch and delivers that notification itself, as the step would
+have, without its round trip. It asks the `CheckpointFence` whether a time may be delivered,
+and hands it what it may not.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ __all__ = ["DRAIN_LIMIT", "Scheduler"]
 
 DRAIN_LIMIT = 512
 """Messages one worker delivers before the scheduler looks at the others."""
+CHAIN_SECONDS = 0.001
+"""How long a chain of lone notifications (`Scheduler._chain`) runs before the step goes on."""
 
 
 class Scheduler:
@@ -89,6 +96,8 @@ class Scheduler:
                 )
         self.link = link
         self._wire(link)
+        self._may_chain = link is None and workers == 1
+        """Lone notifications may run as a chain (`_chain`): no peers, one worker."""
 
     def _wire(self, link: ClusterLink | None) -> None:
         g = self.graph
@@ -330,7 +339,38 @@ class Scheduler:
             for guarantee, stage, capability in ready:
                 self._notify(w, vertices[stage], guarantee, capability)
             delivered = True
+            if self._may_chain and len(ready) == 1 and self.fence.epoch is None:
+                self._chain(w, vertices[stage])
         return delivered
+
+    def _chain(self, w: Worker, instance: VertexRuntime) -> None:
+        """Run ``instance``'s next notification at once, again and again, while it is the only
+        work of the process: a loop iteration that only coordinates (Naiad's Figure 6b).
+
+        Here the step would find nothing queued, apply the callback's progress batch, find only
+        this stage's notification pending and ask the tracker about it; the chain does the same
+        without the step's round trip (one process and one worker, so no peer to tell first,
+        and no checkpoint fence). Whoever watches the frontier hears of it when the chain ends,
+        at its latest position, as after any step. At most `CHAIN_SECONDS`."""
+        pending = self.pending
+        tracker = self.tracker
+        blocked = tracker.blocked
+        waiting = self._waiting
+        stage = instance.stage
+        notificator = instance.notificator
+        queue = w.queue
+        clock = _time.perf_counter
+        until = clock() + CHAIN_SECONDS
+        while not queue and not instance.busy and len(waiting) == 1 and waiting.get(stage) == 1 and clock() < until:
+            if pending:
+                tracker.update(pending)
+                pending.clear()
+            taken = notificator.take_ready(blocked, stage)
+            if not taken:
+                return
+            del waiting[stage]
+            guarantee, capability = taken[0]
+            self._notify(w, instance, guarantee, capability)
 
     def _notify(self, w: Worker, instance: VertexRuntime, guarantee: Timestamp, cap: Timestamp | None) -> None:
         instance.held = TOP if cap is None else cap
