@@ -131,7 +131,7 @@ class ProgressTracker:
             self._enter_per_location()
         elif active <= 1:
             if rising or falling:
-                self._replace_lone(rising, falling)
+                self._replace_lone(rising, falling, active)
         else:
             for p in rising:  # positive before negative
                 self._activate(p)
@@ -139,19 +139,25 @@ class ProgressTracker:
                 self._deactivate(p)
 
     # The global frontier alone (few active) ------------------------------------------------
-    def _replace_lone(self, rising: list[Pointstamp], falling: list[Pointstamp]) -> None:
+    def _replace_lone(self, rising: list[Pointstamp], falling: list[Pointstamp], active: int) -> None:
         """At most one pointstamp is active after the batch: it is the frontier by itself, with
         no could-result-in to ask (one epoch going round a loop, the common case)."""
-        active = self._active
+        lone = self._active
         for p in rising:
-            active[p] = None
+            lone[p] = None
         for p in falling:
-            del active[p]
+            del lone[p]
         frontier = self._frontier
-        if frontier == active.keys():
+        if active:
+            (only,) = lone
+            if only in frontier and len(frontier) == 1:
+                return
+            frontier.clear()
+            frontier.add(only)
+        elif frontier:
+            frontier.clear()
+        else:
             return
-        frontier.clear()
-        frontier.update(active)
         self.version += 1
         self._changed_everywhere = True
 
@@ -287,9 +293,10 @@ class ProgressTracker:
         leads to comes back at or before it (freezing refuses cycles that do not advance), so
         anything else below or at ``p``'s time is someone else's."""
         if not self.per_location:
-            cri = self.reach.could_result_in
             for f in self._frontier:
-                if not (exclude_self and f == p) and cri(f, p):
+                if exclude_self and f == p:
+                    continue
+                if self.reach.could_result_in(f, p):
                     return True
             return False
         t, loc = p
