@@ -329,13 +329,18 @@ class Worker:
         return sum(len(v.notificator) for v in self.vertices)
 
     def enqueue(self, instance: VertexRuntime, port: int, time: Timestamp, records: list[Any]) -> None:
-        """Queue ``records`` (a list the runtime owns) for ``instance``'s input ``port`` at ``time``."""
+        """Queue ``records`` for ``instance``'s input ``port`` at ``time``. The list is not
+        changed: it may be its sender's (a short batch an input was given is queued as it is),
+        so the first merge into an entry makes the entry a list of its own."""
         self.queued += 1
         self.queued_records += len(records)
         key = (instance, port, time)
         entry = self.waiting.get(key)
         if entry is not None and len(entry.records) < MERGE_LIMIT:
-            entry.records.extend(records)
+            if entry.messages == 1:
+                entry.records = entry.records + records
+            else:
+                entry.records.extend(records)
             entry.messages += 1
             return
         entry = QueuedMessage(instance, port, time, records)
