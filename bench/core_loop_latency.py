@@ -31,6 +31,9 @@ PROGRESS_EVERY = 5_000
 """Iterations between two looks at the clock for a progress line (the iteration that prints
 is left out of the statistics)."""
 TARGET_MEDIAN_US = 20.0
+TARGET_RATIO = 35.0
+"""The median at most this many times the plain callback's, in the same run: a ratio rather
+than microseconds alone, since a busy machine slows both."""
 
 
 class Spin(timely.Vertex):
@@ -154,8 +157,8 @@ def loop_latency(ctx: Context) -> None:
         "us",
         baseline,
         base["median"],
-        target=f"<= {TARGET_MEDIAN_US:g} us",
-        met=w1["median"] <= TARGET_MEDIAN_US,
+        target=f"<= {TARGET_MEDIAN_US:g} us and <= {TARGET_RATIO:g}x",
+        met=w1["median"] <= TARGET_MEDIAN_US and w1["median"] <= TARGET_RATIO * base["median"],
     )
     ctx.record("core.loop_latency.p99", w1["p99"], "us", baseline, base["p99"])
     ctx.record("core.loop_latency.w2.median", w2["median"], "us", baseline, base["median"])

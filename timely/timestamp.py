@@ -69,9 +69,12 @@ class Timestamp(tuple):  # type: ignore[type-arg]
 
     def advance(self) -> Timestamp:
         """Feedback: increment the innermost loop counter."""
-        if len(self) < 2:
+        n = len(self)
+        if n == 2:  # inside one loop, the common case: no slice to build
+            return tuple.__new__(Timestamp, (self[0], self[1] + 1))
+        if n < 2:
             raise ValueError(f"{self!r} is not inside a loop")
-        return tuple.__new__(Timestamp, (*self[:-1], self[-1] + 1))
+        return tuple.__new__(Timestamp, self[:-1] + (self[-1] + 1,))  # noqa: RUF005 - a third faster than unpacking
 
     def with_epoch(self, epoch: int) -> Timestamp:
         return tuple.__new__(Timestamp, (epoch, *self[1:]))

@@ -56,6 +56,23 @@ def test_queued_messages_for_one_input_and_time_arrive_as_one_batch() -> None:
     assert stats.messages_received < 30, f"{stats.messages_received} deliveries for 30 queued messages"
 
 
+def test_merging_queued_messages_leaves_the_senders_lists_as_they_were() -> None:
+    got: list[list[int]] = []
+    sent = [[1, 2], [3], [4, 5]]
+    copies = [list(batch) for batch in sent]
+
+    def build(scope: timely.Scope) -> Any:
+        source = scope.new_input("numbers")
+        source.map("same", lambda x: x).subscribe(lambda t, batch: got.append(sorted(batch)))
+        return source
+
+    with timely.execute(build, timeout=TIMEOUT) as (_, source):
+        for batch in sent:  # queued before the scheduler runs: they merge
+            source.send(batch)
+    assert got == [[1, 2, 3, 4, 5]]
+    assert sent == copies
+
+
 class Busy(timely.Vertex):
     """An actor that takes its time: messages queue behind it (and merge) while it awaits."""
 

@@ -20,6 +20,8 @@ def test_loop_vertices_change_times_as_in_the_papers_table() -> None:
     assert t.enter() == Timestamp(4, (1, 2, 0))  # ingress
     assert t.leave() == Timestamp(4, (1,))  # egress
     assert t.advance() == Timestamp(4, (1, 3))  # feedback
+    inner = Timestamp(4, (7,)).advance()  # one loop: built without a slice
+    assert inner == Timestamp(4, (8,)) and type(inner) is Timestamp
     assert (t.epoch, t.counters, t.depth) == (4, (1, 2), 2)
     with pytest.raises(ValueError, match="not inside a loop"):
         Timestamp(1).advance()

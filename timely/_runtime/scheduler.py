@@ -4,14 +4,19 @@ notifications to vertices.
 All workers of a process run on one event loop, in one thread. `Scheduler.drain` delivers
 queued messages in tight loops (plain ``def`` callbacks are called directly: no task, no
 await); `deliver_notifications` runs the notifications the progress tracker allows, earliest
-first, asking only the notificators of the locations whose frontier moved; what a callback sent is routed by `flush` when it returns, with its progress changes
-added to the process's ``pending`` batch, so one callback makes one atomic batch. An ``async
+first, asking only the notificators of the locations whose frontier moved; what a callback
+sent is routed by `flush` when it returns, with its progress changes added to the process's
+``pending`` batch, so one callback makes one atomic batch. An ``async
 def`` callback runs as a task; its vertex is busy (its messages wait, in order) and what it
 consumed stays pending until it returns.
 
 The scheduler owns the delivery, not the progress state: ``pending`` is the process's batch,
 shared with the inputs and applied to the tracker by `ProcessRuntime.step` between callbacks.
-It asks the `CheckpointFence` whether a time may be delivered, and hands it what it may not.
+One exception, for the loop iteration that only coordinates: while a notification's callback
+leaves nothing but its own vertex's next notification to do, in a process with no peers and one
+worker, `_chain` applies the batch and delivers that notification itself, as the step would
+have, without its round trip. It asks the `CheckpointFence` whether a time may be delivered,
+and hands it what it may not.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ __all__ = ["DRAIN_LIMIT", "Scheduler"]
 
 DRAIN_LIMIT = 512
 """Messages one worker delivers before the scheduler looks at the others."""
+CHAIN_SECONDS = 0.001
+"""How long a chain of lone notifications (`Scheduler._chain`) runs before the step goes on."""
 
 
 class Scheduler:
@@ -89,6 +96,8 @@ class Scheduler:
                 )
         self.link = link
         self._wire(link)
+        self._may_chain = link is None and workers == 1
+        """Lone notifications may run as a chain (`_chain`): no peers, one worker."""
 
     def _wire(self, link: ClusterLink | None) -> None:
         g = self.graph
@@ -279,9 +288,10 @@ class Scheduler:
         lifted): look at every instance's next time."""
         self._due.update(range(len(self.graph.stages)))
 
-    def _deliverable(self, guarantee: Timestamp, location: int) -> bool:
-        """No active pointstamp other than the notification's own could result in it."""
-        return self.fence.admits(guarantee) and not self.tracker.blocked((guarantee, location), exclude_self=True)
+    def _held_back(self, p: Pointstamp, exclude_self: bool) -> bool:
+        """The tracker's `ProgressTracker.blocked`, or the checkpoint fence does not admit ``p``'s
+        time yet: what a notificator asks while the fence is up."""
+        return not self.fence.admits(p[0]) or self.tracker.blocked(p, exclude_self)
 
     def deliver_notifications(self) -> bool:
         """Run the notifications that are deliverable now, at the locations whose frontier moved
@@ -290,26 +300,33 @@ class Scheduler:
         if not due:
             return False
         waiting = self._waiting
-        locations = [loc for loc in due if loc in waiting]  # stages with notifications pending
-        due.clear()
-        if not locations:
-            return False
+        if len(due) == 1:
+            locations = [due.pop()]
+            if locations[0] not in waiting:
+                return False
+        else:
+            locations = [loc for loc in due if loc in waiting]  # stages with notifications pending
+            due.clear()
+            if not locations:
+                return False
+        held_back = self.tracker.blocked if self.fence.epoch is None else self._held_back
         delivered = False
         for w in self.workers:
-            ready: list[tuple[Timestamp, int, NotificationRequest]] = []
+            vertices = w.vertices
+            ready: list[tuple[Timestamp, int, Timestamp | None]] = []
             for stage in locations:
-                instance = w.vertices[stage]
-                if instance.busy or not instance.notificator:
+                instance = vertices[stage]
+                if instance.busy:
                     continue
-                taken = instance.notificator.take_ready(self._deliverable, stage)
+                taken = instance.notificator.take_ready(held_back, stage)
                 if taken:
                     left = waiting[stage] - len(taken)
                     if left:
                         waiting[stage] = left
                     else:
                         del waiting[stage]
-                    for request in taken:
-                        ready.append((request.guarantee, stage, request))
+                    for guarantee, capability in taken:
+                        ready.append((guarantee, stage, capability))
             if not ready:
                 continue
             if not delivered and self.link is not None:
@@ -318,31 +335,66 @@ class Scheduler:
                 # wait for it to learn that their messages were consumed
                 self.link.flush()
             if len(ready) > 1:
-                ready.sort(key=lambda r: (r[0], r[1]))
-            for _, stage, request in ready:
-                self._notify(w, w.vertices[stage], request)
-                delivered = True
+                ready.sort(key=_time_and_stage)
+            for guarantee, stage, capability in ready:
+                self._notify(w, vertices[stage], guarantee, capability)
+            delivered = True
+            if self._may_chain and len(ready) == 1 and self.fence.epoch is None:
+                self._chain(w, vertices[stage])
         return delivered
 
-    def _notify(self, w: Worker, instance: VertexRuntime, request: NotificationRequest) -> None:
-        guarantee, cap = request
+    def _chain(self, w: Worker, instance: VertexRuntime) -> None:
+        """Run ``instance``'s next notification at once, again and again, while it is the only
+        work of the process: a loop iteration that only coordinates (Naiad's Figure 6b).
+
+        Here the step would find nothing queued, apply the callback's progress batch, find only
+        this stage's notification pending and ask the tracker about it; the chain does the same
+        without the step's round trip (one process and one worker, so no peer to tell first,
+        and no checkpoint fence). Whoever watches the frontier hears of it when the chain ends,
+        at its latest position, as after any step. At most `CHAIN_SECONDS`."""
+        pending = self.pending
+        tracker = self.tracker
+        blocked = tracker.blocked
+        waiting = self._waiting
+        stage = instance.stage
+        notificator = instance.notificator
+        queue = w.queue
+        clock = _time.perf_counter
+        until = clock() + CHAIN_SECONDS
+        while not queue and not instance.busy and len(waiting) == 1 and waiting.get(stage) == 1 and clock() < until:
+            if pending:
+                tracker.update(pending)
+                pending.clear()
+            taken = notificator.take_ready(blocked, stage)
+            if not taken:
+                return
+            del waiting[stage]
+            guarantee, capability = taken[0]
+            self._notify(w, instance, guarantee, capability)
+
+    def _notify(self, w: Worker, instance: VertexRuntime, guarantee: Timestamp, cap: Timestamp | None) -> None:
         instance.held = TOP if cap is None else cap
         instance.notifications_delivered += 1
         release = None if cap is None else (cap, instance.location)
         if instance.async_notify:
             self._start_async(instance, instance.vertex.on_notify(guarantee), "on_notify", guarantee, release)
             return
-        started = _time.perf_counter()
+        clock = _time.perf_counter
+        started = clock()
         try:
             instance.vertex.on_notify(guarantee)
-            self.flush(instance)
+            for outgoing in instance.sent:
+                if outgoing:
+                    self.flush(instance)
+                    break
         except BaseException as exc:
             raise self._callback_failed(instance, "on_notify", guarantee, exc)  # noqa: B904 - the cause is set inside
         instance.held = None
         if release is not None:
-            self.pending[release] = self.pending.get(release, 0) - 1
+            pending = self.pending
+            pending[release] = pending.get(release, 0) - 1
         w.notifications_delivered += 1
-        w.callback_seconds += _time.perf_counter() - started
+        w.callback_seconds += clock() - started
 
     # Async callbacks --------------------------------------------------------------------------------
     def _start_async(
@@ -418,6 +470,12 @@ class Scheduler:
             err.__cause__ = exc
         self._record_failure(err)
         return err
+
+
+def _time_and_stage(ready: tuple[Timestamp, int, Timestamp | None]) -> tuple[Timestamp, int]:
+    """Notifications of one worker run earliest first, then by stage (the sort is stable: one
+    stage's equal times keep their request order)."""
+    return ready[0], ready[1]
 
 
 def _make_vertex(spec: StageSpec) -> Vertex:

@@ -47,63 +47,96 @@ class Notificator:
     location moved, and looks at the requests in time order: outside loops (``total``) it stops
     at the first that must still wait, since every later one waits too, so with N epochs open
     each look costs what it delivers, not N. Inside loops a later time may be ready before an
-    earlier one (they are incomparable), so every request is looked at."""
+    earlier one (they are incomparable), so every request is looked at.
 
-    __slots__ = ("_heap", "_requests", "_sequence", "total")
+    A notificator that holds one request keeps it alone, with no heap entry and no set: a loop
+    iteration asks for the next while it runs the last, so one request is the common case."""
+
+    __slots__ = ("_heap", "_lone", "_requests", "_sequence", "total")
 
     def __init__(self, total: bool) -> None:
         self.total = total
-        self._requests: set[NotificationRequest] = set()
-        self._heap: list[tuple[Timestamp, int, NotificationRequest]] = []
+        self._lone: tuple[Timestamp, Timestamp | None] | None = None
+        """The only pending request, when there is exactly one (the heap is then empty)."""
+        self._requests: set[tuple[Timestamp, Timestamp | None]] = set()
+        """The pending (guarantee, capability) pairs while there are two or more."""
+        self._heap: list[tuple[Timestamp, int, tuple[Timestamp, Timestamp | None]]] = []
         """(guarantee, arrival, request): arrival keeps equal guarantees in request order."""
         self._sequence = 0
 
-    def add(self, request: NotificationRequest) -> bool:
-        """Keep ``request``; False if the same one is pending already (they coalesce)."""
+    def add(self, guarantee: Timestamp, capability: Timestamp | None) -> bool:
+        """Keep a request; False if the same one is pending already (they coalesce)."""
+        request = (guarantee, capability)
+        lone = self._lone
+        if lone is None:
+            if not self._heap:
+                self._lone = request
+                return True
+        elif lone == request:
+            return False
+        else:
+            self._lone = None
+            self._push(lone)
         if request in self._requests:
             return False
-        self._requests.add(request)
-        self._sequence += 1
-        heapq.heappush(self._heap, (request.guarantee, self._sequence, request))
+        self._push(request)
         return True
 
-    def take_ready(self, ready: Callable[[Timestamp, int], bool], location: int) -> list[NotificationRequest]:
-        """Remove and return the requests whose guarantee ``ready(guarantee, location)`` accepts,
-        earliest first."""
+    def _push(self, request: tuple[Timestamp, Timestamp | None]) -> None:
+        self._requests.add(request)
+        self._sequence += 1
+        heapq.heappush(self._heap, (request[0], self._sequence, request))
+
+    def take_ready(
+        self, held_back: Callable[[Pointstamp, bool], bool], location: int
+    ) -> list[tuple[Timestamp, Timestamp | None]]:
+        """Remove and return the (guarantee, capability) requests that nothing holds back any
+        more, earliest first: those for which ``held_back((guarantee, location), True)`` (the
+        tracker's `blocked`, excluding the request's own pointstamp) is false."""
+        lone = self._lone
+        if lone is not None:
+            if held_back((lone[0], location), True):
+                return []
+            self._lone = None
+            return [lone]
         heap = self._heap
-        taken: list[NotificationRequest] = []
+        if not heap:
+            return []
+        taken: list[tuple[Timestamp, Timestamp | None]] = []
         if self.total:
-            while heap and ready(heap[0][0], location):
+            while heap and not held_back((heap[0][0], location), True):
                 taken.append(heapq.heappop(heap)[2])
-        elif len(heap) == 1:  # one iteration of one epoch in a loop: the common case
-            if ready(heap[0][0], location):
-                taken.append(heap.pop()[2])
-        elif heap:
+        else:
             waiting = []
             answers: dict[Timestamp, bool] = {}
             for entry in sorted(heap):
                 guarantee = entry[0]
                 ok = answers.get(guarantee)
                 if ok is None:
-                    ok = answers[guarantee] = ready(guarantee, location)
+                    ok = answers[guarantee] = not held_back((guarantee, location), True)
                 if ok:
                     taken.append(entry[2])
                 else:
                     waiting.append(entry)
             self._heap = waiting  # sorted, hence a heap
-        self._requests.difference_update(taken)
+        if taken:
+            self._requests.difference_update(taken)
         return taken
 
     def earliest(self) -> Timestamp | None:
         """The earliest pending guarantee (lexicographically), or None."""
+        if self._lone is not None:
+            return self._lone[0]
         return self._heap[0][0] if self._heap else None
 
     def __iter__(self) -> Iterator[NotificationRequest]:
         """The pending requests, earliest guarantee first."""
-        return (entry[2] for entry in sorted(self._heap))
+        if self._lone is not None:
+            return iter((NotificationRequest(*self._lone),))
+        return (NotificationRequest(*entry[2]) for entry in sorted(self._heap))
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self._heap) + (self._lone is not None)
 
 
 class VertexRuntime(VertexContext):
@@ -162,14 +195,18 @@ class VertexRuntime(VertexContext):
     def request_notification(self, time: Timestamp, capability: Timestamp | None) -> None:
         """Keep the request (a repeat coalesces), count the capability it holds in the process's
         progress batch, and have the scheduler look at this location's notifications."""
-        if not self.notificator.add(NotificationRequest(time, capability)):
+        if not self.notificator.add(time, capability):
             return
         self.notifications_requested += 1
+        location = self.location
         if capability is not None:
-            key = (capability, self.location)
-            self.progress[key] = self.progress.get(key, 0) + 1
-        self.waiting[self.stage] = self.waiting.get(self.stage, 0) + 1
-        self.due.add(self.location)
+            key = (capability, location)
+            progress = self.progress
+            progress[key] = progress.get(key, 0) + 1
+        waiting = self.waiting
+        stage = self.stage
+        waiting[stage] = waiting.get(stage, 0) + 1
+        self.due.add(location)
 
     def take_sent(self) -> Iterator[tuple[int, Timestamp, list[Any]]]:
         """What the callback sent, as (output, time, records), emptying the buffers."""
@@ -292,13 +329,18 @@ class Worker:
         return sum(len(v.notificator) for v in self.vertices)
 
     def enqueue(self, instance: VertexRuntime, port: int, time: Timestamp, records: list[Any]) -> None:
-        """Queue ``records`` (a list the runtime owns) for ``instance``'s input ``port`` at ``time``."""
+        """Queue ``records`` for ``instance``'s input ``port`` at ``time``. The list is not
+        changed: it may be its sender's (a short batch an input was given is queued as it is),
+        so the first merge into an entry makes the entry a list of its own."""
         self.queued += 1
         self.queued_records += len(records)
         key = (instance, port, time)
         entry = self.waiting.get(key)
         if entry is not None and len(entry.records) < MERGE_LIMIT:
-            entry.records.extend(records)
+            if entry.messages == 1:
+                entry.records = entry.records + records
+            else:
+                entry.records.extend(records)
             entry.messages += 1
             return
         entry = QueuedMessage(instance, port, time, records)

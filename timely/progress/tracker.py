@@ -121,14 +121,17 @@ class ProgressTracker:
             elif new <= 0 < old:
                 falling.append(p)
         self.updates_applied += 1
-        self.active_count += len(rising) - len(falling)
+        active = self.active_count = self.active_count + len(rising) - len(falling)
         if self.per_location:
-            if self.active_count < self.few:
+            if active < self.few:
                 self._leave_per_location()
             else:
                 self._update_locations([(p, d) for p, d in items if d])
-        elif self.active_count > self.many:
+        elif active > self.many:
             self._enter_per_location()
+        elif active <= 1:
+            if rising or falling:
+                self._replace_lone(rising, falling, active)
         else:
             for p in rising:  # positive before negative
                 self._activate(p)
@@ -136,6 +139,28 @@ class ProgressTracker:
                 self._deactivate(p)
 
     # The global frontier alone (few active) ------------------------------------------------
+    def _replace_lone(self, rising: list[Pointstamp], falling: list[Pointstamp], active: int) -> None:
+        """At most one pointstamp is active after the batch: it is the frontier by itself, with
+        no could-result-in to ask (one epoch going round a loop, the common case)."""
+        lone = self._active
+        for p in rising:
+            lone[p] = None
+        for p in falling:
+            del lone[p]
+        frontier = self._frontier
+        if active:
+            (only,) = lone
+            if only in frontier and len(frontier) == 1:
+                return
+            frontier.clear()
+            frontier.add(only)
+        elif frontier:
+            frontier.clear()
+        else:
+            return
+        self.version += 1
+        self._changed_everywhere = True
+
     def _activate(self, p: Pointstamp) -> None:
         """``p`` became active. Some active pointstamp reaches it iff some frontier element
         does (could-result-in is transitive), so only the frontier is looked at."""
@@ -268,9 +293,10 @@ class ProgressTracker:
         leads to comes back at or before it (freezing refuses cycles that do not advance), so
         anything else below or at ``p``'s time is someone else's."""
         if not self.per_location:
-            cri = self.reach.could_result_in
             for f in self._frontier:
-                if cri(f, p) and not (exclude_self and f == p):
+                if exclude_self and f == p:
+                    continue
+                if self.reach.could_result_in(f, p):
                     return True
             return False
         t, loc = p
