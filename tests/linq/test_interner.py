@@ -1,0 +1,88 @@
+"""The interner frees the values no operator holds any more: a stream of ever-new string keys,
+inserted and later retracted, keeps what the interner holds bounded (a count of held values,
+never a timing), while every epoch's answer stays exactly the from-scratch recomputation, in
+one process and across two real processes (each with its own interner)."""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import timely
+from tests.support import linq_reference as ref
+from tests.support.linq_interner_program import EPOCHS, POSTS, SWEEP_MIN, builder, changes, reference
+from tests.support.modes import Mode
+from timely_libs import linq
+from timely_libs.linq._columns import _codes
+
+TIMEOUT = 90.0
+BOUND = 6 * SWEEP_MIN
+"""Held values allowed at any epoch's end; the stream makes many times more distinct values."""
+
+
+def expected_contents() -> list[dict[str, int]]:
+    window: ref.Multiset = {}
+    out = []
+    for epoch in range(EPOCHS):
+        window = ref.apply(window, changes(epoch))
+        out.append(_keyed(reference(window)))
+    return out
+
+
+def _keyed(m: dict[Any, int]) -> dict[str, int]:
+    return {json.dumps(json.loads(json.dumps(r))): n for r, n in m.items() if n}
+
+
+def accumulated(results: list[dict[str, Any]]) -> list[dict[str, int]]:
+    """Per epoch, the output accumulated over every process's changes up to it."""
+    total: Counter[str] = Counter()
+    out = []
+    for epoch in range(EPOCHS):
+        for r in results:
+            for record, diff in r["changes"].get(str(epoch), []):
+                total[json.dumps(record)] += diff
+        out.append({k: v for k, v in total.items() if v})
+    return out
+
+
+@pytest.mark.parametrize(
+    ("mode", "lag"),
+    [(Mode("one", workers=1), 0), (Mode("one", workers=2), 3), (Mode("tcp", processes=2), 0)],
+    ids=["one-w1-lockstep", "one-w2-in-flight", "tcp-p2-lockstep"],
+)
+def test_ever_new_string_keys_keep_the_interner_bounded(mode: Mode, lag: int) -> None:
+    """``lag`` 3: sweeps run while later epochs' work is queued (codes are never in messages)."""
+    distinct_made = EPOCHS * POSTS * 2  # users and posts alone, before tags and joined pairs
+    assert distinct_made >= 4 * BOUND, "the stream must outgrow the bound many times over"
+    results = mode.run(builder, lag=lag, timeout=TIMEOUT)
+    assert accumulated(results) == expected_contents()
+    for r in results:
+        assert len(r["held"]) == EPOCHS
+        assert max(r["held"]) <= BOUND, r["held"]
+
+
+def test_a_finished_computation_leaves_nothing_behind() -> None:
+    """Once a computation has ended, a sweep frees every value it interned."""
+    gc.collect()
+    _codes.release_unused(force=True)
+    before = _codes.held_values()
+
+    def build(scope: timely.Scope) -> tuple[linq.CollectionInput, linq.CollectionOutput]:
+        inp = linq.new_input(scope, "words")
+        return inp, linq.CollectionOutput(inp.collection.distinct().count(len))
+
+    words = [f"word-{i}" for i in range(3000)]
+    with timely.execute(build, timeout=TIMEOUT) as (comp, (inp, out)):
+        inp.insert_all(words + words[:100])
+        inp.advance_to(1)
+        comp.wait_passed(out.probe, 0, timeout=TIMEOUT)
+        assert _codes.held_values() >= before + len(words)  # the distinct's arrangement holds them all
+        assert dict(out.contents()) == {r: 1 for r in Counter(map(len, words)).items()}
+    del comp, inp, out
+    gc.collect()
+    _codes.release_unused(force=True)
+    assert _codes.held_values() <= before
