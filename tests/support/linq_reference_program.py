@@ -94,6 +94,13 @@ def _labels(edges: linq.Collection) -> linq.Collection:
     return nodes.prioritize(lambda nl: nl[1] % 3, body)
 
 
+def _tag(name: str) -> Callable[[Any], tuple[str, Any]]:
+    def tagged(record: Any) -> tuple[str, Any]:
+        return (name, record)
+
+    return tagged
+
+
 def query(edges: linq.Collection, roots: linq.Collection) -> linq.Collection:
     """Every operator under test, each result tagged with its name, in one collection."""
     parts = {
@@ -114,7 +121,7 @@ def query(edges: linq.Collection, roots: linq.Collection) -> linq.Collection:
         "prioritized_labels": _labels(edges),
         "scc": linq.strongly_connected_components(edges),
     }
-    tagged = [c.select(lambda r, name=name: (name, r)) for name, c in parts.items()]
+    tagged = [c.select(_tag(name)) for name, c in parts.items()]
     return tagged[0].concat(*tagged[1:])
 
 
@@ -174,7 +181,7 @@ def reference(edges: ref.Multiset, roots: ref.Multiset) -> ref.Multiset:
         "prioritized_labels": _labels_reference(edges),
         "scc": ref.nx_scc_edges(edges),
     }
-    return ref.concat(*(ref.select(m, lambda r, name=name: (name, r)) for name, m in parts.items()))
+    return ref.concat(*(ref.select(m, _tag(name)) for name, m in parts.items()))
 
 
 @dataclass
