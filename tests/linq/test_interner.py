@@ -86,3 +86,35 @@ def test_a_finished_computation_leaves_nothing_behind() -> None:
     gc.collect()
     _codes.release_unused(force=True)
     assert _codes.held_values() <= before
+
+
+def test_a_sweep_keeps_the_codes_of_another_live_computation() -> None:
+    """Two computations alive at once share the process's interner: one's sweeps must keep every
+    code the other's arrangements hold, or its later retractions would miss their records."""
+    gc.collect()
+
+    def build(scope: timely.Scope) -> tuple[linq.CollectionInput, linq.CollectionOutput]:
+        inp = linq.new_input(scope, "words")
+        return inp, linq.CollectionOutput(inp.collection.distinct().select(lambda w: (w, len(w))))
+
+    held = [f"kept-{i}" for i in range(2000)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_codes, "SWEEP_MIN", 500)
+        with timely.execute(build, timeout=TIMEOUT) as (comp_a, (inp_a, out_a)):
+            inp_a.insert_all(held)
+            inp_a.advance_to(1)
+            comp_a.wait_passed(out_a.probe, 0, timeout=TIMEOUT)
+            with timely.execute(build, timeout=TIMEOUT) as (comp_b, (inp_b, out_b)):
+                for epoch in range(20):  # fresh words, each epoch's gone the next: many sweeps
+                    inp_b.insert_all([f"fresh-{epoch}-{i}" for i in range(500)])
+                    if epoch:
+                        inp_b.remove_all([f"fresh-{epoch - 1}-{i}" for i in range(500)])
+                    inp_b.advance_to(epoch + 1)
+                    comp_b.wait_passed(out_b.probe, epoch, timeout=TIMEOUT)
+                assert dict(out_b.contents()) == {(f"fresh-19-{i}", len(f"fresh-19-{i}")): 1 for i in range(500)}
+            inp_a.remove_all(held[:1000])
+            inp_a.insert_all(["new-word"])
+            inp_a.advance_to(2)
+            comp_a.wait_passed(out_a.probe, 1, timeout=TIMEOUT)
+            assert dict(out_a.contents()) == {(w, len(w)): 1 for w in [*held[1000:], "new-word"]}
+            assert _codes.held_values() < 2000 + 20 * 500  # B's words were freed meanwhile
