@@ -11,7 +11,6 @@ import numpy as np
 from timely import Input, KeyedState, Probe, Scope, Timestamp, Vertex
 
 from ._columns import SCALAR, Block, concat_blocks
-from ._columns._codes import release_unused
 from ._columns._functions import as_block
 from ._linear import block_in, consolidate_block, record_key
 from ._stateful import paused_gc, pieces_of, routed
@@ -118,8 +117,6 @@ class CollectionInput:
     def advance_to(self, epoch: int) -> None:
         self.flush()
         self.input.advance_to(epoch)
-        # no operator is mid-callback while the caller runs: a safe point to free unused codes
-        release_unused()
 
     def close(self) -> None:
         self.flush()

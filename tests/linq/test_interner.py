@@ -24,6 +24,13 @@ BOUND = 6 * SWEEP_MIN
 """Held values allowed at any epoch's end; the stream makes many times more distinct values."""
 
 
+@pytest.fixture(autouse=True)
+def clean_interner() -> None:
+    """Start without the values of earlier tests' computations (ended, but maybe not collected)."""
+    gc.collect()
+    _codes.release_unused(force=True)
+
+
 def expected_contents() -> list[dict[str, int]]:
     window: ref.Multiset = {}
     out = []
@@ -118,3 +125,31 @@ def test_a_sweep_keeps_the_codes_of_another_live_computation() -> None:
             comp_a.wait_passed(out_a.probe, 1, timeout=TIMEOUT)
             assert dict(out_a.contents()) == {(w, len(w)): 1 for w in [*held[1000:], "new-word"]}
             assert _codes.held_values() < 2000 + 20 * 500  # B's words were freed meanwhile
+
+
+def test_data_from_a_plain_timely_input_is_freed_too() -> None:
+    """The safe point comes with every message to a stateful operator, not with a linq input:
+    ever-new words arriving as ``(record, time, diff)`` triples on a plain timely input."""
+    gc.collect()
+
+    def build(scope: timely.Scope) -> tuple[timely.Input, linq.CollectionOutput]:
+        words = scope.new_input("words")
+        distinct = linq.Collection.from_stream(words).distinct()
+        return words, linq.CollectionOutput(distinct.count_all().concat(distinct.where(lambda w: w.endswith("-0"))))
+
+    held = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_codes, "SWEEP_MIN", 500)
+        with timely.execute(build, timeout=TIMEOUT) as (comp, (words, out)):
+            for epoch in range(100):
+                triples = [(f"w-{epoch}-{i}", (epoch,), 1) for i in range(200)]
+                if epoch:
+                    triples += [(f"w-{epoch - 1}-{i}", (epoch,), -1) for i in range(200)]
+                words.send(triples)
+                words.advance_to(epoch + 1)
+                comp.wait_passed(out.probe, epoch, timeout=TIMEOUT)
+                held.append(_codes.held_values())
+            assert dict(out.contents()) == {200: 1, "w-99-0": 1}
+    made = 100 * 200
+    assert made >= 4 * BOUND, "the stream must outgrow the bound many times over"
+    assert max(held) <= BOUND, held

@@ -94,7 +94,8 @@ class InternerRun(Run):
 
 def builder() -> Callable[[timely.Scope], InternerRun]:
     _codes.SWEEP_MIN = SWEEP_MIN
-    gc.collect()  # operators of earlier computations in this process: gone, so their codes may go
+    gc.collect()  # operators of earlier computations in this process: gone, and their codes with them
+    _codes.release_unused(force=True)
 
     def build(scope: timely.Scope) -> InternerRun:
         window = linq.new_input(scope, "posts")

@@ -30,7 +30,8 @@ as many values as after its last sweep (at least `SWEEP_MIN`), the next safe poi
 codes those operators still reach (every int64 array and int in their state, found by walking
 it) and frees the rest, to be reused by later values. A safe point is a moment when no
 operator is half-way through a callback, since a callback's local arrays hold codes that no
-state holds yet: a `CollectionInput` offers one at each ``advance_to``. Codes in messages need
+state holds yet: the start of a stateful operator's ``on_recv`` (`Stateful.watch`), since
+callbacks never nest (a callback's messages leave when it returns). Codes in messages need
 no marking, because messages carry values, never codes, except a shared arrangement's
 batches, which its arranging operator keeps until every reader has received them. See
 docs/linq.md, "Codes".
