@@ -28,7 +28,7 @@ import numpy as np
 from timely import KeyedState, RoutedPiece, Timestamp, Vertex, register_codec
 
 from ._columns import EMPTY, Block, block_of_codes, codes_of, route_of
-from ._columns._codes import route_of_value
+from ._columns._codes import hold_codes, release_unused, route_of_value
 from ._errors import OperatorError
 from ._lattice import FAR, Lattice
 from ._trace import Batch, Rows, Spine, concat_rows
@@ -44,9 +44,13 @@ class Stateful(Vertex):
         self.lattice = lattice
         self.latest_epoch = -1
         self.compacted_to = 0
+        hold_codes(self)  # its state holds codes: they must outlive a sweep of the interner
 
     def watch(self, time: Timestamp) -> None:
-        """Ask to hear when the epoch of ``time`` completes (once per epoch)."""
+        """Ask to hear when the epoch of ``time`` completes (once per epoch). Every stateful
+        operator calls it first thing on receiving: no linq callback of this thread is half-way
+        then, so it is where the interner may free the codes no operator holds."""
+        release_unused()
         if time[0] > self.latest_epoch:
             self.latest_epoch = time[0]
             if self.lattice.depth == 0:

@@ -24,22 +24,45 @@ arrangement as exactly the value that went in. The interner compares by an exact
 (`_exact`): a value with its type, and tuples and frozensets by their parts' exact keys,
 because Python's own ``==`` would make ``(1, "k")`` and ``(True, "k")`` one dict key.
 
-Memory: the interner keeps every distinct value it has coded, for the life of the process
-(ids must stay valid while any arrangement, or any operator's pending work, holds them); see
+Memory: the interner frees the values no operator holds any more (`release_unused`): every
+operator that keeps codes registers itself (`hold_codes`), and once the interner holds twice
+as many values as after its last sweep (at least `SWEEP_MIN`), the next safe point marks the
+codes those operators still reach (every int64 array and int in their state, found by walking
+it) and frees the rest, to be reused by later values. A safe point is a moment when no
+operator is half-way through a callback, since a callback's local arrays hold codes that no
+state holds yet: the start of a stateful operator's ``on_recv`` (`Stateful.watch`), since
+callbacks never nest (a callback's messages leave when it returns). Codes in messages need
+no marking, because messages carry values, never codes, except a shared arrangement's
+batches, which its arranging operator keeps until every reader has received them. See
 docs/linq.md, "Codes".
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterable
+from functools import partial
 from itertools import chain
+from types import BuiltinFunctionType, FunctionType, MethodType, ModuleType
 from typing import Any
 
 import numpy as np
 
 from ..._hash import stable_hash
 
-__all__ = ["INTERNED", "PAIRS", "codes_of_ints", "codes_of_values", "route_of", "values_of"]
+__all__ = [
+    "INTERNED",
+    "PAIRS",
+    "SWEEP_MIN",
+    "codes_of_ints",
+    "codes_of_values",
+    "held_values",
+    "hold_codes",
+    "release_unused",
+    "route_of",
+    "values_of",
+]
 
 PAIRS = 1 << 61
 """First code of a packed pair of small ints."""
@@ -48,11 +71,15 @@ INTERNED = 1 << 62
 _SMALL = 1 << 30
 _ROUTE_MASK = (1 << 62) - 1
 
+SWEEP_MIN = 65_536
+"""Values the interner holds before a safe point first looks for ones no operator holds."""
+
 
 class _Interner:
-    """Values <-> dense ids, with each value's stable hash (its route) kept beside it."""
+    """Values <-> dense ids, with each value's stable hash (its route) kept beside it, the ids
+    freed by the last sweep (reused first), and the operators whose state holds codes."""
 
-    __slots__ = ("floats", "hashes", "ids", "size", "values")
+    __slots__ = ("floats", "free", "hashes", "held", "holders", "ids", "kept", "size", "values")
 
     def __init__(self) -> None:
         self.ids: dict[Any, int] = {}
@@ -61,6 +88,15 @@ class _Interner:
         self.values: list[Any] = []
         self.hashes = np.zeros(1024, dtype=np.int64)
         self.size = 0
+        """Ids ever handed out: every id is below it."""
+        self.free: list[int] = []
+        """Ids the last sweep freed, not yet reused."""
+        self.held = 0
+        """Values held now (``size - len(free)``)."""
+        self.kept = 0
+        """Values the last sweep kept: the next runs once twice as many are held."""
+        self.holders: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        """The objects whose state may hold codes, each with the thread that made it."""
 
     def intern(self, value: Any, key: Any, ids: dict[Any, int] | None = None) -> int:
         """The id of ``value``, whose exact key (`_exact`) is ``key``, in ``ids`` (by default
@@ -69,13 +105,33 @@ class _Interner:
             ids = self.ids
         i = ids.get(key)
         if i is None:
-            i = ids[key] = self.size
-            self.values.append(value)
-            if i >= len(self.hashes):
-                self.hashes = np.concatenate([self.hashes, np.zeros(len(self.hashes), dtype=np.int64)])
+            if self.free:
+                i = self.free.pop()
+                self.values[i] = value
+            else:
+                i = self.size
+                self.values.append(value)
+                if i >= len(self.hashes):
+                    self.hashes = np.concatenate([self.hashes, np.zeros(len(self.hashes), dtype=np.int64)])
+                self.size += 1
+            ids[key] = i
             self.hashes[i] = stable_hash(value) & _ROUTE_MASK
-            self.size += 1
+            self.held += 1
         return i
+
+    def sweep(self, live: np.ndarray) -> int:
+        """Free every id not marked in ``live`` (one flag per id below `size`); the freed count."""
+        self.ids = {k: i for k, i in self.ids.items() if live[i]}
+        self.floats = {k: i for k, i in self.floats.items() if live[i]}
+        held = len(self.ids) + len(self.floats)
+        freed = self.held - held
+        values = self.values
+        self.free = np.flatnonzero(~live).tolist()
+        for i in self.free:
+            values[i] = None  # the value itself may now be collected
+        self.free.reverse()  # reuse low ids first (pop takes from the end)
+        self.held = self.kept = held
+        return freed
 
 
 _interner = _Interner()
@@ -246,3 +302,107 @@ def route_of(codes: np.ndarray) -> np.ndarray:
 def route_of_value(value: Any) -> int:
     """`route_of` for one value: what a checkpoint piece of ``value`` is routed by."""
     return int(route_of(np.array([code_of(value)], dtype=np.int64))[0])
+
+
+# Freeing -------------------------------------------------------------------------------------------
+def hold_codes(holder: Any) -> None:
+    """Register ``holder`` (an operator): while it lives, the codes its state reaches stay valid."""
+    _interner.holders[holder] = threading.get_ident()
+
+
+def held_values() -> int:
+    """How many values the interner holds now."""
+    return _interner.held
+
+
+def release_unused(force: bool = False) -> int:
+    """Free the values no registered holder reaches; the count freed. Call only at a safe point:
+    when no operator of this process is half-way through a callback (its local arrays may hold
+    codes no state holds yet). Runs when the interner has doubled since the last sweep (or
+    ``force``), and never while a holder made on another thread lives (that thread's
+    computation may be mid-callback now)."""
+    it = _interner
+    if not force and it.held < max(SWEEP_MIN, 2 * it.kept):
+        return 0
+    me = threading.get_ident()
+    holders = list(it.holders.items())
+    if any(thread != me for _, thread in holders):
+        return 0
+    return it.sweep(_live([h for h, _ in holders], it.size))
+
+
+_LEAVES = frozenset({int, float, str, bytes, bool, complex, type(None)})
+_OPAQUE = (type, ModuleType, FunctionType, MethodType, BuiltinFunctionType, partial, memoryview, threading.Thread)
+_NOT_STATE = frozenset({"_timely", "outputs"})
+"""A vertex's attributes that belong to the runtime, not to its state."""
+
+
+def _live(roots: list[Any], size: int) -> np.ndarray:
+    """One flag per id below ``size``: whether some int64 array or int reachable from ``roots``
+    (through attributes, slots, dicts and containers; not through functions, classes or
+    timely's own objects) holds its code. Anything that merely looks like a code is marked
+    too, which only keeps a value longer."""
+    live = np.zeros(size, dtype=bool)
+    top = INTERNED + size
+
+    def mark(codes: np.ndarray) -> None:
+        codes = codes[(codes >= INTERNED) & (codes < top)]
+        if len(codes):
+            live[codes - INTERNED] = True
+
+    def mark_ints(items: list[Any]) -> None:
+        ints = [x for x in items if type(x) is int and INTERNED <= x < top]
+        if ints:
+            live[np.asarray(ints, dtype=np.int64) - INTERNED] = True
+
+    def scan(items: list[Any]) -> None:
+        """Mark the ints among ``items`` in one pass when they are all leaves (a dict of ints, a
+        batch's key spans), else walk them."""
+        kinds = set(map(type, items))
+        if kinds <= _LEAVES:
+            mark_ints(items)
+            return
+        if kinds == {tuple}:
+            flat = list(chain.from_iterable(items))
+            if set(map(type, flat)) <= _LEAVES:
+                mark_ints(flat)
+                return
+        stack.extend(items)
+
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        obj = stack.pop()
+        t = type(obj)
+        if t is np.ndarray:
+            if obj.dtype == np.int64 and obj.size:
+                mark(obj.ravel())
+            continue
+        if t in _LEAVES:
+            if t is int and INTERNED <= obj < top:
+                live[obj - INTERNED] = True
+            continue
+        if isinstance(obj, np.integer):
+            stack.append(int(obj))
+            continue
+        if id(obj) in seen or isinstance(obj, _OPAQUE):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, dict):
+            scan(list(obj.keys()))
+            scan(list(obj.values()))
+            continue
+        if isinstance(obj, (list, tuple, set, frozenset)):
+            scan(list(obj))
+            continue
+        module = t.__module__
+        if module == "timely" or module.startswith("timely."):
+            continue  # the runtime's objects hold no codes (the graph, contexts, the loop)
+        items = [v for k, v in getattr(obj, "__dict__", {}).items() if k not in _NOT_STATE]
+        for klass in t.__mro__:
+            slots = klass.__dict__.get("__slots__", ())
+            for slot in (slots,) if isinstance(slots, str) else slots:
+                if not slot.startswith("__") and slot not in _NOT_STATE and hasattr(obj, slot):
+                    items.append(getattr(obj, slot))
+        scan(items)
+    return live
