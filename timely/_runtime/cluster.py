@@ -200,6 +200,11 @@ class ClusterLink:
         """Whether progress is held back from the peers (`flush`)."""
         return bool(self.progress_out)
 
+    @property
+    def sending_data(self) -> bool:
+        """Whether the next flush sends records to some peer."""
+        return any(self.outboxes.values())
+
     def pending_output(self) -> bool:
         return bool(self.progress_out) or any(self.outboxes.values())
 

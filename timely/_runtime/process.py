@@ -414,11 +414,12 @@ class ProcessRuntime:
                 return
             more = self.step()
             if link is not None:
-                # Busy, the progress of this slice may wait for the next; out of work, for one
-                # pass of the event loop, which takes in what peers sent meanwhile (their data
-                # often: then one round tells them of both). Never longer: a held batch may be
-                # what a peer waits for.
-                link.flush(hold=more or not polled)
+                # Busy, the progress of this slice may wait for the next. Out of work, it goes
+                # with the data this flush sends, if any (the peer wakes for that anyway), else
+                # it waits for one pass of the event loop, which takes in what peers sent
+                # meanwhile (their data often: then one round tells them of both). Never
+                # longer: a held batch may be what a peer waits for.
+                link.flush(hold=more or not (polled or link.sending_data))
                 link.maybe_resume_reading()
             if waiters.conditions:
                 waiters.check_conditions()
