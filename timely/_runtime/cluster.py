@@ -92,6 +92,9 @@ class ClusterLink:
         """This process's progress updates its peers have not been sent yet."""
         self._held_since: float | None = None
         """When a flush first held ``progress_out`` back (perf_counter); None while nothing is held."""
+        self.records_since_release = False
+        """Records went to or came from some peer since progress was last released: records are
+        being exchanged, and more may be on their way (`ProcessRuntime._schedule`)."""
         self.byes: set[int] = set()
         self.bye_sent = False
         self.error_sent = False
@@ -179,6 +182,7 @@ class ClusterLink:
                 self.progress_holds += 1
                 return None
         self._held_since = None
+        self.records_since_release = False
         changes = [[t, loc, d] for (t, loc), d in out.release()]
         return msgpack.packb(changes) if changes else None
 
@@ -186,6 +190,7 @@ class ClusterLink:
         body = msgpack.packb(messages)
         if progress is None:
             payload = b"\x92" + _DATA + body  # [DATA, messages]
+            self.records_since_release = True
         else:
             payload = b"\x93" + _DATA + body + progress  # [DATA, messages, changes]
             self.progress_bytes_sent += len(progress) + 2
@@ -269,6 +274,7 @@ class ClusterLink:
                 self.tracker.update({(_from_flat(tuple(t)), loc): d for t, loc, d in frame[1]})
             elif kind == DATA:
                 self.data_bytes_received += len(payload)
+                self.records_since_release = True
                 self._check_budget(payload, frame[1])
                 if len(frame) > 2:  # the sender's progress, made before this data was sent
                     self.tracker.update({(_from_flat(tuple(t)), loc): d for t, loc, d in frame[2]})

@@ -415,11 +415,14 @@ class ProcessRuntime:
             more = self.step()
             if link is not None:
                 # Busy, the progress of this slice may wait for the next. Out of work, it goes
-                # with the data this flush sends, if any (the peer wakes for that anyway), else
-                # it waits for one pass of the event loop, which takes in what peers sent
-                # meanwhile (their data often: then one round tells them of both). Never
-                # longer: a held batch may be what a peer waits for.
-                link.flush(hold=more or not (polled or link.sending_data))
+                # with the records this flush sends, if any (the peer wakes for them anyway);
+                # while records are being exchanged, it waits for one pass of the event loop,
+                # which takes in what peers sent meanwhile (more records, often: then one
+                # round tells them of both); otherwise it goes now (a loop that only
+                # coordinates pays no extra pass). Never longer: a held batch may be what a
+                # peer waits for.
+                idle_hold = not (polled or link.sending_data) and link.records_since_release
+                link.flush(hold=more or idle_hold)
                 link.maybe_resume_reading()
             if waiters.conditions:
                 waiters.check_conditions()
