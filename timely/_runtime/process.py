@@ -421,8 +421,7 @@ class ProcessRuntime:
                 # round tells them of both); otherwise it goes now (a loop that only
                 # coordinates pays no extra pass). Never longer: a held batch may be what a
                 # peer waits for.
-                idle_hold = not (polled or link.sending_data) and link.records_since_release
-                link.flush(hold=more or idle_hold)
+                link.flush(hold=more or (link.records_since_release and not polled and not link.sending_data))
                 link.maybe_resume_reading()
             if waiters.conditions:
                 waiters.check_conditions()

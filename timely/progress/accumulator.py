@@ -86,8 +86,8 @@ class ProgressAccumulator:
     def release(self) -> list[tuple[Pointstamp, int]]:
         """Empty the buffer: its nonzero updates, positives first (a peer applies them as one
         atomic batch, but a reader of the wire should never see a count fall before it rises)."""
-        changes = [(p, d) for p, d in self.buffer.items() if d]
-        self.buffer = {}
+        buffer, self.buffer = self.buffer, {}
         self._verdict = None
-        changes.sort(key=lambda change: change[1] < 0)
+        changes = [(p, d) for p, d in buffer.items() if d > 0]
+        changes.extend((p, d) for p, d in buffer.items() if d < 0)
         return changes
