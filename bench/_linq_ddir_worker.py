@@ -17,7 +17,7 @@ answer, and at the end, each read before the answer is saved), and on several pr
 progress and data frames it sent during the rounds.
 
 With ``LINQ_DDIR_PROFILE=FILE`` in the environment the rounds (not the first answer) run
-under cProfile, its statistics written to ``FILE``: run the worker directly for that,
+under cProfile, its statistics written to ``FILE`` (``FILE.pI`` on several processes): run the worker directly for that,
 ``python -m bench._linq_ddir_worker '{"workload": "reach", "nodes": 100000, ...}'``.
 """
 
@@ -106,6 +106,8 @@ def main(argv: list[str]) -> None:
         sent_before = dict(comp.statistics().network)
         rounds, cpu = [], []
         profile = os.environ.get(PROFILE_ENV)
+        if profile and processes > 1:
+            profile = f"{profile}.p{me}"  # one file per process
         profiler = cProfile.Profile() if profile else None
         if profiler is not None:
             profiler.enable()
