@@ -1,20 +1,23 @@
 """The program the ``linq.ddir`` benchmark runs, one fresh process per workload (private).
 
-Started by `bench.linq_ddir` as ``python -m timely.cli run -n 1 -m bench._linq_ddir_worker SPEC``
-(``SPEC`` a `bench.linq_ddir.Spec` as JSON). It loads linq's compiled loops (untimed), builds
+Started by `bench.linq_ddir` as ``python -m timely.cli run -n P -m bench._linq_ddir_worker SPEC``
+(``SPEC`` a `bench.linq_ddir.Spec` as JSON, P its ``processes``). It loads linq's compiled loops (untimed), builds
 the workload's program, feeds the seeded initial window of edges (timed to the first answer,
 as DDIR's "initial epoch": load plus first computation), then closed-loop rounds: each retracts
 the oldest ``churn`` edges and inserts ``churn`` fresh ones, timed until the output has passed
 the round. The output is gathered as columns (`Collection.to_columns`), no Python object per
 record; after the first answer and after the last round it is consolidated and saved to
-``SPEC.out/WORKLOAD-first.npz`` and ``-final.npz``, which the parent checks against SciPy or
-plain Python. It prints one line ``LINQDDIR {json}``: the seconds to load the compiled loops,
+``SPEC.out/WORKLOAD-first-pI.npz`` and ``-final-pI.npz`` (I the process), which the parent
+adds up and checks against SciPy or plain Python. On P processes each feeds every P-th edge
+of the window and of each round's changes (process 0 the roots), as a user splitting the
+input would. Each process prints one line ``LINQDDIR {json}``: the seconds to load the compiled loops,
 to the first answer, the milliseconds of each round (wall, and this process's CPU: on a
 shared machine the CPU figure is the one to compare), and peak resident memory (at the first
-answer, and at the end, each read before the answer is saved).
+answer, and at the end, each read before the answer is saved), and on several processes the
+progress and data frames it sent during the rounds.
 
 With ``LINQ_DDIR_PROFILE=FILE`` in the environment the rounds (not the first answer) run
-under cProfile, its statistics written to ``FILE``: run the worker directly for that,
+under cProfile, its statistics written to ``FILE`` (``FILE.pI`` on several processes): run the worker directly for that,
 ``python -m bench._linq_ddir_worker '{"workload": "reach", "nodes": 100000, ...}'``.
 """
 
@@ -75,8 +78,10 @@ def main(argv: list[str]) -> None:
     src, dst = window(spec)
     program = PROGRAMS[spec.workload]
     gathered = Gathered()
+    where: list[int] = []
 
     def build(scope: timely.Scope) -> tuple[Any, ...]:
+        where[:] = [scope.process_index, scope.processes]
         edges = linq.new_input(scope, "edges")
         roots = linq.new_input(scope, "roots")
         result = program(edges.collection, roots.collection)
@@ -85,18 +90,24 @@ def main(argv: list[str]) -> None:
 
     n, c = spec.edges, spec.churn
     with timely.execute(build, timeout=3600, stall_log_after=None) as (comp, (edges, roots, probe)):
+        me, processes = where
+        share = slice(me, None, processes)  # every P-th edge
         started, started_cpu = time.perf_counter(), time.process_time()
-        edges.update_columns((src[:n], dst[:n]))
-        roots.insert(0)
+        edges.update_columns((src[:n][share], dst[:n][share]))
+        if me == 0:
+            roots.insert(0)
         edges.advance_to(1)
         roots.advance_to(1)
         comp.wait_passed(probe, 0)
         initial = time.perf_counter() - started
         initial_cpu = time.process_time() - started_cpu
         peak_first = _peak_mib()
-        _save(out_dir / f"{spec.workload}-first.npz", gathered)
+        _save(out_dir / f"{spec.workload}-first-p{me}.npz", gathered)
+        sent_before = dict(comp.statistics().network)
         rounds, cpu = [], []
         profile = os.environ.get(PROFILE_ENV)
+        if profile and processes > 1:
+            profile = f"{profile}.p{me}"  # one file per process
         profiler = cProfile.Profile() if profile else None
         if profiler is not None:
             profiler.enable()
@@ -105,8 +116,9 @@ def main(argv: list[str]) -> None:
             new = slice(n + (r - 1) * c, n + r * c)
             changes = (np.concatenate([src[old], src[new]]), np.concatenate([dst[old], dst[new]]))
             diffs = np.concatenate([np.full(c, -1, dtype=np.int64), np.ones(c, dtype=np.int64)])
+            mine = np.concatenate([np.arange(me, c, processes), np.arange(c + me, 2 * c, processes)])
             began, began_cpu = time.perf_counter(), time.process_time()
-            edges.update_columns(changes, diffs)
+            edges.update_columns((changes[0][mine], changes[1][mine]), diffs[mine])
             edges.advance_to(r + 1)
             roots.advance_to(r + 1)
             comp.wait_passed(probe, r)
@@ -116,9 +128,11 @@ def main(argv: list[str]) -> None:
             profiler.disable()
             profiler.dump_stats(str(profile))
         peak_end = _peak_mib()
-        _save(out_dir / f"{spec.workload}-final.npz", gathered)
+        network = comp.statistics().network
+        frames = {k: network[k] - sent_before[k] for k in ("progress_frames_sent", "data_frames_sent") if k in network}
+        _save(out_dir / f"{spec.workload}-final-p{me}.npz", gathered)
     report = {
-        "process": 0,
+        "process": me,
         "load_seconds": load_seconds,
         "initial_seconds": initial,
         "round_ms": rounds,
@@ -126,6 +140,7 @@ def main(argv: list[str]) -> None:
         "round_cpu_ms": cpu,
         "peak_mib_first": peak_first,
         "peak_mib": peak_end,
+        "frames_in_rounds": frames,
     }
     print(f"{MARK} {json.dumps(report)}", flush=True)
 

@@ -18,6 +18,10 @@ as columns and checked exactly, after the first epoch and after the last round, 
 recomputation from scratch: SciPy's connected components, strong components and breadth-first
 order, a vectorised peel, and a sparse-matrix triangle count.
 
+``linq.ddir.p2`` runs cc and reach (default scale medium) on one process and then on two
+(``timely run -n 2``, each process feeding every other edge), and records each two-process
+figure against the one-process figure of the same run.
+
 Baselines: DDIR's interpreted ("corgi") backend, one worker, as its reports give them:
 ``2026-09-04-b06adbc5-large.md`` and ``2026-09-04-69ac25ff-large-kcore.md`` (kcore without its
 ``INSPECT`` tap) for large, ``2026-09-06-27a7ec47-medium.md`` for medium,
@@ -92,6 +96,7 @@ class Spec:
     churn: int
     rounds: int
     out: str = ""
+    processes: int = 1
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -250,10 +255,23 @@ def oracle(workload: str, nodes: int, src: np.ndarray, dst: np.ndarray) -> tuple
     raise ValueError(f"unknown workload {workload!r}")
 
 
-def check(ctx: Context, spec: Spec, after_rounds: int, saved: Path) -> None:
-    """The worker's saved answer must equal the oracle's, row for row and count for count."""
-    with np.load(saved) as answer:
-        rows, counts = answer["rows"], answer["counts"]
+def _saved(out: Path, workload: str, which: str) -> tuple[np.ndarray, np.ndarray]:
+    """The answer the worker processes saved (``which``: first or final), added up: sorted
+    distinct rows and their counts, zeros dropped."""
+    parts = [np.load(path) for path in sorted(out.glob(f"{workload}-{which}-p*.npz"))]
+    rows = [part["rows"] for part in parts if len(part["rows"])]
+    counts = [part["counts"] for part in parts if len(part["rows"])]
+    if len(rows) <= 1:
+        return (rows[0], counts[0]) if rows else (np.zeros((0, 1), dtype=np.int64), np.zeros(0, dtype=np.int64))
+    unique, inverse = np.unique(np.concatenate(rows), axis=0, return_inverse=True)
+    total = np.bincount(inverse.reshape(-1), weights=np.concatenate(counts), minlength=len(unique)).astype(np.int64)
+    keep = total != 0
+    return unique[keep], total[keep]
+
+
+def check(ctx: Context, spec: Spec, after_rounds: int, out: Path, which: str) -> None:
+    """The worker processes' saved answer must equal the oracle's, row for row and count for count."""
+    rows, counts = _saved(out, spec.workload, which)
     want_rows, want_counts = oracle(spec.workload, spec.nodes, *present(spec, after_rounds))
     if not len(rows) and not len(want_rows):
         return
@@ -268,19 +286,36 @@ def check(ctx: Context, spec: Spec, after_rounds: int, saved: Path) -> None:
 # The benchmark ------------------------------------------------------------------------------------
 
 
-def run(ctx: Context, scale: str, workload: str) -> dict[str, Any]:
-    """Run one workload in a fresh process; check both answers; return the process's report."""
+def run(ctx: Context, scale: str, workload: str, processes: int = 1) -> dict[str, Any]:
+    """Run one workload in fresh processes; check both answers; return the processes' report:
+    each round as long as the slowest process took, CPU and peak memory added up."""
     nodes, edges, churn, rounds = SCALES[scale]
     with tempfile.TemporaryDirectory(prefix="linq-ddir-") as out:
-        spec = Spec(workload, nodes, edges, churn, rounds, out)
-        ctx.progress(f"{workload} at {scale}: {nodes:,} nodes, {edges:,} edges, {rounds} rounds of {churn} ({load()})")
-        (report,) = launch(1, spec.to_json(), timeout=3600, worker="bench._linq_ddir_worker", mark=MARK)
-        check(ctx, spec, 0, Path(out) / f"{workload}-first.npz")
-        check(ctx, spec, rounds, Path(out) / f"{workload}-final.npz")
+        spec = Spec(workload, nodes, edges, churn, rounds, out, processes)
+        ctx.progress(
+            f"{workload} at {scale} on {processes} process(es): {nodes:,} nodes, {edges:,} edges, "
+            f"{rounds} rounds of {churn} ({load()})"
+        )
+        reports = launch(processes, spec.to_json(), timeout=3600, worker="bench._linq_ddir_worker", mark=MARK)
+        check(ctx, spec, 0, Path(out), "first")
+        check(ctx, spec, rounds, Path(out), "final")
+    report = {
+        "initial_seconds": max(r["initial_seconds"] for r in reports),
+        "round_ms": [max(each) for each in zip(*(r["round_ms"] for r in reports))],
+        "initial_cpu_seconds": sum(r["initial_cpu_seconds"] for r in reports),
+        "round_cpu_ms": [sum(each) for each in zip(*(r["round_cpu_ms"] for r in reports))],
+        "peak_mib": sum(r["peak_mib"] for r in reports),
+    }
+    frames = ""
+    if processes > 1:
+        sent = [r["frames_in_rounds"] for r in reports]
+        progress = max(x.get("progress_frames_sent", 0) for x in sent) / (processes - 1) / rounds
+        data = max(x.get("data_frames_sent", 0) for x in sent) / (processes - 1) / rounds
+        frames = f", {progress:.1f} progress and {data:.1f} data frames to each peer a round"
     ctx.progress(
-        f"{workload}: first answer {report['initial_seconds']:.2f} s, round median "
+        f"{workload} on {processes}: first answer {report['initial_seconds']:.2f} s, round median "
         f"{statistics.median(report['round_ms']):.2f} ms (CPU {report['initial_cpu_seconds']:.2f} s, "
-        f"{statistics.median(report['round_cpu_ms']):.2f} ms), peak {report['peak_mib']:,.0f} MiB (verified; {load()})"
+        f"{statistics.median(report['round_cpu_ms']):.2f} ms), peak {report['peak_mib']:,.0f} MiB{frames} (verified; {load()})"
     )
     return report
 
@@ -310,3 +345,43 @@ def ddir(ctx: Context) -> None:
     ctx.progress(f"scale {scale}")
     for workload in WORKLOADS:
         record(ctx, scale, workload, run(ctx, scale, workload))
+
+
+P2_WORKLOADS = ("cc", "reach")
+"""The workloads ``linq.ddir.p2`` runs on one process and on two."""
+
+
+@benchmark("linq.ddir.p2", "DDIR's cc and reach (default scale medium) on 2 processes against 1, same run")
+def ddir_two_processes(ctx: Context) -> None:
+    """Each workload on one process, then on two (each feeding half of every round's changes):
+    ``linq.ddir.WORKLOAD.round.p2`` is the two processes' round median (each round as long as
+    the slower process took) with the one process's median of the same run as its baseline,
+    and should be the lower; ``.initial.p2`` likewise for the first answer."""
+    scale = ctx.scale or ("small" if ctx.quick else "medium")
+    if scale not in SCALES:
+        raise ValueError(f"linq.ddir.p2: unknown scale {scale!r}; one of {', '.join(SCALES)}")
+    ctx.progress(f"scale {scale}")
+    for workload in P2_WORKLOADS:
+        one = run(ctx, scale, workload, 1)
+        two = run(ctx, scale, workload, 2)
+        name = f"linq.ddir.{workload}"
+        for suffix, unit, value, baseline in (
+            ("initial", "s", two["initial_seconds"], one["initial_seconds"]),
+            ("round", "ms", statistics.median(two["round_ms"]), statistics.median(one["round_ms"])),
+        ):
+            ctx.record(
+                f"{name}.{suffix}.p2",
+                value,
+                unit,
+                f"{name}.{suffix} (1 process, same run)",
+                baseline,
+                target="< 1 process",
+                met=value < baseline,
+            )
+        ctx.record(
+            f"{name}.round_cpu.p2",
+            statistics.median(two["round_cpu_ms"]),
+            "ms",
+            f"{name}.round_cpu (1 process, same run)",
+            statistics.median(one["round_cpu_ms"]),
+        )

@@ -30,7 +30,14 @@ from timely.errors import CycleError
 from timely.graph import FrozenGraph, GraphBuilder, StageKind
 from timely.loop_context import LoopContext
 from timely.operators import Forward
-from timely.progress import Antichain, ChangeBatch, MutableAntichain, PathSummary, ProgressTracker
+from timely.progress import (
+    Antichain,
+    ChangeBatch,
+    MutableAntichain,
+    PathSummary,
+    ProgressAccumulator,
+    ProgressTracker,
+)
 
 SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
@@ -341,18 +348,32 @@ def test_tracker_with_negative_counts_matches_bruteforce_frontier_reference(data
 
 
 class _Protocol:
-    """N participants, each with a tracker, FIFO channels between every ordered pair
-    (including i -> i), and the truth: who holds which active pointstamp."""
+    """N participants, each with a tracker, FIFO channels between every ordered pair, and the
+    truth: who holds which active pointstamp.
 
-    def __init__(self, data: st.DataObject, graph: FrozenGraph, ref: ReferenceModel, accumulate: bool) -> None:
-        self.data, self.ref, self.accumulate = data, ref, accumulate
+    How a participant's batches reach the views (``mode``):
+
+    - ``each``: every batch is broadcast on its own, to every participant itself included;
+    - ``merged``: consecutive batches are merged and the merged batch broadcast at random
+      moments (itself included);
+    - ``held``: as the runtime does it. A participant applies its batches to its own view at
+      once and merges them into a `ProgressAccumulator`; it may keep them from its peers only
+      while the accumulator says so (`may_hold`), and releases the whole buffer to its peers
+      at random moments or when it must. Participants also *spawn*: create later pointstamps
+      from one they keep (an input's records, a notification requested under a capability),
+      a batch with no negative in it.
+    """
+
+    def __init__(self, data: st.DataObject, graph: FrozenGraph, ref: ReferenceModel, mode: str) -> None:
+        self.data, self.ref, self.mode = data, ref, mode
         self.n = data.draw(st.integers(2, 4), label="participants")
         self.trackers = [_tracker(data, graph) for _ in range(self.n)]
         self.channels: dict[tuple[int, int], deque[Any]] = {
             (i, j): deque() for i in range(self.n) for j in range(self.n)
         }
-        self.pending = [ChangeBatch() for _ in range(self.n)]  # accumulated, not yet broadcast
+        self.pending = [ChangeBatch() for _ in range(self.n)]  # merged, not yet broadcast
         self.merged = [0] * self.n  # how many batches each pending one merges
+        self.held = [ProgressAccumulator(graph.reachability) for _ in range(self.n)]
         self.truth: Counter = Counter()  # (pointstamp, owner) -> count
         initial = data.draw(st.lists(pointstamps(ref.depths, 1), min_size=1, max_size=4), label="initial")
         for p in initial:
@@ -367,25 +388,36 @@ class _Protocol:
         return +total
 
     def process(self) -> None:
-        """A participant consumes one pointstamp it holds and creates some it could result in."""
+        """A participant consumes one pointstamp it holds and creates some it could result in
+        (or, in ``held`` mode, sometimes keeps it and only creates: spawns)."""
         owned = sorted(k for k, c in self.truth.items() if c > 0)
         p, i = self.data.draw(st.sampled_from(owned), label="process")
-        self.truth[(p, i)] -= 1
+        spawn = self.mode == "held" and self.data.draw(st.integers(0, 3), label="spawn") == 0
         batch = ChangeBatch()
-        for _ in range(self.data.draw(st.integers(0, 3), label="created")):
+        for _ in range(self.data.draw(st.integers(1 if spawn else 0, 3), label="created")):
             q = _successor(self.data, self.ref, p)
             if q is not None:
                 self.truth[(q, self.data.draw(st.integers(0, self.n - 1), label="owner"))] += 1
                 batch.add(q, +1)
-        batch.add(p, -1)
-        if not self.accumulate:
+        if not spawn:
+            self.truth[(p, i)] -= 1
+            batch.add(p, -1)
+        if self.mode == "each":
             self.broadcast(i, batch)
-            return
-        for q, d in batch.items():  # merge into what i has not broadcast yet
-            self.pending[i].add(q, d)
-        self.merged[i] += 1
-        if self.data.draw(st.booleans(), label="flush now"):
-            self.flush(i)
+        elif self.mode == "merged":
+            for q, d in batch.items():  # merge into what i has not broadcast yet
+                self.pending[i].add(q, d)
+            self.merged[i] += 1
+            if self.data.draw(st.booleans(), label="flush now"):
+                self.flush(i)
+        else:
+            self.trackers[i].update(dict(batch))  # its own view at once
+            self.held[i].add(batch)
+            if not self.held[i].may_hold():
+                event("a batch that may not be held is released at once")
+                self.release(i)
+            elif self.data.draw(st.booleans(), label="release now"):
+                self.release(i)
 
     def flush(self, i: int) -> None:
         if self.merged[i] > 1:
@@ -399,6 +431,15 @@ class _Protocol:
         for j in range(self.n):
             self.channels[(i, j)].append(dict(changes))
 
+    def release(self, i: int) -> None:
+        """Send participant i's held updates to every other participant, as one batch."""
+        if len(self.held[i].buffer) > 1:
+            event("a released batch merges several updates")
+        changes = dict(self.held[i].release())
+        for j in range(self.n):
+            if j != i:
+                self.channels[(i, j)].append(dict(changes))
+
     def deliver(self, i: int, j: int) -> None:
         self.trackers[j].update(self.channels[(i, j)].popleft())
 
@@ -409,7 +450,7 @@ class _Protocol:
         busy = sorted(k for k, q in self.channels.items() if q)
         if busy:
             kinds.append("deliver")
-        flushable = [i for i in range(self.n) if self.pending[i]]
+        flushable = [i for i in range(self.n) if self.pending[i] or self.held[i]]
         if flushable:
             kinds.append("flush")
         if not kinds:
@@ -420,10 +461,12 @@ class _Protocol:
         elif kind == "deliver":
             self.deliver(*self.data.draw(st.sampled_from(busy), label="channel"))
         else:
-            self.flush(self.data.draw(st.sampled_from(flushable), label="flush"))
+            i = self.data.draw(st.sampled_from(flushable), label="flush")
+            self.release(i) if self.mode == "held" else self.flush(i)
 
     def check_safety(self) -> None:
-        """No local frontier is ahead of the global one (Naiad §3.3)."""
+        """No local frontier is ahead of the global one (Naiad §3.3), and what a participant
+        holds back is covered as `ProgressAccumulator.may_hold` promises."""
         ref = self.ref
         active = set(self.active())
         for j, tracker in enumerate(self.trackers):
@@ -439,11 +482,20 @@ class _Protocol:
                 )
             for f in tracker.frontier & active:  # a deliverable notification is globally minimal
                 assert not any(q != f and ref.could_result_in(q, f) for q in active), (j, f)
+        for j, held in enumerate(self.held):
+            if held:
+                event("a participant holds updates back")
+                negatives = [q for q, d in held.buffer.items() if d < 0]
+                for p, d in held.buffer.items():
+                    if d > 0:
+                        assert any(q != p and ref.could_result_in(q, p) for q in negatives), (j, p)
 
     def drain(self) -> None:
         for i in range(self.n):
             if self.pending[i]:
                 self.flush(i)
+            if self.held[i]:
+                self.release(i)
         while busy := sorted(k for k, q in self.channels.items() if q):
             self.deliver(*self.data.draw(st.sampled_from(busy), label="drain"))
             self.check_safety()
@@ -453,11 +505,11 @@ class _Protocol:
             assert tracker.frontier == self.ref.frontier(active)
 
 
-def _run_protocol(data: st.DataObject, accumulate: bool) -> None:
+def _run_protocol(data: st.DataObject, mode: str) -> None:
     graph = data.draw(graphs(max_ops=8), label="graph")
     note(describe(graph))
     ref = ReferenceModel(graph, min_cap=MAX_COORD + 1)
-    protocol = _Protocol(data, graph, ref, accumulate)
+    protocol = _Protocol(data, graph, ref, mode)
     protocol.check_safety()
     for _ in range(data.draw(st.integers(1, 30), label="steps")):
         protocol.step()
@@ -473,7 +525,7 @@ def test_broadcast_protocol_local_frontier_never_ahead_of_global(data: st.DataOb
     """Every batch broadcast on its own, channels delivered in any interleaving: every truly
     active pointstamp stays covered by each participant's frontier, and once drained every
     participant's counts equal the truth."""
-    _run_protocol(data, accumulate=False)
+    _run_protocol(data, "each")
 
 
 @settings(deadline=None, max_examples=150, suppress_health_check=SLOW)
@@ -481,7 +533,44 @@ def test_broadcast_protocol_local_frontier_never_ahead_of_global(data: st.DataOb
 def test_broadcast_protocol_with_accumulated_batches_never_ahead_of_global(data: st.DataObject) -> None:
     """The same, with each participant merging consecutive batches into one before
     broadcasting it (per-process accumulation)."""
-    _run_protocol(data, accumulate=True)
+    _run_protocol(data, "merged")
+
+
+@settings(deadline=None, max_examples=200, suppress_health_check=SLOW)
+@given(st.data())
+def test_broadcast_protocol_with_held_updates_never_ahead_of_global(data: st.DataObject) -> None:
+    """The runtime's accumulation: each participant's own view takes its batches at once, its
+    peers get them only when it releases its `ProgressAccumulator`, which it may hold only
+    while every positive in it is covered by a negative in it. Peers consume pointstamps whose
+    creation they have not heard of (data before progress). Safety after every step, the
+    truth once drained."""
+    _run_protocol(data, "held")
+
+
+def test_accumulator_holds_only_covered_positives_and_releases_positives_first() -> None:
+    """One feedback loop: a consumed notification at iteration 0 covers the messages it sends
+    to iteration 1; an input's own capability, or an iteration before the consumed one, may
+    not be held; a release empties the buffer, positives first, zero entries dropped."""
+    root = Dataflow().root
+    loop = LoopContext(root, "loop")
+    fb = loop.feedback("fb")
+    body = loop.stage("body", Forward, [loop.ingress(root.new_input("in")), fb.stream])
+    fb.connect(body)
+    graph = root.dataflow.freeze()
+    where = {s.name: graph.stage_location(i) for i, s in enumerate(graph.stages)}
+    body_at, input_at = where["loop.body"], where["in"]
+    acc = ProgressAccumulator(graph.reachability)
+    assert not acc and acc.may_hold()
+    acc.add({((0, 1), body_at): +1, ((0, 0), body_at): -1})
+    assert acc.may_hold()
+    acc.add({((0,), input_at): +1})  # nothing in the loop leads back to the input
+    assert not acc.may_hold()
+    acc.add({((0,), input_at): -1})
+    assert acc.may_hold()  # the entry nets to zero
+    assert acc.release() == [(((0, 1), body_at), 1), (((0, 0), body_at), -1)]
+    assert not acc and acc.may_hold() and acc.release() == []
+    acc.add({((0, 0), body_at): +1, ((0, 1), body_at): -1})  # iterations only go forward
+    assert not acc.may_hold()
 
 
 # Graphs the progress layer cannot handle: freezing refuses them ------------------------------

@@ -4,21 +4,26 @@ Frames (msgpack arrays; record batches are encoded by the `Codec` when they are 
 an unencodable record fails in the sending stage's callback):
 
     [DATA, [[connector, worker, time, records_bytes], ...]]   messages for this process's workers
+    [DATA, [...], [[time, location, delta], ...]]              the same, with a progress batch first
     [PROGRESS, [[time, location, delta], ...]]                 one atomic batch, positives first
     [ERROR, {process, stage, worker, time, kind, message}]     the sender failed: stop
     [BYE]                                                      the sender is complete
     [SAMPLE, {...}]                                            to process 0: the sender's console sample
 
 Progress: every batch this process applies to its own tracker is also merged into
-``progress_out``; at each flush the merged batch goes to every peer as one frame, so peers
-see an atomic union of this process's batches in order (Naiad's per-process accumulation).
-Data and progress from one process travel on one FIFO connection per peer.
+``progress_out``, a `ProgressAccumulator`; peers see an atomic union of this process's
+batches in order (Naiad's per-process accumulation). A flush while the process is still busy
+may hold the merged batch back, when the accumulator says that is safe (`flush`), and no
+longer than `HOLD_SECONDS`; otherwise it goes to every peer, inside the peer's first DATA
+frame of that flush when there is one (one frame, one wakeup for both), else as a PROGRESS
+frame. Data and progress from one process travel on one FIFO connection per peer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time as _time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -27,7 +32,7 @@ import msgpack
 from ..errors import FrameError, PeerError, TimelyError
 from ..net.codec import OBJECT_BYTES, Codec, decoded_size_bound
 from ..net.transport import SilentPeerError, Transport
-from ..progress import ChangeBatch, Pointstamp, ProgressTracker
+from ..progress import Pointstamp, ProgressAccumulator, ProgressTracker
 from ..timestamp import Timestamp, _from_flat
 from .config import decode_budget_from_env
 
@@ -48,6 +53,11 @@ DATA_FRAME_BYTES = 1 << 20
 """The encoded records one DATA frame holds at most (unless one message alone is larger: a
 single record), so that a receiver can stop reading between frames (one frame is taken whole)
 and every frame stays well inside its decode budget; a larger batch goes as several messages."""
+HOLD_SECONDS = 0.01
+"""How long a busy process may hold its progress back from its peers (`ClusterLink.flush`): a
+loop iteration's updates go as one round instead of one per time slice, and a peer waiting
+for them waits at most this long more than it would have."""
+_DATA, _PROGRESS = msgpack.packb(DATA), msgpack.packb(PROGRESS)
 
 
 class LinkHost(Protocol):
@@ -78,7 +88,13 @@ class ClusterLink:
         self.codec = codec
         self.peers = [p for p in range(transport.processes) if p != transport.process_index]
         self.outboxes: dict[int, list[list[Any]]] = {p: [] for p in self.peers}
-        self.progress_out = ChangeBatch()
+        self.progress_out = ProgressAccumulator(tracker.reach)
+        """This process's progress updates its peers have not been sent yet."""
+        self._held_since: float | None = None
+        """When a flush first held ``progress_out`` back (perf_counter); None while nothing is held."""
+        self.records_since_release = False
+        """Records went to or came from some peer since progress was last released: records are
+        being exchanged, and more may be on their way (`ProcessRuntime._schedule`)."""
         self.byes: set[int] = set()
         self.bye_sent = False
         self.error_sent = False
@@ -94,6 +110,10 @@ class ClusterLink:
         # traffic, by kind
         self.data_bytes_sent = self.data_frames_sent = 0
         self.progress_bytes_sent = self.progress_frames_sent = 0
+        self.progress_piggybacked = 0
+        """Progress batches sent inside a DATA frame (counted in ``progress_frames_sent`` too)."""
+        self.progress_holds = 0
+        """Flushes that held the progress batch back (the process was busy and it was safe)."""
         self.data_bytes_received = self.progress_bytes_received = 0
 
     def start(self) -> None:
@@ -103,10 +123,8 @@ class ClusterLink:
     # Sending ------------------------------------------------------------------------------------
     def publish(self, batch: Mapping[Pointstamp, int]) -> None:
         """Add a progress batch this process applies to its own tracker to what goes to the peers
-        at the next flush (merged: peers see an atomic union of this process's batches)."""
-        out = self.progress_out
-        for key, delta in batch.items():
-            out[key] = out.get(key, 0) + delta
+        at a later flush (merged: peers see an atomic union of this process's batches)."""
+        self.progress_out.add(batch)
 
     def send_records(self, process: int, connector: int, worker: int, time: tuple[int, ...], records: list[Any]) -> int:
         """Encode now (so a bad record fails in its sender's callback) and queue for the next flush;
@@ -123,35 +141,74 @@ class ClusterLink:
             box.append([connector, worker, time, self.codec.encode_records(records[start : start + step])])
         return -(-len(records) // step)
 
-    def flush(self) -> None:
-        """Send the accumulated progress batch to every peer, then each peer's data."""
-        if self.progress_out:
-            changes = [[t, loc, d] for (t, loc), d in self.progress_out.items() if d]
-            self.progress_out.clear()
-            if changes:
-                changes.sort(key=lambda c: c[2] < 0)  # positive deltas first
-                payload = msgpack.packb([PROGRESS, changes])
-                for p in self.peers:
-                    self.transport.send(p, payload)
-                self.progress_bytes_sent += len(payload) * len(self.peers)
-                self.progress_frames_sent += len(self.peers)
+    def flush(self, hold: bool = False) -> None:
+        """Send each peer its data, and the accumulated progress batch to every peer: inside
+        the peer's first DATA frame, or as a frame of its own.
+
+        ``hold``: the process is still busy (it will flush again within a time slice), so the
+        progress batch may stay behind if the accumulator finds it safe to hold
+        (`ProgressAccumulator.may_hold`) and it has not been held for `HOLD_SECONDS` yet: the
+        updates of the next slices join it, and peers get one round where they would have got
+        several. Data is never held."""
+        progress = self._progress_to_send(hold)
         for p, box in self.outboxes.items():
             if box:
                 self.outboxes[p] = []
+                first = progress  # rides in this peer's first frame
                 start = size = 0
                 for i, message in enumerate(box):
                     n = len(message[3])
                     if size + n > DATA_FRAME_BYTES and i > start:
-                        self._send_data(p, box[start:i])
+                        self._send_data(p, box[start:i], first)
+                        first = None
                         start, size = i, 0
                     size += n
-                self._send_data(p, box[start:] if start else box)
+                self._send_data(p, box[start:] if start else box, first)
+            elif progress is not None:
+                self.transport.send(p, b"\x92" + _PROGRESS + progress)
+                self.progress_bytes_sent += len(progress) + 2
+                self.progress_frames_sent += 1
 
-    def _send_data(self, peer: int, messages: list[list[Any]]) -> None:
-        payload = msgpack.packb([DATA, messages])
+    def _progress_to_send(self, hold: bool) -> bytes | None:
+        """The encoded progress batch this flush sends, or None (nothing to send, or held)."""
+        out = self.progress_out
+        if not out:
+            return None
+        if hold and out.may_hold():
+            now = _time.perf_counter()
+            if self._held_since is None:
+                self._held_since = now
+            if now - self._held_since < HOLD_SECONDS:
+                self.progress_holds += 1
+                return None
+        self._held_since = None
+        self.records_since_release = False
+        changes = [[t, loc, d] for (t, loc), d in out.release()]
+        return msgpack.packb(changes) if changes else None
+
+    def _send_data(self, peer: int, messages: list[list[Any]], progress: bytes | None) -> None:
+        body = msgpack.packb(messages)
+        if progress is None:
+            payload = b"\x92" + _DATA + body  # [DATA, messages]
+            self.records_since_release = True
+        else:
+            payload = b"\x93" + _DATA + body + progress  # [DATA, messages, changes]
+            self.progress_bytes_sent += len(progress) + 2
+            self.progress_frames_sent += 1
+            self.progress_piggybacked += 1
         self.transport.send(peer, payload)
         self.data_bytes_sent += len(payload)
         self.data_frames_sent += 1
+
+    @property
+    def holding(self) -> bool:
+        """Whether progress is held back from the peers (`flush`)."""
+        return bool(self.progress_out)
+
+    @property
+    def sending_data(self) -> bool:
+        """Whether the next flush sends records to some peer."""
+        return any(self.outboxes.values())
 
     def pending_output(self) -> bool:
         return bool(self.progress_out) or any(self.outboxes.values())
@@ -217,7 +274,10 @@ class ClusterLink:
                 self.tracker.update({(_from_flat(tuple(t)), loc): d for t, loc, d in frame[1]})
             elif kind == DATA:
                 self.data_bytes_received += len(payload)
+                self.records_since_release = True
                 self._check_budget(payload, frame[1])
+                if len(frame) > 2:  # the sender's progress, made before this data was sent
+                    self.tracker.update({(_from_flat(tuple(t)), loc): d for t, loc, d in frame[2]})
                 for connector, worker, time, blob in frame[1]:
                     rt.deliver_remote(connector, worker, _from_flat(tuple(time)), self.codec.decode_records(blob))
                 if not self.reading_paused and (
@@ -289,6 +349,8 @@ class ClusterLink:
             "data_frames_sent": self.data_frames_sent,
             "progress_bytes_sent": self.progress_bytes_sent,
             "progress_frames_sent": self.progress_frames_sent,
+            "progress_piggybacked": self.progress_piggybacked,
+            "progress_holds": self.progress_holds,
             "data_bytes_received": self.data_bytes_received,
             "progress_bytes_received": self.progress_bytes_received,
         }

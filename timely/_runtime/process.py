@@ -407,20 +407,31 @@ class ProcessRuntime:
 
     async def _schedule(self) -> None:
         waiters = self.waiters
+        link = self.link
+        polled = False  # the event loop ran once since this process ran out of work with progress held
         while True:
             if self.failure is not None:
                 return
             more = self.step()
-            if self.link is not None:
-                self.link.flush()
-                self.link.maybe_resume_reading()
+            if link is not None:
+                # Busy, the progress of this slice may wait for the next. Out of work, it goes
+                # with the records this flush sends, if any (the peer wakes for them anyway);
+                # while records are being exchanged, it waits for one pass of the event loop,
+                # which takes in what peers sent meanwhile (more records, often: then one
+                # round tells them of both); otherwise it goes now (a loop that only
+                # coordinates pays no extra pass). Never longer: a held batch may be what a
+                # peer waits for.
+                link.flush(hold=more or (link.records_since_release and not polled and not link.sending_data))
+                link.maybe_resume_reading()
             if waiters.conditions:
                 waiters.check_conditions()
             if self.complete:
                 return
-            if more:
+            if more or (link is not None and link.holding):
+                polled = not more
                 await asyncio.sleep(0)
                 continue
+            polled = False
             self._wake.clear()
             if self.failure is None and not self.scheduler.has_queued() and not self.pending:
                 self._idle = True

@@ -1,6 +1,7 @@
 """Pure, synchronous progress tracking (layer 1). No asyncio here: this is the part that must be
 right, so it is plain code that tests can drive step by step."""
 
+from .accumulator import ProgressAccumulator
 from .antichain import Antichain, MutableAntichain
 from .reachability import Pointstamp, Reachability, Step
 from .summary import PathSummary
@@ -12,6 +13,7 @@ __all__ = [
     "MutableAntichain",
     "PathSummary",
     "Pointstamp",
+    "ProgressAccumulator",
     "ProgressTracker",
     "Reachability",
     "Step",
