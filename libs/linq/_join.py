@@ -24,7 +24,7 @@ import numpy as np
 
 from timely import KeyedState, Timestamp, Vertex
 
-from ._columns import SCALAR, Block, codes_of, group_starts, order, route_of
+from ._columns import SCALAR, Block, codes_of, consolidation, group_starts, order, route_of
 from ._columns._functions import Columns, as_block, left
 from ._errors import OperatorError
 from ._keys import KeyOf
@@ -56,20 +56,22 @@ class Join(Stateful):
         block = changes_in(records)
         if not len(block):
             return
-        keys = self.keyof[edge].codes(block)
-        t = tuple(time)
-        other = self.traces[1 - edge]
-        if other is not None:
-            self._meet(edge, block, keys, t, other)
         layout = self.layouts[edge]
         if not layout.accept(block):
             self.traces[edge] = widened(self.traces[edge], layout, self.ntimes)
             layout.accept(block)
-        vals = layout.encode(block)
+        t = tuple(time)
+        delta = delta_batch(block, self.keyof[edge].codes(block), layout.encode(block), t)
+        if delta is None:
+            return
+        block, batch = delta
+        other = self.traces[1 - edge]
+        if other is not None:
+            self._meet(edge, block, batch.keys, t, other)
         trace = self.traces[edge]
         if trace is None:
             trace = self.traces[edge] = Spine(layout.width, self.ntimes)
-        trace.insert(Batch(Rows.at(keys, vals, t, block.diffs)))
+        trace.insert(batch)
 
     def _meet(self, edge: int, block: Block, keys: np.ndarray, t: tuple[int, ...], other: Spine) -> None:
         """``block`` (at ``t``) against every batch of the other input's arrangement."""
@@ -99,6 +101,26 @@ class Join(Stateful):
         for edge, trace in enumerate(restored(self, state, list(self.layouts), self.ntimes)):
             if trace is not None:
                 self.traces[edge] = trace
+
+
+def delta_batch(
+    block: Block, keys: np.ndarray, vals: list[np.ndarray], t: tuple[int, ...]
+) -> tuple[Block, Batch] | None:
+    """A join's delta (a message's records, their key codes and record codes, all at ``t``)
+    consolidated, as differential dataflow's join meets an arranged batch: a record and its
+    retraction cancel before they meet anything (a `where` or `select` after a `count` sends
+    both when a count moves within the kept range, and each would meet every row of its key),
+    and equal records meet once. The block keeps the records as they came (values, not
+    codes), one per distinct (key, record), beside the batch that joins the arrangement;
+    None when everything cancelled."""
+    idx, sums = consolidation([keys, *vals], block.diffs)
+    if not len(sums):
+        return None
+    if len(sums) < len(block) or (idx[1:] < idx[:-1]).any():
+        block = block.take(idx).with_diffs(sums)
+        keys = keys[idx]
+        vals = [v[idx] for v in vals]
+    return block, Batch(Rows.at(keys, vals, t, sums), tidy=True)
 
 
 def arrangement_pieces(tag: int, rows: Rows, layout: Layout) -> list[tuple[int, Any]]:

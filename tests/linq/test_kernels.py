@@ -58,6 +58,22 @@ def test_consolidation_sorts_sums_and_drops_zeros(form: str, runs: bool, rows: l
         assert _consolidated(cols, diffs, runs) == _summed(rows)
 
 
+@pytest.mark.parametrize("form", ["python", "numpy"])
+@settings(max_examples=150, deadline=None)
+@given(rows=ROWS, spread=st.sampled_from([1, 1 << 40]))
+def test_a_consolidation_selects_one_row_of_each_run_with_its_sum(form: str, rows: list, spread: int) -> None:
+    """`consolidation` (what a join's delta is consolidated by): the rows it selects, with its
+    sums, are `consolidate`'s answer, and each selected row is one of the run's rows."""
+    rows = [(k * spread, v, t, d) for k, v, t, d in rows]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_kernels, "SMALL", 1 << 40 if form == "python" else 0)
+        cols = [np.array([r[i] for r in rows], dtype=np.int64) for i in range(3)]
+        diffs = np.array([r[3] for r in rows], dtype=np.int64)
+        idx, sums = _kernels.consolidation(cols, diffs)
+    picked = [tuple(c[i] for c in cols) for i in idx.tolist()]
+    assert [(*row, d) for row, d in zip(picked, sums.tolist())] == _summed(rows)
+
+
 @settings(max_examples=200, deadline=None)
 @given(data=st.data(), bits=st.sampled_from([0, 1, 9, 10, 11, 20, 31, 62]))
 def test_the_radix_sort_sorts_as_numpy_does(data: st.DataObject, bits: int) -> None:

@@ -26,6 +26,7 @@ __all__ = [
     "compiled_rows",
     "consolidate",
     "consolidate_parts",
+    "consolidation",
     "distinct",
     "group_starts",
     "order",
@@ -289,6 +290,33 @@ def _consolidate_small(cols: Sequence[np.ndarray], diffs: np.ndarray) -> tuple[l
         return [c[:0] for c in cols], diffs[:0]
     out = np.array(rows, dtype=np.int64).reshape(len(rows), len(cols))
     return [out[:, i] for i in range(len(cols))], np.array(sums, dtype=np.int64)
+
+
+def consolidation(cols: Sequence[np.ndarray], diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`consolidate` as a selection: the index of one row of each run of equal rows, in sorted
+    order, and the run's summed diff, runs that sum to zero left out. For a caller that must
+    keep its rows' other columns (a join's delta keeps the records it received, not their
+    codes). A few rows in Python values."""
+    n = len(diffs)
+    if n <= SMALL:
+        first: dict[tuple[int, ...], int] = {}
+        total: dict[tuple[int, ...], int] = {}
+        for i, (row, d) in enumerate(zip(zip(*(c.tolist() for c in cols)), diffs.tolist())):
+            if row in total:
+                total[row] += d
+            else:
+                first[row] = i
+                total[row] = d
+        table = sorted(r for r, d in total.items() if d)
+        return (
+            np.array([first[r] for r in table], dtype=np.int64),
+            np.array([total[r] for r in table], dtype=np.int64),
+        )
+    idx = order(cols)
+    starts = group_starts([c[idx] for c in cols])
+    sums = np.add.reduceat(diffs[idx], starts)
+    keep = sums != 0
+    return idx[starts[keep]], sums[keep]
 
 
 def distinct(values: np.ndarray, ordered: bool = False) -> np.ndarray:
