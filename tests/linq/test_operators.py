@@ -659,3 +659,23 @@ def test_a_join_meets_a_record_and_its_retraction_at_one_time_not_at_all(
         assert all(len(s) == 1 for s in signs.values()), seen
 
     check(query, reference, together(a, [[(r, 1) for r in b]]), workers, after)
+
+
+triples = st.tuples(st.integers(-2, 3), st.sampled_from([0, 1, 2, 1 << 40]), st.integers(0, 3))
+
+
+@WORKERS
+@FAST
+@given(a=ref.signed_epochs(triples), b=ref.signed_epochs(triples))
+def test_a_join_on_two_fields_meets_a_key_function_of_the_same_pairs(workers: int, a: Epochs, b: Epochs) -> None:
+    """An ``itemgetter(i, j)`` key of int fields is coded column-wise; a Python function giving
+    the same pairs must meet it (same codes, same workers), also for negative and large ints,
+    which the column-wise form leaves to the general one."""
+    pair = itemgetter(0, 1)
+    sel = lambda x, y: (x[2], y[2])  # noqa: E731
+    check(
+        lambda x, y: x.join(y, pair, lambda r: (r[0], r[1]), sel),
+        lambda x, y: ref.join(x, y, pair, pair, sel),
+        together(a, b),
+        workers,
+    )
