@@ -168,7 +168,31 @@ def order(cols: Sequence[np.ndarray]) -> np.ndarray:
     packed = _pack(cols)
     if packed is not None:
         return np.argsort(packed[0])
-    return np.lexsort(tuple(reversed(cols)))
+    return np.lexsort(tuple(reversed(_words(cols))))
+
+
+def _words(cols: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Rows too wide for one int64 (`_pack`) as a few int64 words, each packing consecutive
+    columns by their ranges, that order like the columns: `numpy.lexsort` takes a pass per
+    key, so a triangle's paths (a pair key of 50 bits and three 20-bit fields) sort in two
+    passes, not five. A column wider than 62 bits is a word of its own, as it is."""
+    words: list[np.ndarray] = []
+    group: list[np.ndarray] = []
+    bits = 0
+    for c in cols:
+        w = (int(c.max()) - int(c.min())).bit_length()
+        if group and bits + w > 62:
+            words.append(_word(group))
+            group, bits = [], 0
+        group.append(c)
+        bits += w
+    words.append(_word(group))
+    return words
+
+
+def _word(cols: list[np.ndarray]) -> np.ndarray:
+    packed = _pack(cols) if len(cols) > 1 else None
+    return cols[0] if packed is None else packed[0]
 
 
 def group_starts(cols: Sequence[np.ndarray]) -> np.ndarray:
@@ -209,13 +233,14 @@ def consolidate(
             return done
     p = _pack(cols)
     if p is None:
-        idx = np.lexsort(tuple(reversed(cols)))
-        cols = [c[idx] for c in cols]
+        words = _words(cols)
+        idx = np.lexsort(tuple(reversed(words)))
         diffs = diffs[idx]
-        starts = group_starts(cols)
+        starts = group_starts([w[idx] for w in words])
         if len(starts) < n:
             diffs = np.add.reduceat(diffs, starts)
-            cols = [c[starts] for c in cols]
+            idx = idx[starts]
+        cols = [c[idx] for c in cols]
     else:
         packed, lows, widths = p
         first = diffs[0]
