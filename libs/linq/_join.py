@@ -24,7 +24,7 @@ import numpy as np
 
 from timely import KeyedState, Timestamp, Vertex
 
-from ._columns import SCALAR, Block, codes_of, consolidation, group_starts, order, route_of
+from ._columns import SCALAR, Block, codes_of, consolidate, consolidation, group_starts, order, route_of
 from ._columns._functions import Columns, as_block, left
 from ._errors import OperatorError
 from ._keys import KeyOf
@@ -113,6 +113,13 @@ def delta_batch(
     and equal records meet once. The block keeps the records as they came (values, not
     codes), one per distinct (key, record), beside the batch that joins the arrangement;
     None when everything cancelled."""
+    if len(vals) == len(block.cols) and all(v is c for v, c in zip(vals, block.cols)):
+        # int fields are their own codes: consolidate the codes (by digits when many, no
+        # index sort) and they are the records
+        cols, sums = consolidate([keys, *vals], block.diffs)
+        if not len(sums):
+            return None
+        return Block(cols[1:], block.arity, sums), Batch(Rows.at(cols[0], cols[1:], t, sums), tidy=True)
     idx, sums = consolidation([keys, *vals], block.diffs)
     if not len(sums):
         return None
