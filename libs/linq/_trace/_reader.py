@@ -89,15 +89,27 @@ def matches_each(keys: np.ndarray, batches: list[Batch]) -> Iterator[tuple[Batch
 def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> tuple[np.ndarray, Rows] | None:
     """Every row of ``batches`` whose key is among ``keys`` (any order, repeats allowed), with,
     for each, the index in ``keys`` of the key it matched (None: no match): `matches_each`,
-    its rows gathered."""
-    lefts: list[np.ndarray] = []
-    rights: list[Rows] = []
-    for batch, idx, rank in matches_each(keys, batches):
-        rights.append(batch.take(idx))
-        lefts.append(rank)
-    if not rights:
+    its rows gathered. Each column is gathered straight into one array of all the matches
+    (one gather per batch and column, no rows per batch to concatenate after), and the
+    key column is read from ``keys``: a small probe's fixed cost is these calls."""
+    found = list(matches_each(keys, batches))
+    if not found:
         return None
-    return np.concatenate(lefts), concat_rows(rights, nvals, ntimes)
+    if len(found) == 1:
+        batch, idx, rank = found[0]
+        return rank, batch.take(idx)
+    rank = np.concatenate([r for _, _, r in found])
+    total = len(rank)
+    vals = [np.empty(total, dtype=np.int64) for _ in range(nvals)]
+    times = [np.empty(total, dtype=np.int64) for _ in range(ntimes)]
+    diffs = np.empty(total, dtype=np.int64)
+    start = 0
+    for batch, idx, r in found:
+        end = start + len(r)
+        for out, col in zip((*vals, *times, diffs), (*batch.vals, *batch.times, batch.diffs)):
+            out[start:end] = col[idx]
+        start = end
+    return rank, Rows(keys[rank], vals, times, diffs)
 
 
 SORT_BELOW = 1024
