@@ -32,7 +32,7 @@ from ._lattice import Lattice
 from ._layout import Layout, widened
 from ._linear import changes_in
 from ._stateful import Stateful, paused_gc
-from ._trace import Batch, Rows, Spine, concat_rows, time_columns
+from ._trace import Batch, Rows, Spine, concat_rows
 
 __all__ = ["Arrange", "Arranged", "JoinArranged", "SharedArrangement"]
 
@@ -222,13 +222,12 @@ class JoinArranged(Stateful):
             return
         block, batch = delta
         if self.shared is not None:
-            times = time_columns(t, len(block))
             meet(
                 self,
                 self.selector,
                 block,
                 batch.keys,
-                times,
+                t,
                 self.shared.batches(self.reader),
                 self.shared.layout,
                 True,

@@ -17,7 +17,7 @@ times, diffs)`` routed by key (`_stateful.rows_pieces`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,7 @@ from ._lattice import Lattice
 from ._layout import Layout, widened
 from ._linear import changes_in
 from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
-from ._trace import Batch, Rows, Spine, matches, time_columns
+from ._trace import Batch, Rows, Spine, matches
 
 
 class Join(Stateful):
@@ -75,8 +75,7 @@ class Join(Stateful):
 
     def _meet(self, edge: int, block: Block, keys: np.ndarray, t: tuple[int, ...], other: Spine) -> None:
         """``block`` (at ``t``) against every batch of the other input's arrangement."""
-        times = time_columns(t, len(keys))
-        meet(self, self.selector, block, keys, times, other.batches(), self.layouts[1 - edge], edge == 0)
+        meet(self, self.selector, block, keys, t, other.batches(), self.layouts[1 - edge], edge == 0)
 
     def on_notify(self, time: Timestamp) -> None:
         epoch = self.epoch_completed(time)
@@ -163,14 +162,15 @@ def meet(
     selector: Callable[[Any, Any], Any],
     delta: Block,
     keys: np.ndarray,
-    times: list[np.ndarray],
+    times: Sequence[np.ndarray] | tuple[int, ...],
     batches: list[Batch],
     layout: Layout,
     delta_first: bool,
 ) -> None:
-    """A join's delta (records, their key codes and times) against arranged ``batches`` (records
-    stored with ``layout``): the selector's records for every match, each sent at the join of
-    the two times. ``delta_first``: the delta is the join's left input."""
+    """A join's delta (records, their key codes and times: a column per coordinate, or one time
+    for them all) against arranged ``batches`` (records stored with ``layout``): the selector's
+    records for every match, each sent at the join of the two times. ``delta_first``: the delta
+    is the join's left input."""
     found = matches(keys, batches, layout.width, len(times))
     if found is None:
         return
@@ -179,7 +179,11 @@ def meet(
     other = layout.decode(right.vals, right.diffs)
     first, second = (one, other) if delta_first else (other, one)
     out = select_pairs(vertex.op, selector, first, second, one.diffs * right.diffs)
-    send_by_time(vertex, out, [np.maximum(a[left], b) for a, b in zip(times, right.times)])
+    if isinstance(times[0], np.ndarray):
+        met = [np.maximum(a[left], b) for a, b in zip(times, right.times)]
+    else:  # one time for the whole delta: no column of it to build and gather per match
+        met = [np.maximum(b, c) for b, c in zip(right.times, times)]
+    send_by_time(vertex, out, met)
 
 
 def select_pairs(op: str, sel: Callable[[Any, Any], Any], first: Block, second: Block, diffs: np.ndarray) -> Block:
