@@ -17,7 +17,7 @@ times, diffs)`` routed by key (`_stateful.rows_pieces`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -162,15 +162,15 @@ def meet(
     selector: Callable[[Any, Any], Any],
     delta: Block,
     keys: np.ndarray,
-    times: Sequence[np.ndarray] | tuple[int, ...],
+    times: list[np.ndarray] | tuple[int, ...],
     batches: list[Batch],
     layout: Layout,
     delta_first: bool,
 ) -> None:
-    """A join's delta (records, their key codes and times: a column per coordinate, or one time
-    for them all) against arranged ``batches`` (records stored with ``layout``): the selector's
-    records for every match, each sent at the join of the two times. ``delta_first``: the delta
-    is the join's left input."""
+    """A join's delta (records, their key codes and times: a list of columns, one per
+    coordinate, or a tuple, one time for them all) against arranged ``batches`` (records stored
+    with ``layout``): the selector's records for every match, each sent at the join of the two
+    times. ``delta_first``: the delta is the join's left input."""
     found = matches(keys, batches, layout.width, len(times))
     if found is None:
         return
@@ -179,10 +179,10 @@ def meet(
     other = layout.decode(right.vals, right.diffs)
     first, second = (one, other) if delta_first else (other, one)
     out = select_pairs(vertex.op, selector, first, second, one.diffs * right.diffs)
-    if isinstance(times[0], np.ndarray):
-        met = [np.maximum(a[left], b) for a, b in zip(times, right.times)]
-    else:  # one time for the whole delta: no column of it to build and gather per match
+    if isinstance(times, tuple):  # one time for the whole delta: no column of it to build and gather
         met = [np.maximum(b, c) for b, c in zip(right.times, times)]
+    else:
+        met = [np.maximum(a[left], b) for a, b in zip(times, right.times)]
     send_by_time(vertex, out, met)
 
 
