@@ -6,7 +6,8 @@ random graph with a standing window of edges: the initial epoch loads the window
 insert ``churn`` fresh ones, waiting for the answer before the next (``round``, milliseconds,
 the median over the rounds). Scales (nodes, edges, churn, rounds), as DDIR's: small 10K / 20K
 / 10 / 20, medium 100K / 200K / 100 / 50, large 1M / 2M / 1,000 / 20. ``--scale`` picks one
-(default large; ``--quick`` is small).
+(default large; ``--quick`` is small). ``LINQ_DDIR_WORKLOADS=kcore,triangles`` in the
+environment runs only those workloads (large kcore and scc take minutes each).
 
 The programs are DDIR's (``interactive/examples/programs/``) written as a linq user would:
 ``reach``, ``kcore`` and ``triangles`` from public operators only (`fixed_point`, `join`,
@@ -34,6 +35,7 @@ progress lines print the load average.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import tempfile
 from collections.abc import Callable
@@ -58,6 +60,7 @@ SCALES = {
 }
 
 WORKLOADS = ("cc", "reach", "kcore", "triangles", "scc")
+WORKLOADS_ENV = "LINQ_DDIR_WORKLOADS"
 
 DDIR = {
     # scale: workload: (initial s, round ms), corgi backend, 1 worker
@@ -342,8 +345,13 @@ def ddir(ctx: Context) -> None:
     scale = ctx.scale or ("small" if ctx.quick else "large")
     if scale not in SCALES:
         raise ValueError(f"linq.ddir: unknown scale {scale!r}; one of {', '.join(SCALES)}")
+    chosen = os.environ.get(WORKLOADS_ENV)
+    workloads = tuple(w.strip() for w in chosen.split(",") if w.strip()) if chosen else WORKLOADS
+    unknown = sorted(set(workloads) - set(WORKLOADS))
+    if unknown:
+        raise ValueError(f"linq.ddir: unknown workload(s) {', '.join(unknown)} in {WORKLOADS_ENV}; of {WORKLOADS}")
     ctx.progress(f"scale {scale}")
-    for workload in WORKLOADS:
+    for workload in workloads:
         record(ctx, scale, workload, run(ctx, scale, workload))
 
 

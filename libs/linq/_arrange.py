@@ -26,13 +26,13 @@ from typing import Any
 
 from timely import KeyedState, Timestamp
 
-from ._join import arrangement_pieces, meet, restored
+from ._join import arrangement_pieces, delta_batch, meet, restored
 from ._keys import KeyOf
 from ._lattice import Lattice
 from ._layout import Layout, widened
 from ._linear import changes_in
 from ._stateful import Stateful, paused_gc
-from ._trace import Batch, Rows, Spine, concat_rows, time_columns
+from ._trace import Batch, Rows, Spine, concat_rows
 
 __all__ = ["Arrange", "Arranged", "JoinArranged", "SharedArrangement"]
 
@@ -213,17 +213,28 @@ class JoinArranged(Stateful):
         block = changes_in(records)
         if not len(block):
             return
-        keys = self.keyof.codes(block)
-        t = tuple(time)
-        if self.shared is not None:
-            times = time_columns(t, len(block))
-            meet(self, self.selector, block, keys, times, self.shared.batches(self.reader), self.shared.layout, True)
         if not self.layout.accept(block):
             self.trace = widened(self.trace, self.layout, self.ntimes)
             self.layout.accept(block)
+        t = tuple(time)
+        delta = delta_batch(block, self.keyof.codes(block), self.layout.encode(block), t)
+        if delta is None:
+            return
+        block, batch = delta
+        if self.shared is not None:
+            meet(
+                self,
+                self.selector,
+                block,
+                batch.keys,
+                t,
+                self.shared.batches(self.reader),
+                self.shared.layout,
+                True,
+            )
         if self.trace is None:
             self.trace = Spine(self.layout.width, self.ntimes)
-        self.trace.insert(Batch(Rows.at(keys, self.layout.encode(block), t, block.diffs)))
+        self.trace.insert(batch)
 
     def on_notify(self, time: Timestamp) -> None:
         epoch = self.epoch_completed(time)

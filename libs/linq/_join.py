@@ -24,7 +24,7 @@ import numpy as np
 
 from timely import KeyedState, Timestamp, Vertex
 
-from ._columns import SCALAR, Block, codes_of, group_starts, order, route_of
+from ._columns import SCALAR, Block, codes_of, consolidate, consolidation, group_starts, order, route_of
 from ._columns._functions import Columns, as_block, left
 from ._errors import OperatorError
 from ._keys import KeyOf
@@ -32,7 +32,7 @@ from ._lattice import Lattice
 from ._layout import Layout, widened
 from ._linear import changes_in
 from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
-from ._trace import Batch, Rows, Spine, matches, time_columns
+from ._trace import Batch, Rows, Spine, matches
 
 
 class Join(Stateful):
@@ -56,25 +56,26 @@ class Join(Stateful):
         block = changes_in(records)
         if not len(block):
             return
-        keys = self.keyof[edge].codes(block)
-        t = tuple(time)
-        other = self.traces[1 - edge]
-        if other is not None:
-            self._meet(edge, block, keys, t, other)
         layout = self.layouts[edge]
         if not layout.accept(block):
             self.traces[edge] = widened(self.traces[edge], layout, self.ntimes)
             layout.accept(block)
-        vals = layout.encode(block)
+        t = tuple(time)
+        delta = delta_batch(block, self.keyof[edge].codes(block), layout.encode(block), t)
+        if delta is None:
+            return
+        block, batch = delta
+        other = self.traces[1 - edge]
+        if other is not None:
+            self._meet(edge, block, batch.keys, t, other)
         trace = self.traces[edge]
         if trace is None:
             trace = self.traces[edge] = Spine(layout.width, self.ntimes)
-        trace.insert(Batch(Rows.at(keys, vals, t, block.diffs)))
+        trace.insert(batch)
 
     def _meet(self, edge: int, block: Block, keys: np.ndarray, t: tuple[int, ...], other: Spine) -> None:
         """``block`` (at ``t``) against every batch of the other input's arrangement."""
-        times = time_columns(t, len(keys))
-        meet(self, self.selector, block, keys, times, other.batches(), self.layouts[1 - edge], edge == 0)
+        meet(self, self.selector, block, keys, t, other.batches(), self.layouts[1 - edge], edge == 0)
 
     def on_notify(self, time: Timestamp) -> None:
         epoch = self.epoch_completed(time)
@@ -99,6 +100,33 @@ class Join(Stateful):
         for edge, trace in enumerate(restored(self, state, list(self.layouts), self.ntimes)):
             if trace is not None:
                 self.traces[edge] = trace
+
+
+def delta_batch(
+    block: Block, keys: np.ndarray, vals: list[np.ndarray], t: tuple[int, ...]
+) -> tuple[Block, Batch] | None:
+    """A join's delta (a message's records, their key codes and record codes, all at ``t``)
+    consolidated, as differential dataflow's join meets an arranged batch: a record and its
+    retraction cancel before they meet anything (a `where` or `select` after a `count` sends
+    both when a count moves within the kept range, and each would meet every row of its key),
+    and equal records meet once. The block keeps the records as they came (values, not
+    codes), one per distinct (key, record), beside the batch that joins the arrangement;
+    None when everything cancelled."""
+    if len(vals) == len(block.cols) and all(v is c for v, c in zip(vals, block.cols)):
+        # int fields are their own codes: consolidate the codes (by digits when many, no
+        # index sort) and they are the records
+        cols, sums = consolidate([keys, *vals], block.diffs)
+        if not len(sums):
+            return None
+        return Block(cols[1:], block.arity, sums), Batch(Rows.at(cols[0], cols[1:], t, sums), tidy=True)
+    idx, sums = consolidation([keys, *vals], block.diffs)
+    if not len(sums):
+        return None
+    if len(sums) < len(block) or (idx[1:] < idx[:-1]).any():
+        block = block.take(idx).with_diffs(sums)
+        keys = keys[idx]
+        vals = [v[idx] for v in vals]
+    return block, Batch(Rows.at(keys, vals, t, sums), tidy=True)
 
 
 def arrangement_pieces(tag: int, rows: Rows, layout: Layout) -> list[tuple[int, Any]]:
@@ -134,14 +162,15 @@ def meet(
     selector: Callable[[Any, Any], Any],
     delta: Block,
     keys: np.ndarray,
-    times: list[np.ndarray],
+    times: list[np.ndarray] | tuple[int, ...],
     batches: list[Batch],
     layout: Layout,
     delta_first: bool,
 ) -> None:
-    """A join's delta (records, their key codes and times) against arranged ``batches`` (records
-    stored with ``layout``): the selector's records for every match, each sent at the join of
-    the two times. ``delta_first``: the delta is the join's left input."""
+    """A join's delta (records, their key codes and times: a list of columns, one per
+    coordinate, or a tuple, one time for them all) against arranged ``batches`` (records stored
+    with ``layout``): the selector's records for every match, each sent at the join of the two
+    times. ``delta_first``: the delta is the join's left input."""
     found = matches(keys, batches, layout.width, len(times))
     if found is None:
         return
@@ -150,7 +179,11 @@ def meet(
     other = layout.decode(right.vals, right.diffs)
     first, second = (one, other) if delta_first else (other, one)
     out = select_pairs(vertex.op, selector, first, second, one.diffs * right.diffs)
-    send_by_time(vertex, out, [np.maximum(a[left], b) for a, b in zip(times, right.times)])
+    if isinstance(times, tuple):  # one time for the whole delta: no column of it to build and gather
+        met = [np.maximum(b, c) for b, c in zip(right.times, times)]
+    else:
+        met = [np.maximum(a[left], b) for a, b in zip(times, right.times)]
+    send_by_time(vertex, out, met)
 
 
 def select_pairs(op: str, sel: Callable[[Any, Any], Any], first: Block, second: Block, diffs: np.ndarray) -> Block:

@@ -15,7 +15,7 @@ import numpy as np
 
 from timely import Timestamp, Vertex
 
-from ._columns import SCALAR, Block, blocks_of, codes_of, concat_blocks, group_starts, order
+from ._columns import SCALAR, Block, blocks_of, codes_of, concat_blocks, consolidate, group_starts, order
 from ._columns._functions import Columns, apply_columns, as_block, fields_of, twice
 from ._errors import OperatorError
 from ._keys import KeyOf, unhashable
@@ -372,6 +372,9 @@ def consolidate_block(block: Block, op: str) -> Block:
         cols = [block.record_codes()] if block.arity <= 0 else [codes_of(c) for c in block.cols]
     except TypeError:
         raise unhashable(op, "record", block.records()) from None
+    if len(cols) == len(block.cols) and all(a is b for a, b in zip(cols, block.cols)):  # ints: their own codes
+        out, diffs = consolidate(cols, block.diffs)
+        return Block(out, block.arity, diffs)
     idx = order(cols)
     starts = group_starts([c[idx] for c in cols])
     diffs = np.add.reduceat(block.diffs[idx], starts)

@@ -88,8 +88,17 @@ class Reducer:
     """How a key's group becomes output records. ``evaluate`` answers for every key at once."""
 
     inputs = 1
+    summed = False
+    """The answer for a key depends only on the sum of its diffs (`of_totals`): the reduce then
+    reads its keys' totals (`Spine.totals`, one pass, no sort of a group's records) rather than
+    their groups, so a count over a few large groups does not re-reduce them."""
 
     def evaluate(self, group: Group, op: str) -> Output:
+        raise NotImplementedError
+
+    def of_totals(self, keys: np.ndarray, totals: np.ndarray) -> Output:
+        """The answer from each key's sum of diffs (``keys`` sorted, distinct; ``totals`` >= 0),
+        for a `summed` reducer."""
         raise NotImplementedError
 
 
@@ -186,11 +195,19 @@ class Distinct(Reducer):
 class Count(Reducer):
     """``(key, n)``."""
 
+    summed = True
+
     def evaluate(self, group: Group, op: str) -> Output:
         s = group.starts
         n = np.add.reduceat(group.counts, s) if len(s) else EMPTY
         keys = group.keys[s]
         return keys, [keys, n], 2, np.ones(len(s), np.int64)
+
+    def of_totals(self, keys: np.ndarray, totals: np.ndarray) -> Output:
+        here = totals > 0
+        if not here.all():
+            keys, totals = keys[here], totals[here]
+        return keys, [keys, totals], 2, np.ones(len(keys), np.int64)
 
 
 class Sum(Reducer):
@@ -329,13 +346,18 @@ class Reduce(Stateful):
             return
         if type(self.reducer) is Distinct and self._distinct(keys, time):
             return
-        acc, later = self.input_trace.accumulate(keys, t)
-        if len(acc) and (acc.diffs < 0).any():
-            self._negative(acc, time)
-        group = Group(acc.keys, list(acc.vals), acc.diffs, self.layout)
-        out_keys, out_cols, arity, out_counts = (
-            self.reducer.evaluate(group, self.op) if len(acc) else (EMPTY, [], SCALAR, EMPTY)
-        )
+        answer: Output | None = None
+        if self.reducer.summed:
+            totals, _, later = self.input_trace.totals(keys, t)
+            if not (totals < 0).any():  # else the general path names the record
+                answer = self.reducer.of_totals(keys, totals)
+        if answer is None:
+            acc, later = self.input_trace.accumulate(keys, t)
+            if len(acc) and (acc.diffs < 0).any():
+                self._negative(acc, time)
+            group = Group(acc.keys, list(acc.vals), acc.diffs, self.layout)
+            answer = self.reducer.evaluate(group, self.op) if len(acc) else (EMPTY, [], SCALAR, EMPTY)
+        out_keys, out_cols, arity, out_counts = answer
         if len(out_keys):
             out_cols = self._accept_output(out_cols, arity)
         width = self.out_layout.width

@@ -41,7 +41,7 @@ def _consolidated(cols: list[np.ndarray], diffs: np.ndarray, runs: bool) -> list
 @pytest.mark.parametrize("form", ["python", "numpy", "compiled"])
 @pytest.mark.parametrize("runs", [False, True])
 @settings(max_examples=150, deadline=None)
-@given(rows=ROWS, spread=st.sampled_from([1, 1 << 20, 1 << 40]))
+@given(rows=ROWS, spread=st.sampled_from([1, 1 << 20, 1 << 40, 1 << 56]))
 def test_consolidation_sorts_sums_and_drops_zeros(form: str, runs: bool, rows: list, spread: int) -> None:
     """Also with a wide column (``spread``: keys far apart, so that wider rows no longer pack
     into one int64 with their diff and the forms fall back to sorting by columns)."""
@@ -56,6 +56,36 @@ def test_consolidation_sorts_sums_and_drops_zeros(form: str, runs: bool, rows: l
         cols = [np.array([r[i] for r in rows], dtype=np.int64) for i in range(3)]
         diffs = np.array([r[3] for r in rows], dtype=np.int64)
         assert _consolidated(cols, diffs, runs) == _summed(rows)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=ROWS, spread=st.sampled_from([1, 1 << 40, 1 << 56]), width=st.integers(1, 4))
+def test_order_sorts_rows_too_wide_for_one_word(rows: list, spread: int, width: int) -> None:
+    """`order` of rows that pack into one int64, into a few words (`_words`), or not at all
+    (a column of 62 bits or more): the rows it orders are Python's sort of them."""
+    cols = [np.array([r[0] * spread for r in rows], dtype=np.int64)]
+    cols += [np.array([r[i % 3] * (spread if i % 2 else 1) for r in rows], dtype=np.int64) for i in range(1, width)]
+    if not rows:
+        return
+    idx = _kernels.order(cols)
+    got = [tuple(int(c[i]) for c in cols) for i in idx.tolist()]
+    assert got == sorted(zip(*(c.tolist() for c in cols)))
+
+
+@pytest.mark.parametrize("form", ["python", "numpy"])
+@settings(max_examples=150, deadline=None)
+@given(rows=ROWS, spread=st.sampled_from([1, 1 << 40]))
+def test_a_consolidation_selects_one_row_of_each_run_with_its_sum(form: str, rows: list, spread: int) -> None:
+    """`consolidation` (what a join's delta is consolidated by): the rows it selects, with its
+    sums, are `consolidate`'s answer, and each selected row is one of the run's rows."""
+    rows = [(k * spread, v, t, d) for k, v, t, d in rows]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_kernels, "SMALL", 1 << 40 if form == "python" else 0)
+        cols = [np.array([r[i] for r in rows], dtype=np.int64) for i in range(3)]
+        diffs = np.array([r[3] for r in rows], dtype=np.int64)
+        idx, sums = _kernels.consolidation(cols, diffs)
+    picked = [tuple(c[i] for c in cols) for i in idx.tolist()]
+    assert [(*row, d) for row, d in zip(picked, sums.tolist())] == _summed(rows)
 
 
 @settings(max_examples=200, deadline=None)

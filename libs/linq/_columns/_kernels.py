@@ -26,6 +26,7 @@ __all__ = [
     "compiled_rows",
     "consolidate",
     "consolidate_parts",
+    "consolidation",
     "distinct",
     "group_starts",
     "order",
@@ -39,8 +40,12 @@ EMPTY = np.zeros(0, dtype=np.int64)
 _COMPILED = f"{__package__}._compiled"
 """The compiled loops' module, in ``sys.modules`` once loaded."""
 
-SMALL = 16
-"""Up to this many rows, `consolidate` works in Python: cheaper than a dozen numpy calls."""
+SMALL = 40
+"""Up to this many rows, `consolidate` and `consolidation` work in Python values: cheaper than
+a dozen numpy calls. Measured on random rows (a loaded 2-core machine): Python takes 10-13 us
+at 16 rows, 17-22 at 32, 24-32 at 48, against numpy's 25 (two columns), 31 (three) and 55
+(five, too wide to pack) at any of these sizes; a join's delta and a loop's small batches are
+mostly 16-64 rows."""
 COMPILED_ROWS = 16384
 """From this many rows, `consolidate` runs compiled loops (`_compiled`) when the rows pack
 into one int64: one pass per column instead of a dozen numpy passes."""
@@ -167,7 +172,31 @@ def order(cols: Sequence[np.ndarray]) -> np.ndarray:
     packed = _pack(cols)
     if packed is not None:
         return np.argsort(packed[0])
-    return np.lexsort(tuple(reversed(cols)))
+    return np.lexsort(tuple(reversed(_words(cols))))
+
+
+def _words(cols: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Rows too wide for one int64 (`_pack`) as a few int64 words, each packing consecutive
+    columns by their ranges, that order like the columns: `numpy.lexsort` takes a pass per
+    key, so a triangle's paths (a pair key of 50 bits and three 20-bit fields) sort in two
+    passes, not five. A column wider than 62 bits is a word of its own, as it is."""
+    words: list[np.ndarray] = []
+    group: list[np.ndarray] = []
+    bits = 0
+    for c in cols:
+        w = (int(c.max()) - int(c.min())).bit_length()
+        if group and bits + w > 62:
+            words.append(_word(group))
+            group, bits = [], 0
+        group.append(c)
+        bits += w
+    words.append(_word(group))
+    return words
+
+
+def _word(cols: list[np.ndarray]) -> np.ndarray:
+    packed = _pack(cols) if len(cols) > 1 else None
+    return cols[0] if packed is None else packed[0]
 
 
 def group_starts(cols: Sequence[np.ndarray]) -> np.ndarray:
@@ -208,13 +237,14 @@ def consolidate(
             return done
     p = _pack(cols)
     if p is None:
-        idx = np.lexsort(tuple(reversed(cols)))
-        cols = [c[idx] for c in cols]
+        words = _words(cols)
+        idx = np.lexsort(tuple(reversed(words)))
         diffs = diffs[idx]
-        starts = group_starts(cols)
+        starts = group_starts([w[idx] for w in words])
         if len(starts) < n:
             diffs = np.add.reduceat(diffs, starts)
-            cols = [c[starts] for c in cols]
+            idx = idx[starts]
+        cols = [c[idx] for c in cols]
     else:
         packed, lows, widths = p
         first = diffs[0]
@@ -289,6 +319,33 @@ def _consolidate_small(cols: Sequence[np.ndarray], diffs: np.ndarray) -> tuple[l
         return [c[:0] for c in cols], diffs[:0]
     out = np.array(rows, dtype=np.int64).reshape(len(rows), len(cols))
     return [out[:, i] for i in range(len(cols))], np.array(sums, dtype=np.int64)
+
+
+def consolidation(cols: Sequence[np.ndarray], diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`consolidate` as a selection: the index of one row of each run of equal rows, in sorted
+    order, and the run's summed diff, runs that sum to zero left out. For a caller that must
+    keep its rows' other columns (a join's delta keeps the records it received, not their
+    codes). A few rows in Python values."""
+    n = len(diffs)
+    if n <= SMALL:
+        first: dict[tuple[int, ...], int] = {}
+        total: dict[tuple[int, ...], int] = {}
+        for i, (row, d) in enumerate(zip(zip(*(c.tolist() for c in cols)), diffs.tolist())):
+            if row in total:
+                total[row] += d
+            else:
+                first[row] = i
+                total[row] = d
+        table = sorted(r for r, d in total.items() if d)
+        return (
+            np.array([first[r] for r in table], dtype=np.int64),
+            np.array([total[r] for r in table], dtype=np.int64),
+        )
+    idx = order(cols)
+    starts = group_starts([c[idx] for c in cols])
+    sums = np.add.reduceat(diffs[idx], starts)
+    keep = sums != 0
+    return idx[starts[keep]], sums[keep]
 
 
 def distinct(values: np.ndarray, ordered: bool = False) -> np.ndarray:

@@ -29,7 +29,7 @@ from operator import le
 
 import numpy as np
 
-from .._columns import POLICY
+from .._columns import POLICY, selector
 from ._batch import Batch, Keys, Rows, concat_rows, le_time
 from ._frontier import Time
 
@@ -98,15 +98,38 @@ def matches_each(keys: np.ndarray, batches: list[Batch]) -> Iterator[tuple[Batch
 def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> tuple[np.ndarray, Rows] | None:
     """Every row of ``batches`` whose key is among ``keys`` (any order, repeats allowed), with,
     for each, the index in ``keys`` of the key it matched (None: no match): `matches_each`,
-    its rows gathered."""
-    lefts: list[np.ndarray] = []
-    rights: list[Rows] = []
-    for batch, idx, rank in matches_each(keys, batches):
-        rights.append(batch.take(idx))
-        lefts.append(rank)
-    if not rights:
+    its rows gathered. Each column is gathered straight into one array of all the matches
+    (one gather per batch and column, no rows per batch to concatenate after), and the
+    key column is read from ``keys``: a small probe's fixed cost is these calls."""
+    found = list(matches_each(keys, batches))
+    if not found:
         return None
-    return np.concatenate(lefts), concat_rows(rights, nvals, ntimes)
+    if len(found) == 1:
+        batch, idx, rank = found[0]
+        return rank, batch.take(idx)
+    rank = np.concatenate([r for _, _, r in found])
+    vals, times, diffs = _gathered([(b, idx) for b, idx, _ in found], len(rank), nvals, ntimes)
+    return rank, Rows(keys[rank], vals, times, diffs)
+
+
+def _gathered(
+    found: list[tuple[Batch, slice | np.ndarray]], total: int, nvals: int, ntimes: int, with_keys: bool = False
+) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
+    """The value, time and diff columns (and first the key column, ``with_keys``) of the rows
+    ``idx`` of each batch, ``total`` in all, each gathered straight into one array: one gather
+    per batch and column, and no rows per batch to concatenate after."""
+    width = nvals + ntimes + 1 + with_keys
+    outs = [np.empty(total, dtype=np.int64) for _ in range(width)]
+    start = 0
+    for batch, idx in found:
+        cols = (*((batch.keys,) if with_keys else ()), *batch.vals, *batch.times, batch.diffs)
+        first = cols[-1][idx]
+        end = start + len(first)
+        outs[-1][start:end] = first
+        for out, col in zip(outs[:-1], cols[:-1]):
+            out[start:end] = col[idx]
+        start = end
+    return outs[: width - ntimes - 1], outs[width - ntimes - 1 : -1], outs[-1]
 
 
 def indexed(keys: np.ndarray, batches: Sequence[Batch]) -> Iterator[tuple[Batch, KeyIndex]]:
@@ -162,28 +185,29 @@ def accumulate(batches: list[Batch], keys: np.ndarray, t: Time, nvals: int, ntim
     with the times of finished epochs moved to the first open one (`Spine.advance_to`), so it
     grows with the distinct loop positions of the key, never with the number of epochs. A few
     rows in all (an update's case) are summed in Python."""
-    parts: list[Rows] = []
+    found: list[tuple[Batch, slice | np.ndarray]] = []
+    total = 0
     if len(keys):
         query = Keys(keys)
         for b in _in_range(batches, int(keys[0]), int(keys[-1])):
             idx = b.find(query)
             if idx is not None:
-                parts.append(b.take(idx))
-    if sum(len(p) for p in parts) <= FEW_ROWS:
-        return _accumulate_few(parts, t, nvals, ntimes)
-    now: list[Rows] = []
-    later: list[Rows] = []
-    for rows in parts:
-        mask = le_time(rows.times, t)
-        if mask.all():
-            now.append(Rows(rows.keys, rows.vals, (), rows.diffs))
-            continue
-        kept = rows.take(mask)
-        now.append(Rows(kept.keys, kept.vals, (), kept.diffs))
-        gone = ~mask
-        later.append(Rows(rows.keys[gone], (), [c[gone] for c in rows.times], rows.diffs[gone]))
-    acc = concat_rows(now, nvals, 0).consolidated(runs=True)  # each batch's rows are in order already
-    return acc, concat_rows(later, 0, ntimes)
+                found.append((b, idx))
+                total += idx.stop - idx.start if type(idx) is slice else len(idx)
+    if total <= FEW_ROWS:
+        return _accumulate_few([b.take(idx) for b, idx in found], t, nvals, ntimes)
+    # every batch's rows in one set of columns (in batch order: a few sorted runs), then one
+    # time filter and one consolidation for them all
+    cols, times, diffs = _gathered(found, total, nvals, ntimes, with_keys=True)
+    keys_, vals = cols[0], cols[1:]
+    now = le_time(times, t)
+    if now.all():
+        return Rows(keys_, vals, (), diffs).consolidated(runs=True), Rows.empty(0, ntimes)
+    gone = ~now
+    later = Rows(keys_[gone], (), [c[gone] for c in times], diffs[gone])
+    now = selector(now, 2 + nvals)
+    acc = Rows(keys_[now], [v[now] for v in vals], (), diffs[now]).consolidated(runs=True)
+    return acc, later
 
 
 def key_totals(
