@@ -21,15 +21,15 @@ lattices stay coordination-free.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import IntEnum
 from typing import Any
 
-from timely import Stream, Timestamp, Vertex
+from timely import KeyedState, Stream, Timestamp, Vertex
 
 from .._hash import by_first, stable_hash
 from ._errors import BloomError
-from ._operators import _at, _Distinct, _stamp
+from ._operators import _at, _Distinct, _items, _keep_earliest, _keyed, _stamp
 
 __all__ = ["Op"]
 
@@ -127,8 +127,19 @@ class _Settling:
         if epoch in self.released:
             return None
         self.released.add(epoch)
-        del self.asked[epoch]
+        self.asked.pop(epoch, None)  # restored records have no request of their own: the runtime re-made it
         return epoch, self.waiting.pop(epoch, [])
+
+    def held(self) -> Iterator[tuple[int, Any]]:
+        """Every ``(timestep, record)`` still held: at a checkpoint, records of timesteps after it
+        (a timestep's records can arrive at an earlier epoch, from ``<+``, ``<-``, ``<~``)."""
+        for epoch, records in self.waiting.items():
+            for r in records:
+                yield epoch, r
+
+    def restore(self, epoch: int, record: Any) -> None:
+        """Hold ``record`` of timestep ``epoch`` again; the runtime restores its notification."""
+        self.waiting.setdefault(epoch, []).append(record)
 
 
 # The clock ------------------------------------------------------------------------------------------
@@ -382,8 +393,32 @@ class _Table(Vertex):
         """What this worker stores now (for tests and debugging)."""
         return set(self.stored.values())
 
-    def checkpoint(self) -> Any:
-        raise BloomError(f"table {self.name!r}: checkpoints of tables with deletions are not supported yet")
+    def checkpoint(self) -> KeyedState | None:
+        """``KeyedState`` routed as the table's records are (`stable_hash` of the key): the stored
+        facts ``(0, fact, None)``, the persistent bodies ``(1, fact, since)`` and ``<-`` bodies
+        ``(2, fact, since)``, and the control records held for timesteps after the checkpoint
+        ``(3, timestep, record)`` (sent at its epoch by ``<+``/``<-``/``<+-``/``<~``; no replay
+        would send them again). Lookups answered at the latest timestep are not kept: a
+        checkpoint's timesteps are complete, so no insert of them can come."""
+        key = self.key
+        entries: list[tuple[int, Any]] = [(stable_hash(k), (0, fact, None)) for k, fact in self.stored.items()]
+        entries.extend((stable_hash(key(f)), (1, f, since)) for f, since in self.persisted.items())
+        entries.extend((stable_hash(key(f)), (2, f, since)) for f, since in self.doomed.items())
+        for epoch, (op, x) in self.settling.held():
+            route = stable_hash(x[1]) if op == _LOOKUP else stable_hash(key(x))
+            entries.append((route, (3, epoch, (op, x))))
+        return _keyed(entries)
+
+    def restore(self, state: Any) -> None:
+        for kind, a, b in _items(f"table {self.name!r}", state):
+            if kind == 0:
+                self.stored[self.key(a)] = a
+            elif kind == 1:
+                _keep_earliest(self.persisted, a, b)
+            elif kind == 2:
+                _keep_earliest(self.doomed, a, b)
+            else:
+                self.settling.restore(a, tuple(b))
 
 
 # Joining changes with scratch facts ---------------------------------------------------------------------
@@ -492,8 +527,27 @@ class _ChangeJoin(Vertex):
         for e, out in later.items():
             self.send_by(self.outputs[0], out, _at(time, e))
 
-    def checkpoint(self) -> Any:
-        raise BloomError(f"join {self.name!r}: checkpoints of joins with a table with deletions are not supported yet")
+    def checkpoint(self) -> KeyedState | None:
+        """``KeyedState`` routed by `stable_hash` of the join key (as both inputs are exchanged):
+        each table fact's lifetime ``(0, key, fact, spans)`` and the scratch facts held for
+        timesteps after the checkpoint ``(1, timestep, fact)``. The scratch facts answered so far
+        are not kept: they belong to complete timesteps, and a later insert is of a later one."""
+        scratch_key = self.keys[1 - self.changes_edge]
+        entries: list[tuple[int, Any]] = [
+            (stable_hash(k), (0, k, fact, tuple(spans)))
+            for k, facts in self.table.items()
+            for fact, spans in facts.items()
+        ]
+        entries.extend((stable_hash(scratch_key(r)), (1, epoch, r)) for epoch, r in self.settling.held())
+        return _keyed(entries)
+
+    def restore(self, state: Any) -> None:
+        for item in _items(f"join {self.name!r}", state):
+            if item[0] == 0:
+                _, k, fact, spans = item
+                self.table.setdefault(k, {})[fact] = list(spans)
+            else:
+                self.settling.restore(item[1], item[2])
 
 
 def _holds(spans: list[int], epoch: int) -> bool:
