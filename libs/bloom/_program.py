@@ -34,7 +34,19 @@ from .._hash import by_first, stable_hash
 from ._errors import BloomError
 from ._lattice import Lattice
 from ._operators import _TIMESTEP_LOOPS, _Aggregate, _pair, apply, join, not_in, when
-from ._timestep import Op, _Bootstrap, _Collection, _Later, _Stamp, _Table, _tagger, _ToTimestep, change_join, ticks
+from ._timestep import (
+    Op,
+    _Bootstrap,
+    _Collection,
+    _Delay,
+    _Later,
+    _Stamp,
+    _Table,
+    _tagger,
+    _ToTimestep,
+    change_join,
+    ticks,
+)
 
 __all__ = ["Collection", "Expr", "LatticeCollection", "LatticeExpr", "Output", "Program"]
 
@@ -141,12 +153,24 @@ class Program:
         return Collection(self, name, "scratch", source, stable_hash)
 
     def channel(
-        self, name: str, source: Stream | None = None, address: Callable[[Any], Any] = itemgetter(0)
+        self,
+        name: str,
+        source: Stream | None = None,
+        address: Callable[[Any], Any] = itemgetter(0),
+        *,
+        delay: int | Callable[[Any], int] = 1,
     ) -> Collection:
         """A scratch collection whose facts travel to the worker that owns ``address(fact)``
-        (Bloom's ``@address`` field): rules joining on the address run where it lives."""
+        (Bloom's ``@address`` field): rules joining on the address run where it lives.
+
+        ``delay``: how many timesteps a fact sent with ``<~`` (`Collection.send`) at timestep ``t``
+        takes to arrive, ``t + delay`` (an int >= 1, or a function of the fact: Bud promises only
+        "some later timestep", and a program whose answer must not depend on when messages
+        arrive can be run under several delays to show that it does not)."""
+        if not callable(delay) and (not isinstance(delay, int) or isinstance(delay, bool) or delay < 1):
+            raise BloomError(f"channel {name!r}: delay must be an int >= 1 or a function of the fact, got {delay!r}")
         self._declare(name)
-        return Collection(self, name, "scratch", source, _hash_of(address), channel=True)
+        return Collection(self, name, "scratch", source, _hash_of(address), channel=True, delay=delay)
 
     def keyed_table(
         self, name: str, key: Callable[[Any], Any] | None = None, source: Stream | None = None
@@ -247,7 +271,12 @@ class Program:
         self._timestep_only(what)
         if target.next_feedback is None or not target.takes_control:
             raise BloomError(f"{what}: {target.name!r} takes rules with <= only (a lattice collection)")
-        target.nexts.append(self.loop.egress(stream, f"{target.name}.{self._name('next')}"))
+        out = self.loop.egress(stream, f"{target.name}.{self._name('next')}")
+        delay = target.delay
+        if delay != 1:  # a channel's later timestep: sent on in the outer loop, before its feedback adds one
+            channel = target.name
+            out = out.stage(f"{channel}.{self._name('delay')}", lambda: _Delay(channel, delay))
+        target.nexts.append(out)
 
     def _tagged(self, expr: Expr, op: Op, target: Collection, what: str) -> None:
         self._next(expr.stream.map(self._name(f"{target.name}.tag"), _tagger(op)), target, what)
@@ -526,9 +555,12 @@ class Collection(Expr):
         *,
         key: Callable[[Any], Any] | None = None,
         channel: bool = False,
+        delay: int | Callable[[Any], int] = 1,
     ) -> None:
         self.coordinated = coordinated
         self.channel = channel
+        self.delay = delay
+        """A channel: the timesteps a ``<~`` takes (`Program.channel`)."""
         self.key = key
         loop = program.loop
         self.feedback: Feedback = loop.feedback(f"{name}.derived")
@@ -628,7 +660,8 @@ class Collection(Expr):
 
     def send(self, expr: Expr) -> Self:
         """Bud's ``<~`` into a channel: what ``expr`` derives at timestep ``e`` arrives at the worker
-        owning its address at a later timestep (here ``e + 1``), where it holds at that timestep."""
+        owning its address at a later timestep (``e + 1``, or the channel's ``delay``), where it
+        holds at that timestep."""
         if not self.channel:
             raise BloomError(f"<~ into {self.name!r}: only a channel takes asynchronous sends (program.channel)")
         expr = self._rule("<~", expr)

@@ -91,6 +91,37 @@ class _Later(Vertex):
         self.send_by(self.outputs[0], records, _at(time, _stamp(time) + 1))
 
 
+class _Delay(Vertex):
+    """Outer loop, between a ``<~``'s exit from the rule loop and the outer feedback: each ``(op,
+    fact)`` record of timestep ``t`` is sent on at ``t + delay(fact) - 1``, so that the feedback
+    brings it in at ``t + delay(fact)`` (a vertex may always send at a later time than it holds)."""
+
+    def __init__(self, name: str, delay: int | Callable[[Any], int]) -> None:
+        self.name = name
+        self.delay = delay
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        delay = self.delay
+        if not callable(delay):
+            self.send_by(self.outputs[0], records, Timestamp(time[0], (time[-1] + delay - 1,)))
+            return
+        later: dict[int, list[Any]] = {}
+        for r in records:
+            try:
+                d = delay(r[1])
+            except Exception as exc:
+                raise BloomError(f"channel {self.name!r}: the delay failed on {r[1]!r}: {exc!r}") from exc
+            if type(d) is not int or d < 1:
+                raise BloomError(f"channel {self.name!r}: the delay of {r[1]!r} is {d!r}; it must be an int >= 1")
+            batch = later.get(d)
+            if batch is None:
+                later[d] = [r]
+            else:
+                batch.append(r)
+        for d, batch in later.items():
+            self.send_by(self.outputs[0], batch, time if d == 1 else Timestamp(time[0], (time[-1] + d - 1,)))
+
+
 def _settled(time: Timestamp) -> Timestamp:
     """The time after which nothing of ``time``'s timestep ``T`` that came through the control
     input (iteration 0 or 1) and nothing of timesteps before ``T`` can arrive: ``(T, T, i)``

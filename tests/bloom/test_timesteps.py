@@ -8,6 +8,8 @@ evaluated soundly is refused with an error that says why.
 
 from __future__ import annotations
 
+import functools
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -214,14 +216,16 @@ def test_tickle_count_counts_to_five_over_channels(workers: int) -> None:
     assert set(notifications(comp, "tickle.").values()) == {0}  # channels and scratch: no coordination
 
 
-def ring(kickoff: timely.Stream, next_guy: timely.Stream) -> dict[str, bloom.Output]:
+def ring(
+    kickoff: timely.Stream, next_guy: timely.Stream, delay: int | Callable[[Any], int] = 1
+) -> dict[str, bloom.Output]:
     """``RingMember`` for every member at once: ``pipe <~`` passes a count round the ring (each
     fact addressed to its member, so members live on different workers), and ``last_cnt`` keeps
     each member's latest count with ``<+`` and ``<-``."""
     with bloom.Program(kickoff.scope, "ring", timesteps=True) as p:
         kick = p.scratch("kickoff", kickoff)  # (member, cnt)
         nxt = p.table("next_guy", next_guy)  # (member, next member)
-        pipe = p.channel("pipe")  # (member, cnt)
+        pipe = p.channel("pipe", delay=delay)  # (member, cnt)
         pipe.send(kick)
         pipe.send(pipe.join(nxt, lambda m: m[0], lambda n: n[0], lambda m, n: (n[1], m[1] + 1)).where(_below(40)))
         done = p.scratch("done")
@@ -258,6 +262,47 @@ def test_ring_passes_a_count_round_and_keeps_each_members_last(workers: int) -> 
     asked = notifications(comp, "ring.")
     assert asked["ring.step.last_cnt"] > 0  # deletion is coordinated, once per timestep
     assert asked["ring.step.pipe"] == 0 and asked["ring.step.done"] == 0  # the channel is not
+
+
+def hop(fact: Any) -> int:
+    """1 to 4 timesteps, by the message."""
+    return 1 + zlib.crc32(repr(fact).encode()) % 4
+
+
+def test_a_ring_under_delays_passes_the_same_counts_at_the_timesteps_the_delays_say(workers: int) -> None:
+    """Bud's ``<~`` arrives at *some* later timestep: with a delay of 1 to 4 by the message, count
+    ``c`` reaches member ``c % 10`` at the sum of the delays so far, ``last_cnt`` keeps each
+    member's latest count one timestep later, and the last member still sees 39."""
+    members = [f"m{i}" for i in range(RING)]
+    feeds: Feeds = {
+        "kickoff": [[("m0", 0)]],
+        "next_guy": [[(members[i], members[(i + 1) % RING]) for i in range(RING)]],
+    }
+    arrive, t = [], 0
+    for c in range(40):
+        t += hop((members[c % RING], c))
+        arrive.append(t)
+    steps = arrive[-1] + 3
+    got, comp = run(functools.partial(ring, delay=hop), feeds, steps, workers)
+    assert [t for t, s in enumerate(got["done"]) if s] == [arrive[39]]
+    assert arrive[39] > 40  # the delays did delay it
+    for t in range(steps):
+        last = {members[c % RING]: c for c in range(40) if arrive[c] + 1 <= t}
+        assert got["last_cnt"][t] == set(last.items()), f"timestep {t}"
+    assert notifications(comp, "ring.")["ring.step.pipe"] == 0
+
+
+def test_a_channel_delay_must_be_a_later_timestep() -> None:
+    _refused(lambda p, s: p.channel("c", delay=0), "delay must be an int >= 1")
+
+    def make(x: timely.Stream) -> dict[str, bloom.Output]:
+        with bloom.Program(x.scope, "d", timesteps=True) as p:
+            c = p.channel("c", delay=lambda fact: 0)
+            c.send(p.scratch("x", x))
+        return {"c": p.output(c)}
+
+    with pytest.raises(timely.VertexError, match="channel 'c': the delay of .* is 0; it must be an int >= 1"):
+        run(make, {"x": [[("a", 1)]]}, 1, 1)
 
 
 # The CALM boundary -----------------------------------------------------------------------------------------
