@@ -173,6 +173,117 @@ class _Settling:
         self.waiting.setdefault(epoch, []).append(record)
 
 
+# Negation against the program's own collections -------------------------------------------------------
+class _NotInStep(Vertex):
+    """Outside the rule loop (the outer loop of a timestep program; the root scope of a plain
+    one), so that a notification at ``(T, T)`` (``(T,)``) says the rule loop of every timestep up
+    to ``T`` has drained: input 0's scratch facts of timestep ``T`` are then answered against
+    everything input 1 holds at ``T`` (a scratch: its facts of ``T``; a table: those inserted by
+    ``T``; a table with deletions: its changes up to ``T``), once, in one batch."""
+
+    def __init__(
+        self,
+        name: str,
+        key: Callable[[Any], Any],
+        negated_key: Callable[[Any], Any],
+        predicate: Callable[[Any, Any], Any] | None,
+        kind: str,
+    ) -> None:
+        self.name = name
+        self.key = key
+        self.negated_key = negated_key
+        self.predicate = predicate
+        self.kind = kind
+        self.waiting: dict[int, list[Any]] = {}
+        """timestep -> facts to answer at it."""
+        self.negated: dict[Any, dict[Any, Any]] = {}
+        """negated key -> negated fact -> its timesteps (a set: scratch), first timestep
+        (persistent) or ``[(timestep, +1 | -1), ...]`` (a table with deletions)."""
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        step = time[-1]
+        if edge == 0:
+            held = self.waiting.get(step)
+            if held is None:
+                self.waiting[step] = list(records)
+                self.notify_at(Timestamp(step, (step,)) if len(time) == 2 else Timestamp(step))
+            else:
+                held.extend(records)
+            return
+        kind, index = self.kind, self.negated
+        for r in records:
+            fact = r[0] if kind == "mutable" else r
+            try:
+                k = self.negated_key(fact)
+            except Exception as exc:
+                raise BloomError(f"not_in {self.name!r}: the negated key failed on {fact!r}: {exc!r}") from exc
+            facts = index.setdefault(k, {})
+            if kind == "scratch":
+                facts.setdefault(fact, set()).add(step)
+            elif kind == "mutable":
+                facts.setdefault(fact, []).append((step, r[1]))
+            else:
+                _keep_earliest(facts, fact, step)
+
+    def _holds(self, info: Any, step: int) -> bool:
+        if self.kind == "scratch":
+            return step in info  # type: ignore[no-any-return]
+        if self.kind == "mutable":
+            return sum(d for s, d in info if s <= step) > 0
+        return info <= step  # type: ignore[no-any-return]
+
+    def on_notify(self, time: Timestamp) -> None:
+        step = time[-1]
+        facts = self.waiting.pop(step, [])
+        out = []
+        for r in facts:
+            try:
+                k = self.key(r)
+            except Exception as exc:
+                raise BloomError(f"not_in {self.name!r}: the key failed on {r!r}: {exc!r}") from exc
+            blocked = False
+            for n, info in self.negated.get(k, {}).items():
+                if self._holds(info, step):
+                    try:
+                        if self.predicate is None or self.predicate(r, n):
+                            blocked = True
+                            break
+                    except Exception as exc:
+                        raise BloomError(
+                            f"not_in {self.name!r}: the predicate failed on {r!r}, {n!r}: {exc!r}"
+                        ) from exc
+            if not blocked:
+                out.append(r)
+        if out:
+            self.send_by(self.outputs[0], out, time)
+
+    def checkpoint(self) -> KeyedState | None:
+        """``KeyedState`` routed by `stable_hash` of the key: the negated facts ``(0, key, fact,
+        info)`` and the facts waiting for a later timestep ``(1, timestep, fact)``."""
+        entries: list[tuple[int, Any]] = []
+        for k, facts in self.negated.items():
+            for fact, info in facts.items():
+                saved = tuple(info) if isinstance(info, (set, list)) else info
+                entries.append((stable_hash(k), (0, k, fact, saved)))
+        key = self.key
+        entries.extend((stable_hash(key(r)), (1, step, r)) for step, rs in self.waiting.items() for r in rs)
+        return _keyed(entries)
+
+    def restore(self, state: Any) -> None:
+        for item in _items(f"not_in {self.name!r}", state):
+            if item[0] == 1:
+                self.waiting.setdefault(item[1], []).append(item[2])
+                continue
+            _, k, fact, info = item
+            facts = self.negated.setdefault(k, {})
+            if self.kind == "scratch":
+                facts.setdefault(fact, set()).update(info)
+            elif self.kind == "mutable":
+                facts.setdefault(fact, []).extend(tuple(c) for c in info)
+            else:
+                _keep_earliest(facts, fact, info)
+
+
 # The clock ------------------------------------------------------------------------------------------
 class _Ticks(Vertex):
     """Root scope: for every record of the clock at epoch ``e``, a tick ``(worker, e)`` for every

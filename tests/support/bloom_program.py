@@ -326,3 +326,17 @@ def bud(name: str, seed: int) -> Any:
         return BudRun(inputs, outputs, feeds, steps, scope.process_index, scope.processes)
 
     return build
+
+
+def negation(seed: int) -> Any:
+    """tests/bloom/test_negation.py's program fed its workload of ``seed`` (for `Mode.run`)."""
+    from tests.bloom import test_negation
+
+    feeds = test_negation.workload(seed)
+
+    def build(scope: timely.Scope) -> BudRun:
+        inputs = {n: scope.new_input(n) for n in feeds}
+        outputs = test_negation.program(**inputs)
+        return BudRun(inputs, outputs, feeds, test_negation.STEPS, scope.process_index, scope.processes)
+
+    return build
