@@ -234,7 +234,7 @@ class Program:
         self.finished = True
         self._stratify()
         for table, join_name in self._outer_joins:
-            if isinstance(table, Collection) and (table.rules or table.has_source or table.instant_controls):
+            if isinstance(table, Collection) and table._changes_within():
                 raise BloomError(
                     f"left join {join_name!r}: table {table.name!r} also changes within a timestep (a source or "
                     "<= rules), so a fact without a match at a timestep could still get one; feed it with <+ / "
@@ -690,7 +690,11 @@ class Collection(Expr):
             assert key is not None
             lookups = self.lookups
             changes, again, self.answers = loop.stage(
-                name, lambda: _Table(name, key, lookups), inputs, exchange=exchange, outputs=3
+                name,
+                lambda: _Table(name, key, lookups, late_inserts=self._changes_within()),
+                inputs,
+                exchange=exchange,
+                outputs=3,
             )
             super().__init__(program, name, changes, kind, frozenset((name,)))
             # The table's own path to its next timestep: repeated deletions, and the guarantee that
@@ -701,6 +705,11 @@ class Collection(Expr):
             stream = loop.stage(name, self._vertex(name, kind, route, control), inputs, exchange=exchange)
             super().__init__(program, name, stream, kind, frozenset((name,)))
         program.collections.append(self)
+
+    def _changes_within(self) -> bool:
+        """Whether facts can be inserted within a timestep (``<=`` rules, a source, persistent
+        bodies), after its lookups were answered: known once the program is finished."""
+        return bool(self.rules or self.has_source or self.instant_controls)
 
     def _vertex(
         self, name: str, kind: Kind, route: Callable[[Any], int], control: tuple[int, ...]

@@ -383,11 +383,18 @@ class _Table(Vertex):
     table applies ``e + 1`` only after every record of ``e`` reached it, lookups included."""
 
     def __init__(
-        self, name: str, key: Callable[[Any], Any], lookups: dict[int, tuple[Callable[[Any, Any], Any], bool]]
+        self,
+        name: str,
+        key: Callable[[Any], Any],
+        lookups: dict[int, tuple[Callable[[Any, Any], Any], bool]],
+        late_inserts: bool = True,
     ) -> None:
         self.name = name
         self.key = key
         self.lookups = lookups
+        self.late_inserts = late_inserts
+        """Whether inserts can come within a timestep after its lookups (``<=`` rules, a source):
+        only then are the lookups answered kept, to be joined with them (`probed`)."""
         """join id -> (result function ``fn(probe, fact)``, outer: answer ``fn(probe, None)`` on no match)."""
         self.stored: dict[Any, Any] = {}
         """key -> the fact stored under it."""
@@ -512,6 +519,16 @@ class _Table(Vertex):
         stored, probed, specs = self.stored, self.probed, self.lookups
         join = probe = None
         try:
+            if not self.late_inserts and len(specs) == 1:  # the common case: one join, no later inserts
+                ((join, (fn, outer)),) = specs.items()
+                append = answers.append
+                for _, k, probe in lookups:
+                    fact = stored.get(k)
+                    if fact is not None:
+                        append((join, fn(probe, fact)))
+                    elif outer:
+                        append((join, fn(probe, None)))
+                return
             for join, k, probe in lookups:
                 fn, outer = specs[join]
                 fact = stored.get(k)
