@@ -52,11 +52,14 @@ def program(
         blocked.delete(p.input("unblock", unblocks).join(blocked, lambda u: u, lambda b: b, lambda u, b: b))
         free = p.scratch("free")
         free |= ask.not_in(blocked)
+        even = p.scratch("even")  # Bud's notin(reach, :node => :node) { |a, r| r.node.even? }
+        even |= ask.not_in(reach, lambda a: a[0], negated_key=lambda r: r[0], predicate=lambda a, r: r[0] % 2 == 0)
         said = p.scratch("said")
         said |= unreached.select(lambda a: (a[0] + 1,))
         quiet = p.scratch("quiet")
         quiet |= ask.not_in(said)
-    return {name: p.output(c) for name, c in (("unreached", unreached), ("free", free), ("quiet", quiet))}
+    named = (("unreached", unreached), ("free", free), ("quiet", quiet), ("even", even))
+    return {name: p.output(c) for name, c in named}
 
 
 def reference(seed: int) -> dict[str, list[set[Any]]]:
@@ -64,7 +67,7 @@ def reference(seed: int) -> dict[str, list[set[Any]]]:
     g: nx.DiGraph = nx.DiGraph()
     g.add_node(0)
     blocked: set[Any] = set()
-    out: dict[str, list[set[Any]]] = {"unreached": [], "free": [], "quiet": []}
+    out: dict[str, list[set[Any]]] = {"unreached": [], "free": [], "quiet": [], "even": []}
     for t in range(STEPS):
         if t:  # Bud's order: the deletions decided at t - 1 first, then the inserts
             blocked = (blocked - set(feeds["unblocks"][t - 1])) | set(feeds["blocks"][t - 1])
@@ -75,6 +78,7 @@ def reference(seed: int) -> dict[str, list[set[Any]]]:
         out["unreached"].append(unreached)
         out["free"].append(asked - blocked)
         out["quiet"].append(asked - {(a + 1,) for (a,) in unreached})
+        out["even"].append({(a,) for (a,) in asked if (a,) not in reach or a % 2})
     return out
 
 
@@ -84,6 +88,7 @@ def test_negation_waits_for_the_timesteps_own_derivation(workers: int) -> None:
     for name in want:
         assert got[name] == want[name], name
     assert any(want["unreached"]) and any(a != u for a, u in zip(want["quiet"], want["unreached"], strict=True))
+    assert any(e != u for e, u in zip(want["even"], want["unreached"], strict=True))  # the predicate matters
     asked = notifications(comp, "neg.")
     assert asked["neg.step.reach"] == 0 and asked["neg.step.link"] == 0  # the recursion stays free
     assert sum(n for stage, n in asked.items() if "not_in" in stage) > 0  # the negation waits
