@@ -1,7 +1,7 @@
 """The program ``bloom.kvs`` runs in every process (private; not a benchmark).
 
 Started by `bench.bloom_kvs` as ``python -m timely.cli run -n N -m bench._bloom_kvs_worker kvs
-KEYS OPS BATCH SEED``. Every process builds the same workload (`bench.bloom_kvs.workload`) and
+KEYS OPS BATCH SEED [AHEAD]``. Every process builds the same workload (`bench.bloom_kvs.workload`) and
 feeds its share of every epoch (op ``i`` when ``i % processes == index``): first the load (every
 key put once, 50,000 puts an epoch), waits until the load is answered and freezes it out of the
 garbage collector's scans (`gc.freeze`, as a server would after loading), then feeds the mixed
@@ -28,6 +28,7 @@ from timely_libs import bloom
 
 def main(argv: list[str]) -> None:
     keys, ops, batch, seed = (int(a) for a in argv[1:5])
+    ahead = int(argv[5]) if len(argv) > 5 else AHEAD
     load, mixed = workload(keys, ops, batch, seed)
     answered: dict[int, float] = {}
     got = [0, 0]  # answers, checksum
@@ -44,7 +45,7 @@ def main(argv: list[str]) -> None:
         response, _ = bloom.programs.kvs(puts, dels, gets)
         response.stream.subscribe(collect, name="answered")
         for inp in (puts, dels, gets):
-            inp.throttle(response.probe, AHEAD)
+            inp.throttle(response.probe, ahead)
         return puts, dels, gets, response.probe, scope.process_index, scope.processes
 
     with timely.execute(build, timeout=3600, stall_log_after=None) as (comp, built):
