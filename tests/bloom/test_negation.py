@@ -132,3 +132,21 @@ def test_negation_on_two_processes(seed: int) -> None:
         for t, facts in enumerate(steps):
             union = [tuple(f) for r in results for f in r["answers"][name][t]]
             assert len(union) == len(set(union)) and set(union) == facts, (name, t)
+
+
+def test_negation_in_a_program_without_timesteps(workers: int) -> None:
+    """One loop, epochs as timesteps: the stage outside the loop answers each epoch once the loop
+    has drained it (a notification at the epoch)."""
+    feeds = workload(4)
+
+    def make(edges: timely.Stream, roots: timely.Stream, asks: timely.Stream) -> dict[str, bloom.Output]:
+        with bloom.Program(edges.scope, "plain") as p:
+            link = p.table("link", edges)
+            reach = p.table("reach", roots)
+            reach |= reach.join(link, lambda r: r[0], lambda e: e[0], lambda r, e: (e[1],))
+            unreached = p.scratch("unreached")
+            unreached |= p.scratch("ask", asks).not_in(reach)
+        return {"unreached": p.output(unreached)}
+
+    got, _ = run(make, {n: feeds[n] for n in ("edges", "roots", "asks")}, STEPS, workers)
+    assert got["unreached"] == reference(4)["unreached"]
