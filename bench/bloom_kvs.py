@@ -14,6 +14,9 @@ Records:
   Python dict replaying the same stream with the same timestep semantics.
 * ``bloom.kvs.get.p99``: the 99th percentile, over gets, of the milliseconds from feeding a
   get's timestep to its answers being complete.
+* ``bloom.kvs.small.throughput`` / ``bloom.kvs.small.get.p99`` (1 process): the same stream cut
+  into timesteps of `SMALL_BATCH` operations, `SMALL_AHEAD` in flight: what the latency knob
+  costs in throughput and buys in latency.
 
 Correctness: the number of get answers and an order-independent checksum of them must equal
 the dict's.
@@ -35,6 +38,9 @@ BATCH = 1000
 """Operations per timestep."""
 AHEAD = 2
 """Epochs the inputs may run ahead of the answers."""
+SMALL_BATCH = 500
+SMALL_AHEAD = 1
+"""The latency configuration (``bloom.kvs.small.*``): smaller timesteps, one in flight."""
 LOAD_BATCH = 50_000
 TARGET_OPS = 200_000
 TARGET_P99_MS = 10.0
@@ -100,14 +106,22 @@ def replay(load_puts: list[Op], mixed: list[tuple[list[Op], list[Op], list[Op]]]
     return len(got), total, seconds
 
 
-def run(ctx: Context, processes: int, keys: int, ops: int, want: tuple[int, int]) -> tuple[float, list[float]]:
+def run(
+    ctx: Context,
+    processes: int,
+    keys: int,
+    ops: int,
+    want: tuple[int, int],
+    batch: int = BATCH,
+    ahead: int = AHEAD,
+) -> tuple[float, list[float]]:
     """Mixed ops/s on ``processes`` processes, and every get's latency (ms); answers checked."""
-    ctx.progress(f"timely, {processes} process(es) ({load()})")
-    results = launch(processes, "kvs", keys, ops, BATCH, 1, worker=WORKER, mark=MARK + " ", timeout=3600)
+    ctx.progress(f"timely, {processes} process(es), {batch} a timestep, {ahead} ahead ({load()})")
+    results = launch(processes, "kvs", keys, ops, batch, 1, ahead, worker=WORKER, mark=MARK + " ", timeout=3600)
     answers = sum(r["answers"] for r in results)
     total = sum(r["checksum"] for r in results) & 0xFFFFFFFFFFFFFFFF
     ctx.check((answers, total) == want, f"{processes} process(es): {answers} answers differ from the dict's {want[0]}")
-    _, mixed = workload(keys, ops, BATCH, 1)
+    _, mixed = workload(keys, ops, batch, 1)
     latencies: list[float] = []
     for r in results:  # every process's view of every timestep, weighted by its gets
         for step, ms in r["latency_ms"].items():
@@ -145,3 +159,14 @@ def kvs(ctx: Context) -> None:
             met=p99 <= TARGET_P99_MS if processes == 1 else None,
         )
         ctx.progress(f"{processes} process(es): get p50 {percentile(latencies, 50):.2f} ms, p99 {p99:.2f} ms")
+    # The latency knob, one process: timesteps half as large and one in flight instead of two
+    # (a get queues behind less; each timestep's fixed cost is spread over fewer operations).
+    load_puts, mixed = workload(keys, ops, SMALL_BATCH, 1)
+    small_answers, small_total, _ = replay(load_puts, mixed)
+    rate, latencies = run(ctx, 1, keys, ops, (small_answers, small_total), SMALL_BATCH, SMALL_AHEAD)
+    ctx.record("bloom.kvs.small.throughput", rate, "ops/s", "dict replay", dict_rate)
+    p99 = percentile(latencies, 99) if latencies else float("nan")
+    ctx.record("bloom.kvs.small.get.p99", p99, "ms")
+    ctx.progress(
+        f"{SMALL_BATCH} a timestep, {SMALL_AHEAD} ahead: get p50 {percentile(latencies, 50):.2f} ms, p99 {p99:.2f} ms"
+    )

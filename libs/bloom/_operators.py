@@ -150,8 +150,13 @@ class _Distinct(Vertex):
         self.by_epoch: dict[int, set[Any]] = {}
         """Scratch: epoch -> the facts sent at it."""
         self.pending: dict[Timestamp, list[Any]] = {}
+        self.horizon = -1
+        """The latest epoch delivered here: scratch facts of later timesteps (sent ahead by ``<+``,
+        ``<~``) are not complete at a checkpoint, and are saved."""
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        if time[0] > self.horizon:
+            self.horizon = time[0]
         if self.coordinated:
             _hold(self, self.pending, records, time)
             return
@@ -187,20 +192,30 @@ class _Distinct(Vertex):
 
     def checkpoint(self) -> Any:
         """Persistent: ``KeyedState`` of ``(fact, first epoch)`` items, routed by the exchange
-        function (a plain dict when the stage does not exchange: no rescaling). Scratch: None,
-        its facts hold at complete epochs only."""
+        function (a plain dict when the stage does not exchange: no rescaling). Scratch: the
+        facts of timesteps after every epoch delivered so far (a timestep program's ``<+`` and
+        ``<~`` send facts ahead), as the same items; None without any (the facts of complete
+        epochs are never read again)."""
         _complete(f"distinct {self.name!r}", self.pending)
-        if not self.persistent or not self.first:
+        if self.persistent:
+            items: Iterable[tuple[Any, int]] = self.first.items()
+        else:
+            horizon = self.horizon
+            items = [(f, e) for e, facts in self.by_epoch.items() if e > horizon for f in facts]
+        if not items:
             return None
         route = self.route
         if route is None:
-            return dict(self.first)
-        return _keyed((int(route(fact)), (fact, epoch)) for fact, epoch in self.first.items())
+            return dict(items)
+        return _keyed((int(route(fact)), (fact, epoch)) for fact, epoch in items)
 
     def restore(self, state: Any) -> None:
         items = state.items() if isinstance(state, dict) else _items(f"distinct {self.name!r}", state)
         for fact, epoch in items:
-            _keep_earliest(self.first, fact, epoch)
+            if self.persistent:
+                _keep_earliest(self.first, fact, epoch)
+            else:
+                self.by_epoch.setdefault(epoch, set()).add(fact)
 
 
 def distinct(
@@ -247,8 +262,12 @@ class _Join(Vertex):
         self.persistent = persistent
         self.index: tuple[dict[Any, dict[Any, Any]], dict[Any, dict[Any, Any]]] = ({}, {})
         """Per input: key -> record -> earliest epoch (persistent) or set of epochs (scratch)."""
+        self.horizon = -1
+        """The latest epoch delivered here (see `_Distinct.horizon`)."""
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        if time[0] > self.horizon:
+            self.horizon = time[0]
         epoch = _stamp(time)
         key_of = self.keys[edge]
         mine, theirs = self.index[edge], self.index[1 - edge]
@@ -300,21 +319,32 @@ class _Join(Vertex):
 
     def checkpoint(self) -> Any:
         """``KeyedState`` of ``(input, key, ((record, first epoch), ...))`` items, routed by
-        `stable_hash` of the key (as both inputs are exchanged). Only persistent inputs: a
-        scratch record matches at its own epoch only, which is complete."""
+        `stable_hash` of the key (as both inputs are exchanged). A scratch record matches at its
+        own epochs only: those of timesteps after every epoch delivered so far (sent ahead in a
+        timestep program) are kept, as ``(record, (epoch, ...))``."""
         entries = []
+        horizon = self.horizon
         for side in (0, 1):
-            if self.persistent[side]:
-                for key, bucket in self.index[side].items():
-                    if bucket:
-                        entries.append((stable_hash(key), (side, key, tuple(bucket.items()))))
+            persistent = self.persistent[side]
+            for key, bucket in self.index[side].items():
+                if persistent:
+                    records = tuple(bucket.items())
+                else:
+                    records = tuple(
+                        (r, ahead) for r, epochs in bucket.items() if (ahead := tuple(e for e in epochs if e > horizon))
+                    )
+                if records:
+                    entries.append((stable_hash(key), (side, key, records)))
         return _keyed(entries)
 
     def restore(self, state: Any) -> None:
         for side, key, records in _items(f"join {self.name!r}", state):
             bucket = self.index[side].setdefault(key, {})
             for r, epoch in records:
-                _keep_earliest(bucket, r, epoch)
+                if self.persistent[side]:
+                    _keep_earliest(bucket, r, epoch)
+                else:
+                    bucket.setdefault(r, set()).update(epoch)
 
 
 def join(

@@ -34,7 +34,20 @@ from .._hash import by_first, stable_hash
 from ._errors import BloomError
 from ._lattice import Lattice
 from ._operators import _TIMESTEP_LOOPS, _Aggregate, _pair, apply, join, not_in, when
-from ._timestep import Op, _Bootstrap, _Collection, _Later, _Stamp, _Table, _tagger, _ToTimestep, change_join, ticks
+from ._timestep import (
+    Op,
+    _Bootstrap,
+    _Collection,
+    _Delay,
+    _Later,
+    _NotInStep,
+    _Stamp,
+    _Table,
+    _tagger,
+    _ToTimestep,
+    change_join,
+    ticks,
+)
 
 __all__ = ["Collection", "Expr", "LatticeCollection", "LatticeExpr", "Output", "Program"]
 
@@ -75,6 +88,8 @@ class Program:
         self._bootstrap: list[tuple[int, Any]] = []
         self._periodic: list[tuple[int, str, int]] = []
         self._outer_joins: list[tuple[Expr, str]] = []
+        self._instant: list[tuple[str, frozenset[str], frozenset[str]]] = []
+        """The ``<=`` rules: (target, collections read, collections read through ``not_in``)."""
 
     def __enter__(self) -> Program:
         return self
@@ -141,12 +156,24 @@ class Program:
         return Collection(self, name, "scratch", source, stable_hash)
 
     def channel(
-        self, name: str, source: Stream | None = None, address: Callable[[Any], Any] = itemgetter(0)
+        self,
+        name: str,
+        source: Stream | None = None,
+        address: Callable[[Any], Any] = itemgetter(0),
+        *,
+        delay: int | Callable[[Any], int] = 1,
     ) -> Collection:
         """A scratch collection whose facts travel to the worker that owns ``address(fact)``
-        (Bloom's ``@address`` field): rules joining on the address run where it lives."""
+        (Bloom's ``@address`` field): rules joining on the address run where it lives.
+
+        ``delay``: how many timesteps a fact sent with ``<~`` (`Collection.send`) at timestep ``t``
+        takes to arrive, ``t + delay`` (an int >= 1, or a function of the fact: Bud promises only
+        "some later timestep", and a program whose answer must not depend on when messages
+        arrive can be run under several delays to show that it does not)."""
+        if not callable(delay) and (not isinstance(delay, int) or isinstance(delay, bool) or delay < 1):
+            raise BloomError(f"channel {name!r}: delay must be an int >= 1 or a function of the fact, got {delay!r}")
         self._declare(name)
-        return Collection(self, name, "scratch", source, _hash_of(address), channel=True)
+        return Collection(self, name, "scratch", source, _hash_of(address), channel=True, delay=delay)
 
     def keyed_table(
         self, name: str, key: Callable[[Any], Any] | None = None, source: Stream | None = None
@@ -172,7 +199,7 @@ class Program:
         """Bud's ``temp :name <= expr``: a name for ``expr``, re-derived at every timestep from what
         holds then (it holds what ``expr`` holds: persistent, scratch or changing facts)."""
         expr = _expr_of(self, expr, f"temp {name!r}")
-        return Expr(self, name, expr.stream, expr.kind)
+        return Expr(self, name, expr.stream, expr.kind, expr.reads, expr.negates)
 
     def periodic(self, name: str, every: int = 1) -> Collection:
         """Bud's ``periodic``: a scratch collection holding ``(name, e)`` at every timestep ``e`` of
@@ -205,8 +232,9 @@ class Program:
         if self.finished:
             return
         self.finished = True
+        self._stratify()
         for table, join_name in self._outer_joins:
-            if isinstance(table, Collection) and (table.rules or table.has_source or table.instant_controls):
+            if isinstance(table, Collection) and table._changes_within():
                 raise BloomError(
                     f"left join {join_name!r}: table {table.name!r} also changes within a timestep (a source or "
                     "<= rules), so a fact without a match at a timestep could still get one; feed it with <+ / "
@@ -228,6 +256,30 @@ class Program:
                 assert self.outer is not None
                 _connect(self.outer, c.next_feedback, c.nexts, f"{c.name}.nexts", f"{c.name}.nonexts")
 
+    def _stratify(self) -> None:
+        """Refuse a cycle through negation within a timestep: a collection that ``not_in`` reads
+        must not depend, through ``<=`` rules, on what that ``not_in`` derives (Bud stratifies
+        such a program or refuses it; across ``<+``/``<~`` it is fine: that is the next timestep)."""
+        after: dict[str, set[str]] = {}
+        for target, reads, negates in self._instant:
+            for source in reads | negates:
+                after.setdefault(source, set()).add(target)
+        for target, _, negates in self._instant:
+            for negated in negates:
+                seen, todo = set(), [target]
+                while todo:
+                    c = todo.pop()
+                    if c == negated:
+                        raise BloomError(
+                            f"bloom program {self.name!r}: a cycle through negation: {target!r} is derived with "
+                            f"not_in({negated!r}), and {negated!r} depends on {target!r} within the same timestep, "
+                            "so neither can wait for the other to be complete (not stratifiable); move one "
+                            "rule of the cycle to the next timestep (<+)"
+                        )
+                    if c not in seen:
+                        seen.add(c)
+                        todo.extend(after.get(c, ()))
+
     def output(self, collection: Expr, name: str | None = None, gather_to: int | None = None) -> Output:
         """The contents of ``collection`` (or any expression) outside the loop, epoch by epoch
         (in a timestep program: timestep by timestep): each process's share, or with
@@ -247,7 +299,12 @@ class Program:
         self._timestep_only(what)
         if target.next_feedback is None or not target.takes_control:
             raise BloomError(f"{what}: {target.name!r} takes rules with <= only (a lattice collection)")
-        target.nexts.append(self.loop.egress(stream, f"{target.name}.{self._name('next')}"))
+        out = self.loop.egress(stream, f"{target.name}.{self._name('next')}")
+        delay = target.delay
+        if delay != 1:  # a channel's later timestep: sent on in the outer loop, before its feedback adds one
+            channel = target.name
+            out = out.stage(f"{channel}.{self._name('delay')}", lambda: _Delay(channel, delay))
+        target.nexts.append(out)
 
     def _tagged(self, expr: Expr, op: Op, target: Collection, what: str) -> None:
         self._next(expr.stream.map(self._name(f"{target.name}.tag"), _tagger(op)), target, what)
@@ -321,17 +378,34 @@ def _never(record: Any) -> bool:
 class Expr:
     """A rule body: a stream of facts in the program's loop and how long they hold."""
 
-    def __init__(self, program: Program, name: str, stream: Stream, kind: Kind) -> None:
+    def __init__(
+        self,
+        program: Program,
+        name: str,
+        stream: Stream,
+        kind: Kind,
+        reads: frozenset[str] = frozenset(),
+        negates: frozenset[str] = frozenset(),
+    ) -> None:
         self.program = program
         self.name = name
         self.stream = stream
         self.kind: Kind = kind
+        self.reads = reads
+        """The collections this expression reads within its timestep."""
+        self.negates = negates
+        """The collections it reads through ``not_in`` (what stratification is about)."""
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ({self.kind})>"
 
     def _derive(self, op: str, stream: Stream, kind: Kind | None = None) -> Expr:
-        return Expr(self.program, f"{self.name}.{op}", stream, self.kind if kind is None else kind)
+        kind = self.kind if kind is None else kind
+        return Expr(self.program, f"{self.name}.{op}", stream, kind, self.reads, self.negates)
+
+    def _with(self, other: Expr, name: str, stream: Stream, kind: Kind) -> Expr:
+        """An expression reading both ``self`` and ``other``."""
+        return Expr(self.program, name, stream, kind, self.reads | other.reads, self.negates | other.negates)
 
     def _same_program(self, other: Any, op: str) -> Expr:
         if isinstance(other, Stream):
@@ -386,7 +460,7 @@ class Expr:
             self.stream, other.stream, left_key, right_key, fn, self.program._name("join"), persistent=persistent
         )
         kind: Kind = "persistent" if all(persistent) else "scratch"
-        return Expr(self.program, f"{self.name}.join({other.name})", stream, kind)
+        return self._with(other, f"{self.name}.join({other.name})", stream, kind)
 
     def _change_join(
         self,
@@ -408,7 +482,7 @@ class Expr:
         if isinstance(table, Collection) and table_key is table.key:  # on the table's key: it answers itself
             result = f if table is other else _flipped(f)
             stream = table._lookup(probe, probe_key, result, outer=False)
-            return Expr(self.program, f"{self.name}.join({other.name})", stream, "scratch")
+            return self._with(other, f"{self.name}.join({other.name})", stream, "scratch")
         stream = change_join(
             table.stream,
             probe.stream,
@@ -418,7 +492,7 @@ class Expr:
             self.program._name("join"),
             changes_first=table is self,
         )
-        return Expr(self.program, f"{self.name}.join({other.name})", stream, "scratch")
+        return self._with(other, f"{self.name}.join({other.name})", stream, "scratch")
 
     def left_join(
         self,
@@ -445,7 +519,7 @@ class Expr:
                 table.stream, self.stream, right_key, left_key, fn or _pair, name, changes_first=False, outer=True
             )
         self.program._outer_joins.append((table, name))
-        return Expr(self.program, f"{self.name}.left_join({table.name})", stream, "scratch")
+        return self._with(table, f"{self.name}.left_join({table.name})", stream, "scratch")
 
     def next(self) -> Expr:
         """The same facts one timestep later (a temp declared with ``<+``: ``temp :x <+ expr`` is
@@ -473,28 +547,34 @@ class Expr:
         kinds = {e.kind for e in exprs}
         kind: Kind = kinds.pop() if len(kinds) == 1 else "mixed"
         stream = self.program.loop.concat(self.program._name("union"), [e.stream for e in exprs])
-        return Expr(self.program, "|".join(e.name for e in exprs), stream, kind)
+        reads = frozenset().union(*(e.reads for e in exprs))
+        negates = frozenset().union(*(e.negates for e in exprs))
+        return Expr(self.program, "|".join(e.name for e in exprs), stream, kind, reads, negates)
 
     def __or__(self, other: Expr) -> Expr:
         return self.union(other)
 
     def not_in(
         self,
-        negated: Stream,
+        negated: Stream | Expr,
         key: Callable[[Any], Any] | None = None,
         *,
         negated_key: Callable[[Any], Any] | None = None,
         predicate: Callable[[Any, Any], Any] | None = None,
     ) -> Expr:
-        """Facts whose ``key`` (default: the fact) is not in ``negated``, a root-scope stream from a
-        lower stratum (e.g. another program's output, an input). Coordinated: it waits, per time,
+        """Facts whose ``key`` (default: the fact) is not in ``negated``: a collection or expression of
+        this program (Bud's ``notin``: it must not depend on the result within a timestep; see
+        `_not_in_here`), or a root-scope stream from a lower stratum (e.g. another program's
+        output, an input). Coordinated: it waits, per time,
         until everything up to that time has arrived; its facts hold at their epoch only. With
         ``negated_key`` and ``predicate``: Bud's ``notin(other, :a => :b) { |x, y| ... }`` (see
         `bloom.not_in`)."""
+        if isinstance(negated, Expr):
+            return self._not_in_here(negated, key, negated_key, predicate)
         if not isinstance(negated, Stream) or negated.scope.depth != 0:
             raise BloomError(
-                f"not_in on {self.name!r}: the negated side must be a root-scope stream (a lower stratum, "
-                f"e.g. Output.stream of an earlier program), got {negated!r}"
+                f"not_in on {self.name!r}: the negated side must be a collection of this program or a root-scope "
+                f"stream (a lower stratum, e.g. Output.stream of an earlier program), got {negated!r}"
             )
         if self.kind == "mutable":
             raise BloomError(f"not_in on {self.name!r}: a table with deletions cannot be negated against yet")
@@ -502,6 +582,50 @@ class Expr:
         inside = self.program.bring_in(negated, f"{name}.negated")
         stream = not_in(self.stream, inside, key, name, negated_key=negated_key, predicate=predicate)
         return self._derive("not_in", stream, "scratch")
+
+    def _not_in_here(
+        self,
+        negated: Expr,
+        key: Callable[[Any], Any] | None,
+        negated_key: Callable[[Any], Any] | None,
+        predicate: Callable[[Any, Any], Any] | None,
+    ) -> Expr:
+        """``not_in`` against an expression of this program (Bud's stratified ``notin``): both sides
+        leave the rule loop, and a stage outside it answers each timestep once the rule loop has
+        drained it (a notification per timestep: then the negated side is complete); the answer
+        comes back in at the start of the rule loop, still in that timestep. If the negated side
+        depends on the answer within the timestep, `Program.finish` refuses the cycle."""
+        negated = self._same_program(negated, "not_in")
+        if self.kind != "scratch":
+            raise BloomError(
+                f"not_in on {self.name!r}: against a collection of the program, the facts tested must be scratch "
+                f"facts (an input, a channel, a scratch), and {self.name!r} is {self.kind}"
+            )
+        if negated.kind == "mixed":
+            raise BloomError(f"not_in on {self.name!r}: {negated.name!r} unions persistent and scratch facts")
+        program = self.program
+        name = program._name("not_in")
+        k = key or _whole
+        nk = negated_key or _whole
+        loop = program.loop
+        mine = loop.egress(self.stream, f"{name}.facts")
+        theirs = loop.egress(negated.stream, f"{name}.negated")
+        on_fact = (lambda c: nk(c[0])) if negated.kind == "mutable" else nk
+        answered = mine.scope.stage(
+            name,
+            lambda: _NotInStep(name, k, nk, predicate, negated.kind),
+            [mine, theirs],
+            exchange=[lambda r: stable_hash(k(r)), lambda n: stable_hash(on_fact(n))],
+        )
+        stream = loop.ingress(answered, f"{name}.in")
+        return Expr(
+            program,
+            f"{self.name}.not_in({negated.name})",
+            stream,
+            "scratch",
+            self.reads,
+            self.negates | negated.reads | negated.negates,
+        )
 
 
 class Collection(Expr):
@@ -526,9 +650,12 @@ class Collection(Expr):
         *,
         key: Callable[[Any], Any] | None = None,
         channel: bool = False,
+        delay: int | Callable[[Any], int] = 1,
     ) -> None:
         self.coordinated = coordinated
         self.channel = channel
+        self.delay = delay
+        """A channel: the timesteps a ``<~`` takes (`Program.channel`)."""
         self.key = key
         loop = program.loop
         self.feedback: Feedback = loop.feedback(f"{name}.derived")
@@ -563,17 +690,26 @@ class Collection(Expr):
             assert key is not None
             lookups = self.lookups
             changes, again, self.answers = loop.stage(
-                name, lambda: _Table(name, key, lookups), inputs, exchange=exchange, outputs=3
+                name,
+                lambda: _Table(name, key, lookups, late_inserts=self._changes_within()),
+                inputs,
+                exchange=exchange,
+                outputs=3,
             )
-            super().__init__(program, name, changes, kind)
+            super().__init__(program, name, changes, kind, frozenset((name,)))
             # The table's own path to its next timestep: repeated deletions, and the guarantee that
             # everything of a timestep has reached it before it applies the next one.
             program._next(again, self, f"table {name!r}")
         else:
             control = (1, 2) if self.control is not None else ()
             stream = loop.stage(name, self._vertex(name, kind, route, control), inputs, exchange=exchange)
-            super().__init__(program, name, stream, kind)
+            super().__init__(program, name, stream, kind, frozenset((name,)))
         program.collections.append(self)
+
+    def _changes_within(self) -> bool:
+        """Whether facts can be inserted within a timestep (``<=`` rules, a source, persistent
+        bodies), after its lookups were answered: known once the program is finished."""
+        return bool(self.rules or self.has_source or self.instant_controls)
 
     def _vertex(
         self, name: str, kind: Kind, route: Callable[[Any], int], control: tuple[int, ...]
@@ -596,6 +732,7 @@ class Collection(Expr):
         """Add the rule ``self <= expr`` (Bud's ``<=``): everything ``expr`` derives at a timestep
         holds in this collection at that timestep (and, in a table, is stored from then on)."""
         expr = self._rule("<=", expr)
+        self.program._instant.append((self.name, expr.reads, expr.negates))
         kind = expr.kind
         if kind == "mutable":
             if self.kind != "persistent":
@@ -628,7 +765,8 @@ class Collection(Expr):
 
     def send(self, expr: Expr) -> Self:
         """Bud's ``<~`` into a channel: what ``expr`` derives at timestep ``e`` arrives at the worker
-        owning its address at a later timestep (here ``e + 1``), where it holds at that timestep."""
+        owning its address at a later timestep (``e + 1``, or the channel's ``delay``), where it
+        holds at that timestep."""
         if not self.channel:
             raise BloomError(f"<~ into {self.name!r}: only a channel takes asynchronous sends (program.channel)")
         expr = self._rule("<~", expr)
@@ -720,21 +858,29 @@ class LatticeCollection(Collection):
     def apply(self, fn: Callable[[Lattice], Lattice]) -> LatticeExpr:
         """``(key, fn(value))`` per improvement if ``fn`` is marked monotone (sent at once);
         else per time, on values complete for that time (coordinated)."""
-        return LatticeExpr(self.program, f"{self.name}.apply", apply(self.stream, fn, self.program._name("apply")))
+        out = apply(self.stream, fn, self.program._name("apply"))
+        return LatticeExpr(self.program, f"{self.name}.apply", out, self.reads, self.negates)
 
     def when(self, predicate: Callable[..., Any], *, keyed: bool = False) -> Expr:
         """The keys whose value satisfies ``predicate``, each once, as persistent facts; at once if
         the predicate is marked monotone (a threshold), else on values complete for their time.
         ``keyed``: the predicate is ``predicate(key, value)`` (a threshold that depends on the key)."""
         out = when(self.stream, predicate, self.program._name("when"), keyed=keyed)
-        return Expr(self.program, f"{self.name}.when", out, "persistent")
+        return Expr(self.program, f"{self.name}.when", out, "persistent", self.reads, self.negates)
 
 
 class LatticeExpr(Expr):
     """``(key, lattice value)`` records: merge them into a `LatticeCollection`."""
 
-    def __init__(self, program: Program, name: str, stream: Stream) -> None:
-        super().__init__(program, name, stream, "persistent")
+    def __init__(
+        self,
+        program: Program,
+        name: str,
+        stream: Stream,
+        reads: frozenset[str] = frozenset(),
+        negates: frozenset[str] = frozenset(),
+    ) -> None:
+        super().__init__(program, name, stream, "persistent", reads, negates)
 
 
 # Reading the answer ---------------------------------------------------------------------------------

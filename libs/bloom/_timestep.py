@@ -21,15 +21,15 @@ lattices stay coordination-free.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import IntEnum
 from typing import Any
 
-from timely import Stream, Timestamp, Vertex
+from timely import KeyedState, Stream, Timestamp, Vertex
 
 from .._hash import by_first, stable_hash
 from ._errors import BloomError
-from ._operators import _at, _Distinct, _stamp
+from ._operators import _at, _Distinct, _items, _keep_earliest, _keyed, _stamp
 
 __all__ = ["Op"]
 
@@ -91,6 +91,37 @@ class _Later(Vertex):
         self.send_by(self.outputs[0], records, _at(time, _stamp(time) + 1))
 
 
+class _Delay(Vertex):
+    """Outer loop, between a ``<~``'s exit from the rule loop and the outer feedback: each ``(op,
+    fact)`` record of timestep ``t`` is sent on at ``t + delay(fact) - 1``, so that the feedback
+    brings it in at ``t + delay(fact)`` (a vertex may always send at a later time than it holds)."""
+
+    def __init__(self, name: str, delay: int | Callable[[Any], int]) -> None:
+        self.name = name
+        self.delay = delay
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        delay = self.delay
+        if not callable(delay):
+            self.send_by(self.outputs[0], records, Timestamp(time[0], (time[-1] + delay - 1,)))
+            return
+        later: dict[int, list[Any]] = {}
+        for r in records:
+            try:
+                d = delay(r[1])
+            except Exception as exc:
+                raise BloomError(f"channel {self.name!r}: the delay failed on {r[1]!r}: {exc!r}") from exc
+            if type(d) is not int or d < 1:
+                raise BloomError(f"channel {self.name!r}: the delay of {r[1]!r} is {d!r}; it must be an int >= 1")
+            batch = later.get(d)
+            if batch is None:
+                later[d] = [r]
+            else:
+                batch.append(r)
+        for d, batch in later.items():
+            self.send_by(self.outputs[0], batch, time if d == 1 else Timestamp(time[0], (time[-1] + d - 1,)))
+
+
 def _settled(time: Timestamp) -> Timestamp:
     """The time after which nothing of ``time``'s timestep ``T`` that came through the control
     input (iteration 0 or 1) and nothing of timesteps before ``T`` can arrive: ``(T, T, i)``
@@ -127,8 +158,130 @@ class _Settling:
         if epoch in self.released:
             return None
         self.released.add(epoch)
-        del self.asked[epoch]
+        self.asked.pop(epoch, None)  # restored records have no request of their own: the runtime re-made it
         return epoch, self.waiting.pop(epoch, [])
+
+    def held(self) -> Iterator[tuple[int, Any]]:
+        """Every ``(timestep, record)`` still held: at a checkpoint, records of timesteps after it
+        (a timestep's records can arrive at an earlier epoch, from ``<+``, ``<-``, ``<~``)."""
+        for epoch, records in self.waiting.items():
+            for r in records:
+                yield epoch, r
+
+    def restore(self, epoch: int, record: Any) -> None:
+        """Hold ``record`` of timestep ``epoch`` again; the runtime restores its notification."""
+        self.waiting.setdefault(epoch, []).append(record)
+
+
+# Negation against the program's own collections -------------------------------------------------------
+class _NotInStep(Vertex):
+    """Outside the rule loop (the outer loop of a timestep program; the root scope of a plain
+    one), so that a notification at ``(T, T)`` (``(T,)``) says the rule loop of every timestep up
+    to ``T`` has drained: input 0's scratch facts of timestep ``T`` are then answered against
+    everything input 1 holds at ``T`` (a scratch: its facts of ``T``; a table: those inserted by
+    ``T``; a table with deletions: its changes up to ``T``), once, in one batch."""
+
+    def __init__(
+        self,
+        name: str,
+        key: Callable[[Any], Any],
+        negated_key: Callable[[Any], Any],
+        predicate: Callable[[Any, Any], Any] | None,
+        kind: str,
+    ) -> None:
+        self.name = name
+        self.key = key
+        self.negated_key = negated_key
+        self.predicate = predicate
+        self.kind = kind
+        self.waiting: dict[int, list[Any]] = {}
+        """timestep -> facts to answer at it."""
+        self.negated: dict[Any, dict[Any, Any]] = {}
+        """negated key -> negated fact -> its timesteps (a set: scratch), first timestep
+        (persistent) or ``[(timestep, +1 | -1), ...]`` (a table with deletions)."""
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        step = time[-1]
+        if edge == 0:
+            held = self.waiting.get(step)
+            if held is None:
+                self.waiting[step] = list(records)
+                self.notify_at(Timestamp(step, (step,)) if len(time) == 2 else Timestamp(step))
+            else:
+                held.extend(records)
+            return
+        kind, index = self.kind, self.negated
+        for r in records:
+            fact = r[0] if kind == "mutable" else r
+            try:
+                k = self.negated_key(fact)
+            except Exception as exc:
+                raise BloomError(f"not_in {self.name!r}: the negated key failed on {fact!r}: {exc!r}") from exc
+            facts = index.setdefault(k, {})
+            if kind == "scratch":
+                facts.setdefault(fact, set()).add(step)
+            elif kind == "mutable":
+                facts.setdefault(fact, []).append((step, r[1]))
+            else:
+                _keep_earliest(facts, fact, step)
+
+    def _holds(self, info: Any, step: int) -> bool:
+        if self.kind == "scratch":
+            return step in info  # type: ignore[no-any-return]
+        if self.kind == "mutable":
+            return sum(d for s, d in info if s <= step) > 0
+        return info <= step  # type: ignore[no-any-return]
+
+    def on_notify(self, time: Timestamp) -> None:
+        step = time[-1]
+        facts = self.waiting.pop(step, [])
+        out = []
+        for r in facts:
+            try:
+                k = self.key(r)
+            except Exception as exc:
+                raise BloomError(f"not_in {self.name!r}: the key failed on {r!r}: {exc!r}") from exc
+            blocked = False
+            for n, info in self.negated.get(k, {}).items():
+                if self._holds(info, step):
+                    try:
+                        if self.predicate is None or self.predicate(r, n):
+                            blocked = True
+                            break
+                    except Exception as exc:
+                        raise BloomError(
+                            f"not_in {self.name!r}: the predicate failed on {r!r}, {n!r}: {exc!r}"
+                        ) from exc
+            if not blocked:
+                out.append(r)
+        if out:
+            self.send_by(self.outputs[0], out, time)
+
+    def checkpoint(self) -> KeyedState | None:
+        """``KeyedState`` routed by `stable_hash` of the key: the negated facts ``(0, key, fact,
+        info)`` and the facts waiting for a later timestep ``(1, timestep, fact)``."""
+        entries: list[tuple[int, Any]] = []
+        for k, facts in self.negated.items():
+            for fact, info in facts.items():
+                saved = tuple(info) if isinstance(info, (set, list)) else info
+                entries.append((stable_hash(k), (0, k, fact, saved)))
+        key = self.key
+        entries.extend((stable_hash(key(r)), (1, step, r)) for step, rs in self.waiting.items() for r in rs)
+        return _keyed(entries)
+
+    def restore(self, state: Any) -> None:
+        for item in _items(f"not_in {self.name!r}", state):
+            if item[0] == 1:
+                self.waiting.setdefault(item[1], []).append(item[2])
+                continue
+            _, k, fact, info = item
+            facts = self.negated.setdefault(k, {})
+            if self.kind == "scratch":
+                facts.setdefault(fact, set()).update(info)
+            elif self.kind == "mutable":
+                facts.setdefault(fact, []).extend(tuple(c) for c in info)
+            else:
+                _keep_earliest(facts, fact, info)
 
 
 # The clock ------------------------------------------------------------------------------------------
@@ -230,11 +383,18 @@ class _Table(Vertex):
     table applies ``e + 1`` only after every record of ``e`` reached it, lookups included."""
 
     def __init__(
-        self, name: str, key: Callable[[Any], Any], lookups: dict[int, tuple[Callable[[Any, Any], Any], bool]]
+        self,
+        name: str,
+        key: Callable[[Any], Any],
+        lookups: dict[int, tuple[Callable[[Any, Any], Any], bool]],
+        late_inserts: bool = True,
     ) -> None:
         self.name = name
         self.key = key
         self.lookups = lookups
+        self.late_inserts = late_inserts
+        """Whether inserts can come within a timestep after its lookups (``<=`` rules, a source):
+        only then are the lookups answered kept, to be joined with them (`probed`)."""
         """join id -> (result function ``fn(probe, fact)``, outer: answer ``fn(probe, None)`` on no match)."""
         self.stored: dict[Any, Any] = {}
         """key -> the fact stored under it."""
@@ -359,6 +519,16 @@ class _Table(Vertex):
         stored, probed, specs = self.stored, self.probed, self.lookups
         join = probe = None
         try:
+            if not self.late_inserts and len(specs) == 1:  # the common case: one join, no later inserts
+                ((join, (fn, outer)),) = specs.items()
+                append = answers.append
+                for _, k, probe in lookups:
+                    fact = stored.get(k)
+                    if fact is not None:
+                        append((join, fn(probe, fact)))
+                    elif outer:
+                        append((join, fn(probe, None)))
+                return
             for join, k, probe in lookups:
                 fn, outer = specs[join]
                 fact = stored.get(k)
@@ -382,8 +552,32 @@ class _Table(Vertex):
         """What this worker stores now (for tests and debugging)."""
         return set(self.stored.values())
 
-    def checkpoint(self) -> Any:
-        raise BloomError(f"table {self.name!r}: checkpoints of tables with deletions are not supported yet")
+    def checkpoint(self) -> KeyedState | None:
+        """``KeyedState`` routed as the table's records are (`stable_hash` of the key): the stored
+        facts ``(0, fact, None)``, the persistent bodies ``(1, fact, since)`` and ``<-`` bodies
+        ``(2, fact, since)``, and the control records held for timesteps after the checkpoint
+        ``(3, timestep, record)`` (sent at its epoch by ``<+``/``<-``/``<+-``/``<~``; no replay
+        would send them again). Lookups answered at the latest timestep are not kept: a
+        checkpoint's timesteps are complete, so no insert of them can come."""
+        key = self.key
+        entries: list[tuple[int, Any]] = [(stable_hash(k), (0, fact, None)) for k, fact in self.stored.items()]
+        entries.extend((stable_hash(key(f)), (1, f, since)) for f, since in self.persisted.items())
+        entries.extend((stable_hash(key(f)), (2, f, since)) for f, since in self.doomed.items())
+        for epoch, (op, x) in self.settling.held():
+            route = stable_hash(x[1]) if op == _LOOKUP else stable_hash(key(x))
+            entries.append((route, (3, epoch, (op, x))))
+        return _keyed(entries)
+
+    def restore(self, state: Any) -> None:
+        for kind, a, b in _items(f"table {self.name!r}", state):
+            if kind == 0:
+                self.stored[self.key(a)] = a
+            elif kind == 1:
+                _keep_earliest(self.persisted, a, b)
+            elif kind == 2:
+                _keep_earliest(self.doomed, a, b)
+            else:
+                self.settling.restore(a, tuple(b))
 
 
 # Joining changes with scratch facts ---------------------------------------------------------------------
@@ -492,8 +686,27 @@ class _ChangeJoin(Vertex):
         for e, out in later.items():
             self.send_by(self.outputs[0], out, _at(time, e))
 
-    def checkpoint(self) -> Any:
-        raise BloomError(f"join {self.name!r}: checkpoints of joins with a table with deletions are not supported yet")
+    def checkpoint(self) -> KeyedState | None:
+        """``KeyedState`` routed by `stable_hash` of the join key (as both inputs are exchanged):
+        each table fact's lifetime ``(0, key, fact, spans)`` and the scratch facts held for
+        timesteps after the checkpoint ``(1, timestep, fact)``. The scratch facts answered so far
+        are not kept: they belong to complete timesteps, and a later insert is of a later one."""
+        scratch_key = self.keys[1 - self.changes_edge]
+        entries: list[tuple[int, Any]] = [
+            (stable_hash(k), (0, k, fact, tuple(spans)))
+            for k, facts in self.table.items()
+            for fact, spans in facts.items()
+        ]
+        entries.extend((stable_hash(scratch_key(r)), (1, epoch, r)) for epoch, r in self.settling.held())
+        return _keyed(entries)
+
+    def restore(self, state: Any) -> None:
+        for item in _items(f"join {self.name!r}", state):
+            if item[0] == 0:
+                _, k, fact, spans = item
+                self.table.setdefault(k, {})[fact] = list(spans)
+            else:
+                self.settling.restore(item[1], item[2])
 
 
 def _holds(spans: list[int], epoch: int) -> bool:

@@ -7,6 +7,7 @@ except where the comments say coordination is needed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from timely import Stream
@@ -194,7 +195,12 @@ def destructive_cart(actions: Stream, checkouts: Stream, name: str = "cart") -> 
 
 
 def two_phase_commit(
-    requests: Stream, policies: Stream, coordinator: str = "coordinator", name: str = "2pc"
+    requests: Stream,
+    policies: Stream,
+    coordinator: str = "coordinator",
+    name: str = "2pc",
+    *,
+    delay: int | Callable[[Any], int] = 1,
 ) -> tuple[Output, Output]:
     """Two-phase commit. ``requests``: ``(xact, participants)`` (a tuple of names), at the
     coordinator; ``policies``: ``(participant, xact, vote)`` with vote ``"yes"`` or ``"no"``, what
@@ -205,15 +211,19 @@ def two_phase_commit(
     Phase 1: ``prepare <~`` every participant; each votes ``<~`` back. Phase 2 is monotone at the
     coordinator: a transaction commits once the set of yes votes (an `LSet` per transaction)
     reaches its size (a threshold, no coordination) and aborts at the first no; the decision
-    goes ``<~`` to the participants, whose state is a table with deletions (``<+-``)."""
+    goes ``<~`` to each participant whose vote it has heard (so it never arrives before the
+    prepare did), whose state is a table with deletions (``<+-``).
+
+    ``delay``: the timesteps each message takes (`Program.channel`). Which transactions commit,
+    and every participant's final state, do not depend on it; only when they are decided does."""
     with Program(requests.scope, name, timesteps=True) as p:
         begin = p.scratch("begin", requests.map(f"{name}.at", _at_coordinator(coordinator)))
         request = p.table("request")  # (coordinator, xact, participants)
         request |= begin
         policy = p.table("policy", policies)
-        prepare = p.channel("prepare", address=_first)  # (participant, coordinator, xact)
+        prepare = p.channel("prepare", address=_first, delay=delay)  # (participant, coordinator, xact)
         prepare.send(begin.select_many(_prepares))
-        vote = p.channel("vote", address=_first)  # (coordinator, xact, participant, vote)
+        vote = p.channel("vote", address=_first, delay=delay)  # (coordinator, xact, participant, vote)
         vote.send(prepare.join(policy, _prepare_key, _first_two, _ballot_of))
         yes = p.lattice("yes", LSet)  # (coordinator, xact, n) -> participants that voted yes
         yes |= vote.where(_is_yes).join(request, _first_two, _first_two, _yes_vote)
@@ -223,8 +233,14 @@ def two_phase_commit(
         decided |= vote.where(_is_no).select(_aborted)
         decision = p.table("decision")
         decision |= decided
-        decide = p.channel("decide", address=_first)  # (participant, xact, outcome)
-        decide.send(decided.join(request, _first_two, _first_two, _decisions).select_many(_each))
+        ballots = p.table("ballots")  # the votes the coordinator has heard
+        ballots |= vote
+        decide = p.channel("decide", address=_first, delay=delay)  # (participant, xact, outcome)
+        # To each participant once its vote is in (the decision and the voters heard so far; a vote
+        # heard after the decision, at once): a decision never overtakes its prepare, whatever
+        # the delays, so "prepared" cannot overwrite it.
+        decide.send(decided.join(ballots, _first_two, _first_two, _to_voter))
+        decide.send(vote.join(decision, _first_two, _first_two, _to_late_voter))
         state = p.keyed_table("state", key=_first_two)
         state.upsert(prepare.select(_prepared))
         state.upsert(decide)
@@ -369,12 +385,12 @@ def _aborted(vote: tuple[Any, ...]) -> tuple[Any, Any, str]:
     return (vote[0], vote[1], "abort")
 
 
-def _decisions(decision: tuple[Any, Any, str], request: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
-    return (decision[1], decision[2], request[2])
+def _to_voter(decision: tuple[Any, Any, str], vote: tuple[Any, ...]) -> tuple[Any, Any, str]:
+    return (vote[2], decision[1], decision[2])
 
 
-def _each(decided: tuple[Any, str, tuple[Any, ...]]) -> list[tuple[Any, Any, str]]:
-    return [(participant, decided[0], decided[1]) for participant in decided[2]]
+def _to_late_voter(vote: tuple[Any, ...], decision: tuple[Any, Any, str]) -> tuple[Any, Any, str]:
+    return (vote[2], decision[1], decision[2])
 
 
 def _prepared(prepare: tuple[Any, Any, Any]) -> tuple[Any, Any, str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -164,23 +165,40 @@ def test_chat_relays_to_the_clients_connected_then(mode: Mode, lockstep: bool) -
 
 
 # Two-phase commit ---------------------------------------------------------------------------------------------
-def commit_reference(seed: int) -> tuple[list[list[Any]], list[list[Any]]]:
-    """Begun at epoch e: every participant prepared at e + 2, the decision (commit iff every vote
-    is yes) at the coordinator at e + 2, and at the participants from e + 4."""
-    feeds, steps = program.commit_workload(seed)
+def commit_reference(
+    seed: int, delay: Callable[[Any], int] = lambda fact: 1, steps: int | None = None
+) -> tuple[list[list[Any]], list[list[Any]]]:
+    """Each message takes ``delay(fact)`` timesteps. Begun at epoch e, participant p gets its
+    prepare at ``a = e + delay(prepare)`` (prepared from a + 1), its vote reaches the coordinator
+    at ``v = a + delay(vote)``; the coordinator decides at D, the last vote's arrival if all are
+    yes, else the first no's; p's decision leaves once both D and v have come, arrives after
+    ``delay(decide)``, and holds one timestep later. With every delay 1: prepared at e + 2,
+    decided at e + 2, the participants' outcome from e + 4."""
+    feeds, default_steps = program.commit_workload(seed)
     votes = {(p, x): v for batch in feeds["policies"] for p, x, v in batch}
+    decided: dict[str, tuple[int, str]] = {}  # xact -> (D, outcome)
+    lives: list[tuple[str, str, int, int]] = []  # (participant, xact, prepared from, outcome from)
+    for e, batch in enumerate(feeds["requests"]):
+        for x, who in batch:
+            arrive = {p: e + delay((p, "coordinator", x)) for p in who}
+            heard = {p: arrive[p] + delay(("coordinator", x, p, votes[(p, x)])) for p in who}
+            if all(votes[(p, x)] == "yes" for p in who):
+                decided[x] = (max(heard.values()), "commit")
+            else:
+                decided[x] = (min(heard[p] for p in who if votes[(p, x)] != "yes"), "abort")
+            at, outcome = decided[x]
+            for p in who:
+                lives.append((p, x, arrive[p] + 1, max(at, heard[p]) + delay((p, x, outcome)) + 1))
     decisions, states = [], []
-    for t in range(steps):
-        d: list[Any] = []
-        s: list[Any] = []
-        for e, batch in enumerate(feeds["requests"]):
-            for x, who in batch:
-                outcome = "commit" if all(votes[(p, x)] == "yes" for p in who) else "abort"
-                if t >= e + 2:
-                    d.append(("coordinator", x, outcome))
-                    s.extend((p, x, outcome if t >= e + 4 else "prepared") for p in who)
-        decisions.append(normal(d))
-        states.append(normal(s))
+    for t in range(default_steps if steps is None else steps):
+        decisions.append(normal(("coordinator", x, outcome) for x, (at, outcome) in decided.items() if t >= at))
+        state = []
+        for p, x, prepared, final in lives:
+            if t >= final:
+                state.append((p, x, decided[x][1]))
+            elif t >= prepared:
+                state.append((p, x, "prepared"))
+        states.append(normal(state))
     return decisions, states
 
 
@@ -192,6 +210,23 @@ def test_two_phase_commit_decides_as_the_votes_say(mode: Mode, lockstep: bool) -
     assert got["state"] == states
     outcomes = {d[2] for d in decisions[-1]}
     assert outcomes == {"commit", "abort"}  # the workload has both
+
+
+@pytest.mark.parametrize("mode", [MODES[0], MODES[3]], ids=str)
+def test_two_phase_commit_decides_the_same_whatever_the_messages_delays(mode: Mode) -> None:
+    """Bud's ``<~`` arrives at *some* later timestep. Under 3 timesteps a message, and under 1, 2
+    or 3 by the message (`program.message_delay`), every transaction gets the decision it gets
+    with a delay of 1, and every participant ends in it; only the timesteps move, each exactly
+    as the delays say."""
+    decisions, states = commit_reference(1)
+    for name, delay in (("2pc-late", lambda fact: 3), ("2pc-delayed", program.message_delay)):
+        got = answers(mode, name, 1, True)
+        want = commit_reference(1, delay, steps=len(got["decision"]))
+        assert got["decision"] == want[0]
+        assert got["state"] == want[1]
+        assert got["decision"][-1] == decisions[-1] and got["state"][-1] == states[-1]
+        assert got["decision"][:8] != decisions[:8]  # the delays did move the decisions
+    assert {program.message_delay(("coordinator", f"x{x}", "commit")) for x in range(9)} == {1, 2, 3}
 
 
 def test_the_comparison_can_fail() -> None:

@@ -8,6 +8,8 @@ evaluated soundly is refused with an error that says why.
 
 from __future__ import annotations
 
+import functools
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -214,14 +216,16 @@ def test_tickle_count_counts_to_five_over_channels(workers: int) -> None:
     assert set(notifications(comp, "tickle.").values()) == {0}  # channels and scratch: no coordination
 
 
-def ring(kickoff: timely.Stream, next_guy: timely.Stream) -> dict[str, bloom.Output]:
+def ring(
+    kickoff: timely.Stream, next_guy: timely.Stream, delay: int | Callable[[Any], int] = 1
+) -> dict[str, bloom.Output]:
     """``RingMember`` for every member at once: ``pipe <~`` passes a count round the ring (each
     fact addressed to its member, so members live on different workers), and ``last_cnt`` keeps
     each member's latest count with ``<+`` and ``<-``."""
     with bloom.Program(kickoff.scope, "ring", timesteps=True) as p:
         kick = p.scratch("kickoff", kickoff)  # (member, cnt)
         nxt = p.table("next_guy", next_guy)  # (member, next member)
-        pipe = p.channel("pipe")  # (member, cnt)
+        pipe = p.channel("pipe", delay=delay)  # (member, cnt)
         pipe.send(kick)
         pipe.send(pipe.join(nxt, lambda m: m[0], lambda n: n[0], lambda m, n: (n[1], m[1] + 1)).where(_below(40)))
         done = p.scratch("done")
@@ -239,15 +243,19 @@ def _below(n: int) -> Callable[[Any], bool]:
 RING = 10
 
 
+def ring_feeds() -> Feeds:
+    members = [f"m{i}" for i in range(RING)]
+    return {
+        "kickoff": [[("m0", 0)]],
+        "next_guy": [[(members[i], members[(i + 1) % RING]) for i in range(RING)]],
+    }
+
+
 def test_ring_passes_a_count_round_and_keeps_each_members_last(workers: int) -> None:
     """test_basic_ring: member 9 (the last) sees count 39; here also the exact timestep, and each
     member's ``last_cnt`` (its latest count) after every timestep, against a plain simulation."""
     members = [f"m{i}" for i in range(RING)]
-    feeds: Feeds = {
-        "kickoff": [[("m0", 0)]],
-        "next_guy": [[(members[i], members[(i + 1) % RING]) for i in range(RING)]],
-    }
-    got, comp = run(ring, feeds, 43, workers)
+    got, comp = run(ring, ring_feeds(), 43, workers)
     assert [t for t, s in enumerate(got["done"]) if s] == [40]
     assert got["done"][40] == {("m9", 39)}
     last: dict[str, int] = {}
@@ -258,6 +266,94 @@ def test_ring_passes_a_count_round_and_keeps_each_members_last(workers: int) -> 
     asked = notifications(comp, "ring.")
     assert asked["ring.step.last_cnt"] > 0  # deletion is coordinated, once per timestep
     assert asked["ring.step.pipe"] == 0 and asked["ring.step.done"] == 0  # the channel is not
+
+
+def hop(fact: Any) -> int:
+    """1 to 4 timesteps, by the message."""
+    return 1 + zlib.crc32(repr(fact).encode()) % 4
+
+
+def test_a_ring_under_delays_passes_the_same_counts_at_the_timesteps_the_delays_say(workers: int) -> None:
+    """Bud's ``<~`` arrives at *some* later timestep: with a delay of 1 to 4 by the message, count
+    ``c`` reaches member ``c % 10`` at the sum of the delays so far, ``last_cnt`` keeps each
+    member's latest count one timestep later, and the last member still sees 39."""
+    members = [f"m{i}" for i in range(RING)]
+    arrive = ring_arrivals()
+    steps = arrive[-1] + 3
+    got, comp = run(functools.partial(ring, delay=hop), ring_feeds(), steps, workers)
+    assert [t for t, s in enumerate(got["done"]) if s] == [arrive[39]]
+    assert arrive[39] > 40  # the delays did delay it
+    for t in range(steps):
+        last = {members[c % RING]: c for c in range(40) if arrive[c] + 1 <= t}
+        assert got["last_cnt"][t] == set(last.items()), f"timestep {t}"
+    assert notifications(comp, "ring.")["ring.step.pipe"] == 0
+
+
+def ring_arrivals() -> list[int]:
+    """The timestep at which count ``c`` reaches its member, under `hop` delays."""
+    arrive, t = [], 0
+    for c in range(40):
+        t += hop((f"m{c % RING}", c))
+        arrive.append(t)
+    return arrive
+
+
+# Bud's temporal tests across two real processes ---------------------------------------------------------
+TEMPORAL: dict[str, tuple[Callable[[], Feeds], Callable[..., dict[str, bloom.Output]], int]] = {
+    "baby": (lambda: {"clock": ticks(2)}, baby_bud, 2),
+    "tickle": (lambda: {"clock": ticks(1)}, tickle_count, 10),
+    "ring": (ring_feeds, ring, 43),
+    "ring-delayed": (ring_feeds, functools.partial(ring, delay=hop), 0),
+}
+
+
+def temporal(name: str) -> Any:
+    """The build of temporal test ``name`` (`TEMPORAL`), for `Mode.run`."""
+    from tests.support.bloom_program import BudRun
+
+    feeds_of, make, steps = TEMPORAL[name]
+    feeds = feeds_of()
+    steps = steps or ring_arrivals()[-1] + 3
+
+    def build(scope: timely.Scope) -> BudRun:
+        inputs = {n: scope.new_input(n) for n in feeds}
+        return BudRun(inputs, make(**inputs), feeds, steps, scope.process_index, scope.processes)
+
+    return build
+
+
+@pytest.mark.parametrize("name", list(TEMPORAL))
+def test_buds_temporal_tests_across_two_processes(name: str) -> None:
+    """``<+``, ``<-``, bootstrap and ``<~`` with the collections spread over two real processes
+    (loopback TCP, all epochs in flight): every timestep's union of the processes' shares equals
+    the one-process answer, which the tests above check against Bud's."""
+    from tests.support.modes import Mode
+
+    results = Mode("tcp", processes=2).run(temporal, name, lag=None, timeout=TIMEOUT)
+    feeds_of, make, steps = TEMPORAL[name]
+    alone, _ = run(make, feeds_of(), steps or ring_arrivals()[-1] + 3, 1)
+    for output, answers in alone.items():
+        for t, facts in enumerate(answers):
+            shares = [tuple(f) for r in results for f in r["answers"][output][t]]
+            assert len(shares) == len(set(shares)), f"{output} at {t}: a fact held twice"
+            assert set(shares) == facts, f"{output} at timestep {t}"
+    if name == "ring":
+        assert alone["done"][40] == {("m9", 39)}
+    if name == "tickle":
+        assert alone["loopback_done"][6] == {(5,)} and alone["mcast_done"][7] == {(5,)}
+
+
+def test_a_channel_delay_must_be_a_later_timestep() -> None:
+    _refused(lambda p, s: p.channel("c", delay=0), "delay must be an int >= 1")
+
+    def make(x: timely.Stream) -> dict[str, bloom.Output]:
+        with bloom.Program(x.scope, "d", timesteps=True) as p:
+            c = p.channel("c", delay=lambda fact: 0)
+            c.send(p.scratch("x", x))
+        return {"c": p.output(c)}
+
+    with pytest.raises(timely.VertexError, match="channel 'c': the delay of .* is 0; it must be an int >= 1"):
+        run(make, {"x": [[("a", 1)]]}, 1, 1)
 
 
 # The CALM boundary -----------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import random
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,6 +230,17 @@ def commit_workload(seed: int) -> tuple[dict[str, list[list[Any]]], int]:
     return {"requests": requests, "policies": policies}, 8
 
 
+def message_delay(fact: Any) -> int:
+    """1, 2 or 3 timesteps, by the fact (the same in every process): Bud's "some later timestep"."""
+    return 1 + zlib.crc32(repr(fact).encode()) % 3
+
+
+def delayed_commit_workload(seed: int) -> tuple[dict[str, list[list[Any]]], int]:
+    """`commit_workload`, read over enough timesteps for three hops of up to three timesteps each."""
+    feeds, _ = commit_workload(seed)
+    return feeds, 16
+
+
 BUD_PROGRAMS: dict[str, Any] = {
     "kvs": (
         kvs_workload,
@@ -243,6 +255,22 @@ BUD_PROGRAMS: dict[str, Any] = {
     "cart": (
         cart_workload,
         lambda s, actions, checkouts: {"memo": bloom.programs.destructive_cart(actions, checkouts)},
+    ),
+    "2pc-delayed": (
+        delayed_commit_workload,
+        lambda s, requests, policies: dict(
+            zip(
+                ("decision", "state"),
+                bloom.programs.two_phase_commit(requests, policies, delay=message_delay),
+                strict=True,
+            )
+        ),
+    ),
+    "2pc-late": (
+        delayed_commit_workload,
+        lambda s, requests, policies: dict(
+            zip(("decision", "state"), bloom.programs.two_phase_commit(requests, policies, delay=3), strict=True)
+        ),
     ),
     "2pc": (
         commit_workload,
@@ -296,5 +324,19 @@ def bud(name: str, seed: int) -> Any:
         inputs = {n: scope.new_input(n) for n in feeds}
         outputs = make(scope, **inputs)
         return BudRun(inputs, outputs, feeds, steps, scope.process_index, scope.processes)
+
+    return build
+
+
+def negation(seed: int) -> Any:
+    """tests/bloom/test_negation.py's program fed its workload of ``seed`` (for `Mode.run`)."""
+    from tests.bloom import test_negation
+
+    feeds = test_negation.workload(seed)
+
+    def build(scope: timely.Scope) -> BudRun:
+        inputs = {n: scope.new_input(n) for n in feeds}
+        outputs = test_negation.program(**inputs)
+        return BudRun(inputs, outputs, feeds, test_negation.STEPS, scope.process_index, scope.processes)
 
     return build
