@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+import pytest
+
 import timely
 import timely.testing
 from tests.support import TIMEOUT
@@ -130,3 +132,30 @@ def test_an_input_is_held_to_k_epochs_ahead_of_its_probe() -> None:
                 assert probe.passed(e - 3)
             frontier = list(probe.frontier())
             assert frontier and frontier[0].epoch >= e - 2
+
+
+def two_inputs_one_throttled(scope: timely.Scope) -> tuple[timely.Input, timely.Input, timely.Probe]:
+    first, second = scope.new_input("first"), scope.new_input("second")
+    probe = first.concat("both", second).probe("done")
+    first.throttle(probe, epochs_ahead=0)
+    return first, second, probe
+
+
+def test_a_throttle_that_another_open_input_holds_back_is_refused_not_hung() -> None:
+    """Advancing `first` to 2 waits for the probe to pass epoch 1, which `second` (open at epoch
+    0, and only this program can advance it) holds back for ever: refused at once, naming it."""
+    with (
+        pytest.raises(timely.StalledError, match=r"throttled input.*'second' \(at epoch 0\)"),
+        timely.execute(two_inputs_one_throttled, timeout=TIMEOUT) as (_, (first, second, _probe)),
+    ):
+        first.advance_to(1)  # waits for epoch -1: nothing to wait for
+        first.advance_to(2)
+
+
+def test_a_throttle_passes_once_the_other_input_moves_first() -> None:
+    """The same program, fed in the order that lets every wait end, runs to completion."""
+    with timely.execute(two_inputs_one_throttled, timeout=TIMEOUT) as (_, (first, second, probe)):
+        for e in range(1, 5):
+            second.advance_to(e)
+            first.advance_to(e)
+            assert probe.passed(e - 1)

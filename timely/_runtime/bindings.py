@@ -26,9 +26,11 @@ INPUT_BACKLOG = 128
 """Queued messages (about this many thousand records) above which a synchronous `Input.send`
 runs the computation until the queues are a quarter as long: memory stays bounded."""
 
-Driver = Callable[[Callable[[], bool], float | None], None]
+Driver = Callable[[Callable[[], bool], float | None, tuple[Probe, Timestamp] | None], None]
 """Runs the computation until a predicate holds (a synchronous program's event loop runs only
-inside timely calls); None while the computation is driven from async code."""
+inside timely calls); None while the computation is driven from async code. The third argument
+names the (probe, time) the predicate waits to see passed, so a wait that an input this
+program holds open can never end is refused at once instead of hanging."""
 
 
 class Host(Protocol):
@@ -129,7 +131,7 @@ class InputBinding:
         driver = host.driver
         if driver is not None and (host.backlog() > INPUT_BACKLOG or host.congested()):
             self.backpressure_waits += 1
-            driver(host.ready, None)
+            driver(host.ready, None, None)
 
     def advance_to(self, epoch: int) -> None:
         if self.closed:
@@ -153,7 +155,7 @@ class InputBinding:
             probe, ahead = self.throttle
             if epoch - ahead - 1 >= 0:
                 target = _from_flat((epoch - ahead - 1,))
-                host.driver(lambda: not probe.frontier().less_equal(target), None)
+                host.driver(lambda: not probe.frontier().less_equal(target), None, (probe, target))
 
     def _seal(self, next_epoch: int | None) -> None:
         """Log the records of the epoch that ends now (before anyone can see it end)."""

@@ -349,9 +349,17 @@ class Computation(_Handle):
         explanation = self.runtime.explain()
         return explanation if failure is None else f"the computation failed: {failure}\n{explanation}"
 
-    def _drive(self, predicate: Callable[[], bool], timeout: float | None) -> None:
+    def _drive(
+        self, predicate: Callable[[], bool], timeout: float | None, passing: tuple[Probe, Timestamp] | None
+    ) -> None:
         if self._inline(predicate, timeout):
             return
+        if passing is not None and timeout is None:
+            probe, t = passing
+            location = self.runtime.bindings.probe(probe).location
+            self._refuse_a_wait_on_own_inputs(
+                f"a throttled input waits for probe {probe.name!r} to pass {show_time(t)}", (t, location)
+            )
 
         async def wait() -> None:
             await self.runtime.when(predicate)
