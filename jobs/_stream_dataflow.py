@@ -1,0 +1,411 @@
+"""The streaming job's timely dataflow (Naiad Figure 1): posts in, interactive answers out.
+
+``build(options, scope, inputs)`` is what `timely_libs.spark.run_stream` runs in every timely
+process, one epoch per Spark micro-batch::
+
+    posts ──parse──▶ window ──▶ mention graph ──distinct──▶ connected components ──┐
+      │                 └────▶ (user, hashtag) ──join labels──▶ count ──▶ top per component
+      └── malformed: counted, the first few quoted                                │
+    queries ──stamp──────────────────────────────────────────────────────────▶ answer ──▶ rows
+
+- ``parse`` (`Parse`) checks each post and extracts its mentions and hashtags; a post with a
+  missing field, control bytes or an absurd length is counted and skipped, never fatal.
+- ``window`` (`Window`) keeps the last ``window`` seconds of posts, by the second their
+  ``time`` falls in: each post enters at the epoch it arrives and retires, as a retraction,
+  at the first epoch whose *clock* (the latest second any post so far fell in) leaves it
+  behind. Edges leave the graph, so components split as well as merge.
+- Components and the top hashtag of each are `timely_libs.linq` collections: work per epoch in
+  proportion to what changed.
+- ``answer`` (`Answer`, one worker) holds the components and top hashtags as of the last
+  completed epoch, and answers each query *fresh* (once its own epoch is complete) and/or
+  *stale* (at once, against the last completed epoch if it completed at most ``stale``
+  seconds ago). The state changes only in `Answer.on_notify`, when an epoch is complete, so a
+  stale answer always reflects exactly one complete epoch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+import timely
+from timely_jobs._posts import MAX_TEXT
+from timely_libs import linq
+
+__all__ = ["ANSWER_SCHEMA", "DataflowOptions", "build", "tag_id"]
+
+ANSWER_SCHEMA = (
+    "kind string, mode string, query_id long, user long, component long, hashtag string, count long, "
+    "as_of long, latency_ms double, issued double, note string"
+)
+"""The rows the dataflow gives (run_stream adds ``epoch``), by ``kind``:
+
+- ``answer``: one per query and mode (``fresh``/``stale``): the user's ``component`` (the
+  least user id in it), its top ``hashtag`` and that hashtag's ``count`` in the window, as of
+  the window ending at second ``as_of``; ``latency_ms`` from the query entering the
+  computation to its answer; ``issued`` the query's own ``time``. A user absent from the
+  window has no component: ``note`` says so.
+- ``epoch``: one per completed epoch: ``as_of`` its clock.
+- ``posts`` and ``malformed``: per epoch and worker, ``count`` posts taken in, and skipped;
+- ``skipped``: the first few skipped posts, quoted in ``note``.
+"""
+
+_COLUMNS = tuple(c.split()[0] for c in ANSWER_SCHEMA.split(", "))
+
+QUOTED = 5
+"""Skipped posts quoted per worker (the rest are only counted)."""
+
+_TOKEN = re.compile(r"(?<![\w@#])([@#])(\w+)")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
+
+
+@dataclass(frozen=True)
+class DataflowOptions:
+    window: int = 60
+    """Seconds of posts the graph holds."""
+    fresh: bool = True
+    """Answer each query once its own epoch is complete."""
+    stale: float | None = 1.0
+    """Answer each query at once against the last completed epoch if it is at most this many
+    seconds old (None: no stale answers)."""
+
+
+def tag_id(name: str) -> int:
+    """The 62-bit id of hashtag ``name`` (the same in every process); ties between equally
+    popular hashtags go to the greater id."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "little") >> 2
+
+
+def _row(kind: str, **values: Any) -> tuple[Any, ...]:
+    """A row of `ANSWER_SCHEMA` with ``values`` by column name, the rest null."""
+    return tuple(values.get(c, kind if c == "kind" else None) for c in _COLUMNS)
+
+
+def _quote(user: Any, time_: Any, text: Any) -> str:
+    shown = repr(text) if not isinstance(text, str) or len(text) <= 60 else repr(text[:60]) + f"... ({len(text)} chars)"
+    return f"time={time_!r} user={user!r} text={shown}"
+
+
+def _problem(time_: Any, user: Any, text: Any) -> str | None:
+    """Why a post cannot be used, or None."""
+    if type(user) is not int:
+        return "no user"
+    if type(time_) is not float or not time_ >= 0.0 or time_ == float("inf"):
+        return "no time"
+    if type(text) is not str:
+        return "no text"
+    if len(text) > MAX_TEXT:
+        return f"text of {len(text)} characters"
+    if _CONTROL.search(text):
+        return "control bytes in the text"
+    return None
+
+
+class Parse(timely.Vertex):
+    """Posts ``(time, user, text)`` to, per batch, one record of the batch's data for the
+    window (port 0), the clock for every worker (port 1), counts and quotes of skipped posts
+    (port 2) and the names of hashtags not seen before on this worker (port 3)."""
+
+    def __init__(self) -> None:
+        self.tag_ids: dict[str, int] = {}
+        self.quoted = 0
+        self.counts: dict[timely.Timestamp, list[int]] = {}
+
+    def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
+        edges: list[tuple[int, int, int]] = []
+        tags: list[tuple[int, int, int]] = []
+        ids = self.tag_ids
+        new_names = []
+        quotes = []
+        bad = 0
+        top = -1
+        token = _TOKEN.findall
+        for t, user, text in records:
+            problem = _problem(t, user, text)
+            if problem is not None:
+                bad += 1
+                if self.quoted < QUOTED:
+                    self.quoted += 1
+                    quotes.append(_row("skipped", note=f"{problem}: {_quote(user, t, text)}"))
+                continue
+            slot = int(t)
+            if slot > top:
+                top = slot
+            edges.append((slot, user, user))
+            for sign, word in token(text):
+                if sign == "@":
+                    if word[0] == "u" and word[1:].isdigit():
+                        other = int(word[1:])
+                        if other != user:
+                            edges.append((slot, user, other))
+                else:
+                    h = ids.get(word)
+                    if h is None:
+                        h = ids[word] = tag_id(word)
+                        new_names.append((h, word))
+                    tags.append((slot, user, h))
+        if edges or tags:
+            self.send_by(self.outputs[0], [(edges, tags)], time)
+        if top >= 0:
+            self.send_by(self.outputs[1], [(w, top) for w in range(self.peers)], time)
+        counts = self.counts.get(time)
+        if counts is None:
+            counts = self.counts[time] = [0, 0]
+            self.notify_at(time)
+        counts[0] += len(records) - bad
+        counts[1] += bad
+        if quotes:
+            self.send_by(self.outputs[2], quotes, time)
+        if new_names:
+            self.send_by(self.outputs[3], new_names, time)
+
+    def on_notify(self, time: timely.Timestamp) -> None:
+        good, bad = self.counts.pop(time)
+        self.send_by(self.outputs[2], [_row("posts", count=good), _row("malformed", count=bad)], time)
+
+
+class Window(timely.Vertex):
+    """The last ``window`` seconds of edges and hashtags as linq differences: ``(columns,
+    diffs)`` records on port 0 (edges ``(src, dst)``) and port 1 (``(user, hashtag)``)."""
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self.clock = -1
+        self.slots: dict[int, tuple[list[Any], list[Any]]] = {}
+
+    def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
+        if edge == 1:  # the clock
+            clock = max(c for _, c in records)
+            if clock > self.clock:
+                self.clock = clock
+                gone = [s for s in self.slots if s <= clock - self.window]
+                if gone:
+                    old_edges: list[Any] = []
+                    old_tags: list[Any] = []
+                    for s in sorted(gone):
+                        e, t = self.slots.pop(s)
+                        old_edges.extend(e)
+                        old_tags.extend(t)
+                    self._emit(old_edges, old_tags, -1, time)
+            return
+        horizon = self.clock - self.window
+        new_edges: list[Any] = []
+        new_tags: list[Any] = []
+        for edges, tags in records:
+            for e in edges:
+                if e[0] > horizon:
+                    self.slots.setdefault(e[0], ([], []))[0].append(e)
+                    new_edges.append(e)
+            for t in tags:
+                if t[0] > horizon:
+                    self.slots.setdefault(t[0], ([], []))[1].append(t)
+                    new_tags.append(t)
+        self._emit(new_edges, new_tags, 1, time)
+
+    def _emit(self, edges: list[Any], tags: list[Any], diff: int, time: timely.Timestamp) -> None:
+        if edges:
+            a = np.asarray(edges, dtype=np.int64)
+            self.send_by(self.outputs[0], [((a[:, 1], a[:, 2]), np.full(len(a), diff, np.int64))], time)
+        if tags:
+            a = np.asarray(tags, dtype=np.int64)
+            self.send_by(self.outputs[1], [((a[:, 1], a[:, 2]), np.full(len(a), diff, np.int64))], time)
+
+    def state_size(self) -> tuple[int, int] | None:
+        rows = sum(len(e) + len(t) for e, t in self.slots.values())
+        return rows, rows * 80
+
+
+class Stamp(timely.Vertex):
+    """Queries ``(query_id, user, time)`` stamped with the wall-clock time they entered the
+    computation (where their latency starts)."""
+
+    def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
+        now = _now()
+        self.send_by(self.outputs[0], [(q, u, t, now) for q, u, t in records], time)
+
+
+def _now() -> float:
+    return time.time()
+
+
+class Answer(timely.Vertex):
+    """Components, top hashtags and queries in (on one worker); answers out (see the module
+    doc). Inputs: 0 label changes, 1 top-hashtag changes, 2 clocks, 3 hashtag names,
+    4 stamped queries."""
+
+    def __init__(self, options: DataflowOptions) -> None:
+        self.options = options
+        self.labels: dict[int, int] = {}
+        self.tops: dict[int, tuple[int, int]] = {}
+        self.names: dict[int, str] = {}
+        self.pending: dict[timely.Timestamp, list[Any]] = {}
+        self.clocks: dict[timely.Timestamp, int] = {}
+        self.posts: dict[timely.Timestamp, int] = {}
+        self.fresh: dict[timely.Timestamp, list[Any]] = {}
+        self.stale: list[tuple[Any, timely.Timestamp]] = []
+        self.as_of = -1
+        self.epoch = -1
+        self.completed_at = 0.0
+
+    def _watch(self, time: timely.Timestamp) -> None:
+        if time not in self.pending:
+            self.pending[time] = []
+            self.notify_at(time)
+
+    def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
+        if edge <= 1:
+            self._watch(time)
+            self.pending[time].extend((edge, r) for r in records)
+        elif edge == 2:
+            self._watch(time)
+            self.clocks[time] = max(self.clocks.get(time, -1), *(c for _, c in records))
+        elif edge == 3:
+            self.names.update(records)
+        else:
+            self._watch(time)
+            if self.options.fresh:
+                self.fresh.setdefault(time, []).extend(records)
+            if self.options.stale is not None:
+                now = _now()
+                if self.epoch >= 0 and now - self.completed_at <= self.options.stale:
+                    self.send_by(self.outputs[0], [self._answer(q, "stale", now) for q in records], time)
+                else:
+                    self.stale.extend((q, time) for q in records)
+
+    def on_notify(self, time: timely.Timestamp) -> None:
+        for t in sorted(t for t in self.pending if t <= time):
+            self._apply(self.pending.pop(t))
+        clock = max((c for t, c in self.clocks.items() if t <= time), default=self.as_of)
+        self.clocks = {t: c for t, c in self.clocks.items() if t > time}
+        self.as_of = max(self.as_of, clock)
+        self.epoch = time[0]
+        now = _now()
+        self.completed_at = now
+        rows = [self._answer(q, "fresh", now) for q in self.fresh.pop(time, [])]
+        if rows:
+            self.send_by(self.outputs[0], rows, time)
+        waiting, self.stale = self.stale, []
+        for q, t in waiting:  # at their own times (>= this one): the state is fresh now
+            self.send_by(self.outputs[0], [self._answer(q, "stale", now)], t)
+        self.send_by(self.outputs[0], [_row("epoch", as_of=self.as_of)], time)
+
+    def _apply(self, changes: list[Any]) -> None:
+        labels, tops = self.labels, self.tops
+        for sign in (-1, 1):  # retractions first: a key's old value goes before its new one comes
+            for edge, ((keys, values, *rest), diffs) in changes:
+                picked = np.flatnonzero(diffs == sign) if sign < 0 else np.flatnonzero(diffs > 0)
+                if not len(picked):
+                    continue
+                ks = keys[picked].tolist()
+                vs = values[picked].tolist()
+                if edge == 0:
+                    if sign < 0:
+                        for k, v in zip(ks, vs, strict=True):
+                            if labels.get(k) == v:
+                                del labels[k]
+                    else:
+                        labels.update(zip(ks, vs, strict=True))
+                else:
+                    counts = rest[0][picked].tolist()
+                    if sign < 0:
+                        for k, v, c in zip(ks, vs, counts, strict=True):
+                            if tops.get(k) == (v, c):
+                                del tops[k]
+                    else:
+                        for k, v, c in zip(ks, vs, counts, strict=True):
+                            tops[k] = (v, c)
+
+    def _answer(self, query: Any, mode: str, now: float) -> tuple[Any, ...]:
+        query_id, user, issued, arrived = query
+        latency = (now - arrived) * 1000.0
+        label = self.labels.get(user)
+        if label is None:
+            note = f"user {user} not seen in the last {self.options.window} s"
+            return _row(
+                "answer",
+                mode=mode,
+                query_id=query_id,
+                user=user,
+                count=0,
+                as_of=self.as_of,
+                latency_ms=latency,
+                issued=issued,
+                note=note,
+            )
+        tag, count = self.tops.get(label, (None, 0))
+        name = self.names.get(tag) if tag is not None else None
+        return _row(
+            "answer",
+            mode=mode,
+            query_id=query_id,
+            user=user,
+            component=label,
+            hashtag=name,
+            count=count,
+            as_of=self.as_of,
+            latency_ms=latency,
+            issued=issued,
+        )
+
+    def state_size(self) -> tuple[int, int] | None:
+        rows = len(self.labels) + len(self.tops)
+        return rows, rows * 100
+
+
+def _flat_top(record: Any) -> tuple[int, int, int]:
+    (label, tag), n = record
+    return (label, tag, n)
+
+
+def _label_of(record: Any) -> int:
+    return record[0][0]  # type: ignore[no-any-return]
+
+
+def _popularity(record: Any) -> tuple[int, int]:
+    (_, tag), n = record
+    return (n, tag)
+
+
+def _to_worker_zero(record: Any) -> int:
+    return 0
+
+
+def _labelled(user: np.ndarray, tag: np.ndarray, node: np.ndarray, label: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return label, tag
+
+
+def build(options: DataflowOptions, scope: timely.Scope, inputs: dict[str, timely.Input]) -> timely.Stream:
+    """The dataflow (see the module doc); ``inputs`` are ``posts`` and ``queries`` rows."""
+    data, clock, skipped, names = inputs["posts"].stage("parse", Parse, outputs=4)
+    edges_d, tags_d = scope.stage(
+        "window", lambda: Window(options.window), [data, clock], exchange=[None, itemgetter(0)], outputs=2
+    )
+    graph = linq.Collection.from_columns(edges_d, name="window_edges").distinct(name="mention_graph")
+    labels = linq.connected_components(graph)
+    tags = linq.Collection.from_columns(tags_d, name="window_tags")
+    counts = tags.join(labels, itemgetter(0), itemgetter(0), linq.columns(_labelled), name="tags_by_component").count(
+        name="tag_counts"
+    )
+    top = counts.max(_label_of, _popularity, name="top_tag").select(_flat_top, name="top_rows")
+    queries = inputs["queries"].stage("stamp", Stamp)
+    every: Callable[[Any], int] = _to_worker_zero
+    answers = scope.stage(
+        "answer",
+        lambda: Answer(options),
+        [
+            labels.consolidate(name="label_changes").to_columns(),
+            top.consolidate(name="top_changes").to_columns(),
+            clock,
+            names,
+            queries,
+        ],
+        exchange=[every] * 5,
+    )
+    return scope.concat("rows", [answers, skipped])
