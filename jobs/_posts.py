@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,10 +52,52 @@ MAX_TEXT = 2_000
 
 MALFORMED = ("no_user", "no_time", "no_text", "control_bytes", "absurd_length")
 
-_WORDS = (
-    "the a to of and in is it you that for on with this at be so we are my have just was not but "
-    "all great new today love what when now out more about day time like good get see one how"
-).split()
+_WORDS = [
+    "the",
+    "a",
+    "to",
+    "of",
+    "and",
+    "in",
+    "is",
+    "it",
+    "you",
+    "that",
+    "for",
+    "on",
+    "with",
+    "this",
+    "at",
+    "be",
+    "so",
+    "we",
+    "are",
+    "my",
+    "have",
+    "just",
+    "was",
+    "not",
+    "but",
+    "all",
+    "great",
+    "new",
+    "today",
+    "love",
+    "what",
+    "when",
+    "now",
+    "out",
+    "more",
+    "about",
+    "day",
+    "time",
+    "like",
+    "good",
+    "get",
+    "see",
+    "one",
+    "how",
+]
 
 QUERY_IDS_PER_SECOND = 1_000_000
 """Query ids are ``second * QUERY_IDS_PER_SECOND + i``: unique and ordered by second."""
@@ -250,6 +293,8 @@ class StreamWriter:
         self.behind = 0.0
         """The most the writer lagged behind real time, seconds."""
         self.error: BaseException | None = None
+        self.keep: Callable[[Second], None] | None = None
+        """Called with each second as it is written (the job's check keeps them)."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="post-generator", daemon=True)
 
@@ -278,6 +323,8 @@ class StreamWriter:
                 self.behind = max(self.behind, -wait)
                 _write(data.queries, self.queries / f"q-{s:08d}.parquet")
                 _write(data.posts, self.posts / f"p-{s:08d}.parquet")
+                if self.keep is not None:
+                    self.keep(data)
                 self.next_second = s + 1
                 if self._stop.is_set():
                     return
