@@ -427,7 +427,7 @@ def _print_summary(result: StreamResult, output: Path, out: Any) -> None:
         lag = s["input_lag_s"]
         p(f"  input lag: median {lag['median']:.2f} s, max {lag['max']:.2f} s, at the end {lag['last']:.2f} s")
     if result.epoch_seconds.get("total"):
-        e = {k: _stats(v) for k, v in result.epoch_seconds.items()}
+        e = {k: _stats(v) or {} for k, v in result.epoch_seconds.items()}
         p(
             f"  epochs: median {e['total']['median']:.2f} s from micro-batch to written, of which Spark feeding "
             f"{e['feeding']['median']:.2f} s and timely computing {e['computing']['median']:.2f} s"
