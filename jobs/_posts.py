@@ -305,7 +305,8 @@ class StreamWriter:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
 
     @property
     def done(self) -> bool:

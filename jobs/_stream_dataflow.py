@@ -75,6 +75,9 @@ class DataflowOptions:
     stale: float | None = 1.0
     """Answer each query at once against the last completed epoch if it is at most this many
     seconds old (None: no stale answers)."""
+    query_priority: bool = True
+    """Make the query path (``stamp`` and ``answer``) urgent (`timely.Vertex.urgent`): its
+    messages overtake the posts and component updates queued on the same worker."""
 
 
 def tag_id(name: str) -> int:
@@ -226,6 +229,9 @@ class Stamp(timely.Vertex):
     """Queries ``(query_id, user, time)`` stamped with the wall-clock time they entered the
     computation (where their latency starts)."""
 
+    def __init__(self, urgent: bool) -> None:
+        self.urgent = urgent
+
     def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
         now = _now()
         self.send_by(self.outputs[0], [(q, u, t, now) for q, u, t in records], time)
@@ -242,6 +248,7 @@ class Answer(timely.Vertex):
 
     def __init__(self, options: DataflowOptions) -> None:
         self.options = options
+        self.urgent = options.query_priority
         self.labels: dict[int, int] = {}
         self.tops: dict[int, tuple[int, int]] = {}
         self.names: dict[int, str] = {}
@@ -394,7 +401,7 @@ def build(options: DataflowOptions, scope: timely.Scope, inputs: dict[str, timel
         name="tag_counts"
     )
     top = counts.max(_label_of, _popularity, name="top_tag").select(_flat_top, name="top_rows")
-    queries = inputs["queries"].stage("stamp", Stamp)
+    queries = inputs["queries"].stage("stamp", lambda: Stamp(options.query_priority))
     every: Callable[[Any], int] = _to_worker_zero
     answers = scope.stage(
         "answer",

@@ -55,7 +55,9 @@ class StreamOptions:
     query_rate: float = 10.0
     window: int = 60
     fresh: bool = True
-    stale: float | None = 1.0
+    stale: float | None = 5.0
+    query_priority: bool = True
+    """Queries overtake the bulk work queued in their process (`timely.Vertex.urgent`)."""
     seed: int = 7
     users: int = 500_000
     hashtags: int = 50_000
@@ -97,6 +99,7 @@ class StreamResult:
     """Per epoch, as Spark's driver saw it: ``total`` (micro-batch start to written), of which
     ``feeding`` (Spark handing the rows over) and ``computing`` (timely)."""
     seconds: float = 0.0
+    """From the stream's start (the computation up) to its last epoch written."""
     generator_behind: float = 0.0
 
     def percentile(self, mode: str, q: float, end_to_end: bool = False) -> float | None:
@@ -209,6 +212,7 @@ class _Collector:
         self.checker = checker
         self.truths = truths
         self.as_of = -1
+        self.began = time.perf_counter()
         self.last_line = 0.0
         self.changed = threading.Condition()
 
@@ -247,6 +251,7 @@ class _Collector:
                 if self.options.posts is None:  # the generated stream: second s ends at started + s + 1
                     r.lags.append(now - (self.started + row["as_of"] + 1))
         r.epochs += 1
+        r.seconds = time.perf_counter() - self.began
         if self.truths is not None and self.as_of >= 0:
             self.truths.trim(self.as_of - self.options.window - 5)
         if time.monotonic() - self.last_line >= 3.0:
@@ -303,7 +308,6 @@ def run_job(options: StreamOptions, session: Any = None, out: Any = None) -> Str
     from timely_libs import spark as tspark
 
     own_session = session is None
-    began = time.perf_counter()
     try:
         if own_session:
             say("starting Spark ...")
@@ -318,11 +322,10 @@ def run_job(options: StreamOptions, session: Any = None, out: Any = None) -> Str
             .option("maxFilesPerTrigger", options.files_per_batch)
             .parquet(str(queries_dir))
         )
-        dataflow = DataflowOptions(window=options.window, fresh=options.fresh, stale=options.stale)
-        if writer is not None:
-            writer.start()
-        started = writer.started if writer is not None else time.time()
-        collector = _Collector(options, output / "answers", result, say, started, checker, truths)
+        dataflow = DataflowOptions(
+            window=options.window, fresh=options.fresh, stale=options.stale, query_priority=options.query_priority
+        )
+        collector = _Collector(options, output / "answers", result, say, time.time(), checker, truths)
         say(
             f"stream: {options.rate:,} posts/s and {options.query_rate:g} queries/s, window {options.window} s, "
             f"modes {', '.join(collector._modes())}, for {options.duration:g} s"
@@ -339,6 +342,10 @@ def run_job(options: StreamOptions, session: Any = None, out: Any = None) -> Str
             trigger_seconds=options.trigger,
             timeout=options.timeout,
         )
+        collector.began = time.perf_counter()  # the stream's own time: Spark's and timely's start left out
+        if writer is not None:  # the clock starts once the computation is up
+            writer.start()
+            collector.started = writer.started
         try:
             _wait(options, writer, collector, stream, say)
         finally:
@@ -358,7 +365,6 @@ def run_job(options: StreamOptions, session: Any = None, out: Any = None) -> Str
             session.stop()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    result.seconds = time.perf_counter() - began
     if checker is not None:
         say(f"checking the last answers ({checker.checked:,} checked so far) ...")
         checker.close()
@@ -464,12 +470,18 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         metavar="S",
         help="answer queries at once against the last complete epoch, if at most "
-        "S seconds old (default with neither flag: both modes, --stale 1)",
+        f"S seconds old (default with neither flag: both modes, --stale {d.stale:g})",
     )
     run = ap.add_argument_group("running")
     run.add_argument("--output", type=Path, default=d.output, help="answers and summary directory (new or empty)")
     run.add_argument("--processes", type=int, default=d.processes, help="timely processes (Spark tasks)")
     run.add_argument("--master", help="Spark master URL (default: local[PROCESSES + 1])")
+    run.add_argument(
+        "--query-priority",
+        action=argparse.BooleanOptionalAction,
+        default=d.query_priority,
+        help="queries overtake the bulk work queued in their process",
+    )
     run.add_argument("--trigger", type=float, default=d.trigger, help="seconds between micro-batches")
     run.add_argument("--files-per-batch", type=int, default=d.files_per_batch, help="new files per source per epoch")
     return ap
