@@ -293,14 +293,19 @@ class StreamWriter:
         self.behind = 0.0
         """The most the writer lagged behind real time, seconds."""
         self.error: BaseException | None = None
+        self._warm_up: threading.Event | None = None
         self.keep: Callable[[Second], None] | None = None
         """Called with each second as it is written (the job's check keeps them)."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="post-generator", daemon=True)
 
-    def start(self) -> None:
+    def start(self, warm_up: threading.Event | None = None) -> None:
+        """Start writing. With ``warm_up``, second 0 is written at once and the clock starts
+        (second 1 ends a second later) only once ``warm_up`` is set: the reader has taken
+        second 0 in, so start-up costs (Spark's first tasks, the first epoch) are not lag."""
         _laws(self.spec)  # the CDFs before the clock starts
-        self.started = time.time() - self.next_second
+        self._warm_up = warm_up
+        self.started = time.time() - self.next_second - (1 if warm_up is not None else 0)
         self._thread.start()
 
     def stop(self) -> None:
@@ -327,6 +332,11 @@ class StreamWriter:
                 if self.keep is not None:
                     self.keep(data)
                 self.next_second = s + 1
+                if s == 0 and self._warm_up is not None:
+                    while not self._warm_up.wait(0.1):
+                        if self._stop.is_set():
+                            return
+                    self.started = time.time() - 1
                 if self._stop.is_set():
                     return
         except BaseException as e:

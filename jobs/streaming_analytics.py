@@ -98,6 +98,9 @@ class StreamResult:
     epoch_seconds: dict[str, list[float]] = field(default_factory=dict)
     """Per epoch, as Spark's driver saw it: ``total`` (micro-batch start to written), of which
     ``feeding`` (Spark handing the rows over) and ``computing`` (timely)."""
+    first_epoch: float | None = None
+    """Seconds from the stream's start to its first epoch (second 0 of the generated stream)
+    done: the warm-up, after which the generator's clock starts."""
     seconds: float = 0.0
     """From the stream's start (the computation up) to its last epoch written."""
     generator_behind: float = 0.0
@@ -124,6 +127,7 @@ class StreamResult:
             "wrong_examples": self.wrong_examples,
             "input_lag_s": _stats(self.lags),
             "generator_behind_s": round(self.generator_behind, 3),
+            "first_epoch_s": self.first_epoch,
             "epoch_seconds": {k: _stats(v) for k, v in self.epoch_seconds.items()},
         }
         for mode in sorted(self.answers):
@@ -200,7 +204,6 @@ class _Collector:
         answers: Path,
         result: StreamResult,
         say: _Say,
-        started: float,
         checker: Checker | None,
         truths: _Truths | None,
     ) -> None:
@@ -208,11 +211,13 @@ class _Collector:
         self.answers = answers
         self.result = result
         self.say = say
-        self.started = started
         self.checker = checker
         self.truths = truths
         self.as_of = -1
+        self.writer: StreamWriter | None = None
+        self.warmed_up = threading.Event()
         self.began = time.perf_counter()
+        self.began_wall = time.time()
         self.last_line = 0.0
         self.changed = threading.Condition()
 
@@ -229,7 +234,9 @@ class _Collector:
             if kind == "answer":
                 mode = row["mode"]
                 r.answers.setdefault(mode, []).append(row["latency_ms"])
-                r.end_to_end.setdefault(mode, []).append((now - self.started - row["issued"]) * 1000.0)
+                if self.writer is not None:
+                    issued = self.writer.started + row["issued"] if row["issued"] >= 1 else self.began_wall
+                    r.end_to_end.setdefault(mode, []).append((now - issued) * 1000.0)
                 if mode == self._modes()[0]:  # a query has an answer per mode: count it once
                     r.queries += 1
                 if self.checker is not None:
@@ -248,8 +255,12 @@ class _Collector:
                 with self.changed:
                     self.as_of = max(self.as_of, row["as_of"])
                     self.changed.notify_all()
-                if self.options.posts is None:  # the generated stream: second s ends at started + s + 1
-                    r.lags.append(now - (self.started + row["as_of"] + 1))
+                if self.writer is not None:  # the generated stream: second s ends at started + s + 1
+                    if self.warmed_up.is_set():
+                        r.lags.append(now - (self.writer.started + row["as_of"] + 1))
+                    else:
+                        r.first_epoch = time.perf_counter() - self.began
+                        self.warmed_up.set()
         r.epochs += 1
         r.seconds = time.perf_counter() - self.began
         if self.truths is not None and self.as_of >= 0:
@@ -325,7 +336,7 @@ def run_job(options: StreamOptions, session: Any = None, out: Any = None) -> Str
         dataflow = DataflowOptions(
             window=options.window, fresh=options.fresh, stale=options.stale, query_priority=options.query_priority
         )
-        collector = _Collector(options, output / "answers", result, say, time.time(), checker, truths)
+        collector = _Collector(options, output / "answers", result, say, checker, truths)
         say(
             f"stream: {options.rate:,} posts/s and {options.query_rate:g} queries/s, window {options.window} s, "
             f"modes {', '.join(collector._modes())}, for {options.duration:g} s"
@@ -343,9 +354,10 @@ def run_job(options: StreamOptions, session: Any = None, out: Any = None) -> Str
             timeout=options.timeout,
         )
         collector.began = time.perf_counter()  # the stream's own time: Spark's and timely's start left out
-        if writer is not None:  # the clock starts once the computation is up
-            writer.start()
-            collector.started = writer.started
+        collector.began_wall = time.time()
+        collector.writer = writer
+        if writer is not None:  # the clock starts once the first second has gone through
+            writer.start(warm_up=collector.warmed_up)
         try:
             _wait(options, writer, collector, stream, say)
         finally:
@@ -426,7 +438,7 @@ def _print_summary(result: StreamResult, output: Path, out: Any) -> None:
     for mode in sorted(result.answers):
         m = s[f"{mode}_latency_ms"]
         p(
-            f"  {mode}: latency p50 {m['p50']:.1f} ms, p99 {m['p99']:.1f} ms, max {m['max']:.1f} ms in the "
+            f"  {mode}: latency p50 {m['p50']:.2f} ms, p99 {m['p99']:.1f} ms, max {m['max']:.1f} ms in the "
             f"computation; issue to written by Spark p50 {m['end_to_end_p50']:.0f} ms, p99 {m['end_to_end_p99']:.0f} ms"
         )
     if result.lags:

@@ -156,19 +156,20 @@ def test_malformed_posts_are_counted_skipped_and_quoted() -> None:
         (0.2, 6, None),
         (0.3, 7, "control \x00\x07 bytes"),
         (0.4, 8, "x" * 100_000),
-        (float("nan"), 9, "not a time"),
     ]
-    out = run_dataflow([([good, *bad], [(1, 1, 0.9), (2, 2, 0.9)])], DataflowOptions(window=5, stale=None))
+    later = [(float("nan"), 9, "not a time"), (1.5, 10, "@u99999999999999999999999 is not a user id")]
+    epochs = [([good, *bad], [(1, 1, 0.9), (2, 2, 0.9)]), (later, [(3, 10, 1.9)])]
+    out = run_dataflow(epochs, DataflowOptions(window=5, stale=None))
     rows = [r for _, r in out]
-    assert sum(r[6] for r in rows if r[0] == "malformed") == len(bad)
-    assert sum(r[6] for r in rows if r[0] == "posts") == 1
+    assert sum(r[6] for r in rows if r[0] == "malformed") == len(bad) + 1
+    assert sum(r[6] for r in rows if r[0] == "posts") == 2
     quoted = [r[10] for r in rows if r[0] == "skipped"]
     assert len(quoted) == 5  # the first few, not all
-    assert any(q.startswith("text of 100000 characters") for q in quoted)
-    assert any(q.startswith("control bytes") for q in quoted)
-    assert any(q.startswith("no user") for q in quoted)
+    for reason in ("no user", "no time", "no text", "control bytes in the text", "text of 100000 characters"):
+        assert sum(q.startswith(reason + ":") for q in quoted) == 1
     answers = {r[2]: r for r in rows if r[0] == "answer"}
     assert answers[1][4:7] == (1, "tag", 1) and answers[2][4:7] == (1, "tag", 1)
+    assert answers[3][4:7] == (10, None, 0)  # user 10 posted, alone: its mention names no user id
 
 
 # The job on Spark -----------------------------------------------------------------------------------
