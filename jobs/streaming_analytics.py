@@ -62,9 +62,10 @@ class StreamOptions:
     users: int = 500_000
     hashtags: int = 50_000
     malformed: float = 0.0005
-    posts: Path | None = None
-    """A directory Spark reads posts from (Parquet files ``time, user, text``); None: generated."""
-    queries: Path | None = None
+    posts: str | None = None
+    """A directory Spark reads posts from (Parquet files ``time, user, text``; any Hadoop file
+    system path); None: generated."""
+    queries: str | None = None
     output: Path = Path("streaming-analytics-out")
     processes: int = 1
     master: str | None = None
@@ -306,8 +307,8 @@ def run_job(options: StreamOptions, session: Any = None, out: Any = None) -> Str
         malformed=options.malformed,
     )
     scratch = Path(tempfile.mkdtemp(prefix=".stream-input-", dir=output)) if generated else None
-    posts_dir = scratch / "posts" if scratch else options.posts
-    queries_dir = scratch / "queries" if scratch else options.queries
+    posts_dir = str(scratch / "posts") if scratch else str(options.posts)
+    queries_dir = str(scratch / "queries") if scratch else str(options.queries)
     writer = None
     if scratch is not None:
         writer = StreamWriter(spec, scratch, int(options.duration) if options.duration else None)
@@ -414,7 +415,7 @@ def _check(options: StreamOptions) -> None:
         raise JobError("give both --posts and --queries, or neither (the built-in generator)")
     for name in ("posts", "queries"):
         path = getattr(options, name)
-        if path is not None and not Path(path).is_dir():
+        if path is not None and "://" not in str(path) and not Path(path).is_dir():
             raise JobError(f"--{name} {path}: not a directory")
     if not options.fresh and options.stale is None:
         raise JobError("nothing to answer with: give --fresh and/or --stale S")
@@ -472,8 +473,8 @@ def _parser() -> argparse.ArgumentParser:
     data.add_argument("--users", type=int, default=d.users, help="generated users")
     data.add_argument("--hashtags", type=int, default=d.hashtags, help="generated hashtags")
     data.add_argument("--seed", type=int, default=d.seed, help="generator seed")
-    data.add_argument("--posts", type=Path, help="read posts (Parquet: time, user, text) from this directory")
-    data.add_argument("--queries", type=Path, help="read queries (Parquet: query_id, user, time) from this directory")
+    data.add_argument("--posts", help="read posts (Parquet: time, user, text) from this directory")
+    data.add_argument("--queries", help="read queries (Parquet: query_id, user, time) from this directory")
     analysis = ap.add_argument_group("the analysis")
     analysis.add_argument("--window", type=int, default=d.window, help="seconds of posts in the mention graph")
     analysis.add_argument("--fresh", action="store_true", help="answer queries fresh (after their own epoch)")
