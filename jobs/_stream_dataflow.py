@@ -43,14 +43,15 @@ __all__ = ["ANSWER_SCHEMA", "DataflowOptions", "build", "tag_id"]
 
 ANSWER_SCHEMA = (
     "kind string, mode string, query_id long, user long, component long, hashtag string, count long, "
-    "as_of long, latency_ms double, issued double, note string"
+    "as_of long, latency_ms double, issued double, note string, answered double"
 )
 """The rows the dataflow gives (run_stream adds ``epoch``), by ``kind``:
 
 - ``answer``: one per query and mode (``fresh``/``stale``): the user's ``component`` (the
   least user id in it), its top ``hashtag`` and that hashtag's ``count`` in the window, as of
   the window ending at second ``as_of``; ``latency_ms`` from the query entering the
-  computation to its answer; ``issued`` the query's own ``time``. A user absent from the
+  computation to its answer; ``issued`` the query's own ``time``; ``answered`` the
+  wall-clock time (``time.time()``) of the answer. A user absent from the
   window has no component: ``note`` says so.
 - ``epoch``: one per completed epoch: ``as_of`` its clock.
 - ``posts`` and ``malformed``: per epoch and worker, ``count`` posts taken in, and skipped;
@@ -378,6 +379,7 @@ class Answer(timely.Vertex):
                 as_of=self.as_of,
                 latency_ms=latency,
                 issued=issued,
+                answered=now,
                 note=note,
             )
         tag, count = self.tops.get(label, (None, 0))
@@ -393,6 +395,7 @@ class Answer(timely.Vertex):
             as_of=self.as_of,
             latency_ms=latency,
             issued=issued,
+            answered=now,
         )
 
     def state_size(self) -> tuple[int, int] | None:

@@ -99,12 +99,20 @@ class StreamResult:
     epoch_seconds: dict[str, list[float]] = field(default_factory=dict)
     """Per epoch, as Spark's driver saw it: ``total`` (micro-batch start to written), of which
     ``feeding`` (Spark handing the rows over) and ``computing`` (timely)."""
+    steady: tuple[int, float] | None = None
+    """``(posts, seconds)`` taken in after the first epoch: the rate once started."""
     first_epoch: float | None = None
     """Seconds from the stream's start to its first epoch (second 0 of the generated stream)
     done: the warm-up, after which the generator's clock starts."""
     seconds: float = 0.0
     """From the stream's start (the computation up) to its last epoch written."""
     generator_behind: float = 0.0
+
+    def steady_rate(self) -> float | None:
+        """Posts per second taken in after the first epoch (start-up left out)."""
+        if self.steady is None or self.first_epoch is None or self.seconds <= self.first_epoch:
+            return None
+        return round((self.posts - self.steady[0]) / (self.seconds - self.first_epoch), 1)
 
     def percentile(self, mode: str, q: float, end_to_end: bool = False) -> float | None:
         values = (self.end_to_end if end_to_end else self.answers).get(mode)
@@ -122,6 +130,7 @@ class StreamResult:
             "epochs": self.epochs,
             "seconds": round(self.seconds, 3),
             "posts_per_second": round(self.posts / self.seconds, 1) if self.seconds else None,
+            "posts_per_second_after_first_epoch": self.steady_rate(),
             "answers_checked": self.checked,
             "answers_wrong": self.wrong,
             "answers_unknown_user": self.unknown_users,
@@ -261,6 +270,7 @@ class _Collector:
                         r.lags.append(now - (self.writer.started + row["as_of"] + 1))
                     else:
                         r.first_epoch = time.perf_counter() - self.began
+                        r.steady = (r.posts, r.first_epoch)
                         self.warmed_up.set()
         r.epochs += 1
         r.seconds = time.perf_counter() - self.began
@@ -430,7 +440,8 @@ def _print_summary(result: StreamResult, output: Path, out: Any) -> None:
     s = result.summary()
     p("\n== streaming analytics: summary ==")
     p(
-        f"  posts handled: {result.posts:,} in {result.seconds:.1f} s ({s['posts_per_second'] or 0:,.0f}/s), "
+        f"  posts handled: {result.posts:,} in {result.seconds:.1f} s ({s['posts_per_second'] or 0:,.0f}/s; "
+        f"{s['posts_per_second_after_first_epoch'] or 0:,.0f}/s after the first epoch), "
         f"malformed skipped: {result.malformed:,}"
     )
     for quote in result.skipped_quotes:

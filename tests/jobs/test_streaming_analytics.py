@@ -129,11 +129,11 @@ def test_window_retires_edges_and_components_split() -> None:
     answers = [r for _, r in out if r[0] == "answer"]
     assert len(answers) == 2 * 4 * 4  # every query, in both modes
     seen_split = False
-    for _kind, mode, query_id, user, component, hashtag, count, as_of, latency, issued, note in answers:
+    for _kind, mode, query_id, user, component, hashtag, count, as_of, latency, issued, note, answered in answers:
         in_window = [p for p in posts if as_of - window < p[0] <= as_of]
         expected = nx_answers(in_window).get(user, (None, None, 0))
         assert (component, hashtag, count) == expected, (mode, query_id, as_of)
-        assert latency >= 0 and issued == pytest.approx(query_id // 100 + 0.9)
+        assert latency >= 0 and issued == pytest.approx(query_id // 100 + 0.9) and answered > 1e9
         if mode == "fresh":
             assert as_of == query_id // 100  # its own epoch's window
         else:
