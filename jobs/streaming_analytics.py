@@ -19,6 +19,7 @@ from the posts of its window, in the same run.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -506,6 +507,11 @@ def _parser() -> argparse.ArgumentParser:
         default=d.query_priority,
         help="queries overtake the bulk work queued in their process",
     )
+    run.add_argument(
+        "--console",
+        metavar="[HOST:]PORT",
+        help="serve timely's live console from the first timely process while the stream runs (docs/console.md)",
+    )
     run.add_argument("--trigger", type=float, default=d.trigger, help="seconds between micro-batches")
     run.add_argument("--files-per-batch", type=int, default=d.files_per_batch, help="new files per source per epoch")
     return ap
@@ -521,8 +527,24 @@ def _parse(argv: Sequence[str] | None) -> StreamOptions:
     return StreamOptions(**values)
 
 
+CONSOLE_NEEDS = ("aiohttp", "prometheus_client")
+"""What ``--console`` needs installed (the ``console`` extra)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     options = _parse(argv)
+    console = _parser().parse_args(argv).console
+    if console is not None:  # the timely processes in the Spark tasks read it, as under `timely run`
+        try:
+            for name in CONSOLE_NEEDS:
+                importlib.import_module(name)
+        except ImportError as e:
+            print(
+                f"error: --console needs the console extra ({e}): pip install 'timely-dataflow[console]'",
+                file=sys.stderr,
+            )
+            return 2
+        os.environ["TIMELY_CONSOLE"] = console
     try:
         run_job(options)
     except JobError as e:
