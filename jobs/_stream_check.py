@@ -18,7 +18,7 @@ import numpy as np
 from timely_jobs._posts import Second, tag_name
 from timely_jobs._stream_dataflow import tag_id
 
-__all__ = ["Checker", "Truth", "component_labels", "window_truth"]
+__all__ = ["Checker", "Truth", "component_labels", "k_exposure", "window_truth"]
 
 
 def component_labels(nodes: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -47,6 +47,8 @@ class Truth:
     nodes: np.ndarray
     labels: np.ndarray
     tops: dict[int, tuple[str, int]]
+    exposed: dict[str, int]
+    """k-exposure: per hashtag, the users at least k of whose mentioned users used it."""
 
     def answer(self, user: int) -> tuple[int | None, str | None, int]:
         """``(component, hashtag, count)`` for ``user``; ``(None, None, 0)`` if absent."""
@@ -58,7 +60,25 @@ class Truth:
         return label, tag, count
 
 
-def window_truth(seconds: list[Second]) -> Truth:
+def k_exposure(mentions: np.ndarray, tags: np.ndarray, k: int) -> dict[str, int]:
+    """Per hashtag (by name), the users who mention at least ``k`` distinct users that used it,
+    from ``(author, mentioned)`` and ``(author, hashtag index)`` pairs."""
+    edges = np.unique(mentions, axis=0) if len(mentions) else mentions.reshape(-1, 2)
+    used = np.unique(tags, axis=0) if len(tags) else tags.reshape(-1, 2)  # sorted by user
+    lo = np.searchsorted(used[:, 0], edges[:, 1], side="left")
+    hi = np.searchsorted(used[:, 0], edges[:, 1], side="right")
+    n = hi - lo
+    src = np.repeat(edges[:, 0], n)
+    at = np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))  # lo[i], lo[i] + 1, ..., per edge
+    pairs = np.stack([src, used[at, 1]], axis=1)
+    if not len(pairs):
+        return {}
+    exposures, times = np.unique(pairs, axis=0, return_counts=True)
+    tags_of, users = np.unique(exposures[times >= k, 1], return_counts=True)
+    return {tag_name(int(t)): int(u) for t, u in zip(tags_of, users, strict=True)}
+
+
+def window_truth(seconds: list[Second], k: int = 2) -> Truth:
     """The components and top hashtags of the posts of ``seconds`` (one window)."""
     authors = np.concatenate([s.authors for s in seconds] or [np.zeros(0, np.int64)])
     mentions = np.concatenate([s.mentions for s in seconds] or [np.zeros((0, 2), np.int64)])
@@ -80,7 +100,7 @@ def window_truth(seconds: list[Second]) -> Truth:
             if old is None or (n, ident) > old[:2]:
                 best[label] = (n, ident, name)
         tops = {label: (name, n) for label, (n, _, name) in best.items()}
-    return Truth(nodes, labels, tops)
+    return Truth(nodes, labels, tops, k_exposure(mentions, tags, k))
 
 
 class Checker:
@@ -89,12 +109,14 @@ class Checker:
 
     QUOTED = 5
 
-    def __init__(self, window: int, truth_of: Callable[[int], Second | None]) -> None:
+    def __init__(self, window: int, truth_of: Callable[[int], Second | None], k: int = 2) -> None:
         self.window = window
+        self.k = k
         self.truth_of = truth_of
         self.checked = 0
         self.wrong = 0
         self.unknown_users = 0
+        self.exposures_checked = 0
         self.examples: list[str] = []
         self._cache: dict[int, Truth] = {}
         self._queue: list[tuple[int, int, int | None, str | None, int, int]] = []
@@ -108,11 +130,17 @@ class Checker:
             self._queue.append((query_id, user, component, hashtag, count, as_of))
             self._lock.notify()
 
+    def add_exposure(self, hashtag: str | None, users: int, as_of: int) -> None:
+        """A k-exposure figure to check (``query_id`` -1 marks it in the queue)."""
+        with self._lock:
+            self._queue.append((-1, 0, None, hashtag, users, as_of))
+            self._lock.notify()
+
     def truth(self, as_of: int) -> Truth:
         got = self._cache.get(as_of)
         if got is None:
             seconds = [self.truth_of(s) for s in range(max(0, as_of - self.window + 1), as_of + 1)]
-            got = window_truth([s for s in seconds if s is not None])
+            got = window_truth([s for s in seconds if s is not None], self.k)
             self._cache = {as_of: got}  # answers come in as_of order: keep the latest only
         return got
 
@@ -124,6 +152,16 @@ class Checker:
                     return
                 batch, self._queue = self._queue, []
             for query_id, user, component, hashtag, count, as_of in sorted(batch, key=lambda a: a[5]):
+                if query_id == -1:
+                    want = self.truth(as_of).exposed.get(hashtag or "", 0)
+                    self.exposures_checked += 1
+                    if want != count:
+                        self.wrong += 1
+                        if len(self.examples) < self.QUOTED:
+                            self.examples.append(
+                                f"k-exposure of #{hashtag} as of second {as_of}: got {count}, expected {want}"
+                            )
+                    continue
                 expected = self.truth(as_of).answer(user) if as_of >= 0 else (None, None, 0)
                 got = (component, hashtag, count)
                 self.checked += 1

@@ -78,6 +78,11 @@ class DataflowOptions:
     stale: float | None = 1.0
     """Answer each query at once against the last completed epoch if it is at most this many
     seconds old (None: no stale answers)."""
+    analyses: tuple[str, ...] = ("components",)
+    """``components`` (the components, top hashtags and the answers to queries) and/or
+    ``kexposure`` (Kineograph's k-exposure, Naiad §6.3)."""
+    k: int = 2
+    """k-exposure: a user counts for a hashtag once ``k`` of the users they mention used it."""
     query_priority: bool = True
     """Make the query path (``stamp`` and ``answer``) urgent (`timely.Vertex.urgent`): its
     messages overtake the posts and component updates queued on the same worker."""
@@ -403,6 +408,64 @@ class Answer(timely.Vertex):
         return rows, rows * 100
 
 
+class Exposure(timely.Vertex):
+    """k-exposure on one worker: per hashtag, how many users are exposed to it by at least k
+    of the users they mention (Kineograph's metric). Inputs: 0 changes of ``(hashtag,
+    users)``, 1 clocks, 2 hashtag names. At each complete epoch, a row for every hashtag whose
+    figure changed: ``kind = kexposure``, ``hashtag``, ``count`` (0 once nobody is)."""
+
+    def __init__(self, options: DataflowOptions) -> None:
+        self.users: dict[int, int] = {}
+        self.names: dict[int, str] = {}
+        self.pending: dict[timely.Timestamp, list[Any]] = {}
+        self.clocks: dict[timely.Timestamp, int] = {}
+        self.as_of = -1
+
+    def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
+        if edge == 2:
+            self.names.update(records)
+            return
+        if time not in self.pending:
+            self.pending[time] = []
+            self.notify_at(time)
+        if edge == 0:
+            self.pending[time].extend(records)
+        else:
+            self.clocks[time] = max(self.clocks.get(time, -1), *(c for _, c in records))
+
+    def on_notify(self, time: timely.Timestamp) -> None:
+        changed: set[int] = set()
+        for t in sorted(t for t in self.pending if t <= time):
+            for (tags, users), diffs in self.pending.pop(t):
+                for tag, n, d in zip(tags.tolist(), users.tolist(), diffs.tolist(), strict=True):
+                    changed.add(tag)
+                    if d < 0 and self.users.get(tag) == n:
+                        del self.users[tag]
+                    elif d > 0:
+                        self.users[tag] = n
+        clock = max((c for t, c in self.clocks.items() if t <= time), default=self.as_of)
+        self.clocks = {t: c for t, c in self.clocks.items() if t > time}
+        self.as_of = max(self.as_of, clock)
+        rows = [
+            _row("kexposure", hashtag=self.names.get(tag), count=self.users.get(tag, 0), as_of=self.as_of)
+            for tag in sorted(changed)
+        ]
+        if rows:
+            self.send_by(self.outputs[0], rows, time)
+
+
+def _not_self(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    return src != dst
+
+
+def _exposed(src: np.ndarray, dst: np.ndarray, user: np.ndarray, tag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return src, tag
+
+
+def _hashtag(record: Any) -> int:
+    return record[0][1]  # type: ignore[no-any-return]
+
+
 def _flat_top(record: Any) -> tuple[int, int, int]:
     (label, tag), n = record
     return (label, tag, n)
@@ -432,24 +495,34 @@ def build(options: DataflowOptions, scope: timely.Scope, inputs: dict[str, timel
         "window", lambda: Window(options.window), [data, clock], exchange=[None, itemgetter(0)], outputs=2
     )
     graph = linq.Collection.from_columns(edges_d, name="window_edges").distinct(name="mention_graph")
-    labels = linq.connected_components(graph)
     tags = linq.Collection.from_columns(tags_d, name="window_tags")
-    counts = tags.join(labels, itemgetter(0), itemgetter(0), linq.columns(_labelled), name="tags_by_component").count(
-        name="tag_counts"
-    )
-    top = counts.max(_label_of, _popularity, name="top_tag").select(_flat_top, name="top_rows")
-    queries = inputs["queries"].stage("stamp", lambda: Stamp(options.query_priority))
     every: Callable[[Any], int] = _to_worker_zero
-    answers = scope.stage(
-        "answer",
-        lambda: Answer(options),
-        [
+    outputs = [skipped]
+    if "components" in options.analyses:
+        labels = linq.connected_components(graph)
+        counts = tags.join(labels, itemgetter(0), itemgetter(0), linq.columns(_labelled), name="tags_by_component")
+        top = counts.count(name="tag_counts").max(_label_of, _popularity, name="top_tag")
+        queries = inputs["queries"].stage("stamp", lambda: Stamp(options.query_priority))
+        changes = [
             labels.consolidate(name="label_changes").to_columns(),
-            top.consolidate(name="top_changes").to_columns(),
-            clock,
-            names,
-            queries,
-        ],
-        exchange=[every] * 5,
-    )
-    return scope.concat("rows", [answers, skipped])
+            top.select(_flat_top, name="top_rows").consolidate(name="top_changes").to_columns(),
+        ]
+        outputs.append(
+            scope.stage("answer", lambda: Answer(options), [*changes, clock, names, queries], exchange=[every] * 5)
+        )
+    if "kexposure" in options.analyses:
+        k = options.k
+        mentions = graph.where(linq.columns(_not_self), name="mentions")
+        used = tags.distinct(name="hashtags_used")
+        exposures = mentions.join(used, itemgetter(1), itemgetter(0), linq.columns(_exposed), name="exposures")
+        exposed = exposures.count(name="exposure_counts").where(lambda r: r[1] >= k, name="exposed_k_times")
+        per_tag = exposed.select(_hashtag, name="exposed_users").count(name="kexposure")
+        outputs.append(
+            scope.stage(
+                "kexposure_rows",
+                lambda: Exposure(options),
+                [per_tag.consolidate(name="kexposure_changes").to_columns(), clock, names],
+                exchange=[every] * 3,
+            )
+        )
+    return scope.concat("rows", outputs)

@@ -44,6 +44,9 @@ ANSWER_COLUMNS = ("epoch", "mode", "query_id", "user", "component", "hashtag", "
 """The columns of the answers Spark writes under ``--output``/answers."""
 
 
+ANALYSES = ("components", "kexposure")
+
+
 class JobError(Exception):
     """The job cannot run as asked; one line that says why."""
 
@@ -57,6 +60,10 @@ class StreamOptions:
     window: int = 60
     fresh: bool = True
     stale: float | None = 5.0
+    analyses: tuple[str, ...] = ("components",)
+    """``components`` (answers to queries) and/or ``kexposure``."""
+    k: int = 2
+    """k-exposure's k."""
     query_priority: bool = True
     """Queries overtake the bulk work queued in their process (`timely.Vertex.urgent`)."""
     seed: int = 7
@@ -93,6 +100,9 @@ class StreamResult:
     """From a query's issue to its answer written by Spark (ms), by mode."""
     lags: list[float] = field(default_factory=list)
     """Per epoch: seconds from the end of the latest second it reflects to its completion."""
+    exposures: int = 0
+    """k-exposure figures the computation reported (one per hashtag whose figure changed, per epoch)."""
+    exposures_checked: int = 0
     checked: int = 0
     wrong: int = 0
     unknown_users: int = 0
@@ -132,6 +142,8 @@ class StreamResult:
             "seconds": round(self.seconds, 3),
             "posts_per_second": round(self.posts / self.seconds, 1) if self.seconds else None,
             "posts_per_second_after_first_epoch": self.steady_rate(),
+            "kexposure_figures": self.exposures,
+            "kexposure_checked": self.exposures_checked,
             "answers_checked": self.checked,
             "answers_wrong": self.wrong,
             "answers_unknown_user": self.unknown_users,
@@ -238,6 +250,9 @@ class _Collector:
         rows = frame.collect()
         answers = frame.where(F.col("kind") == "answer").select(*ANSWER_COLUMNS)
         answers.write.mode("append").parquet(str(self.answers))
+        if "kexposure" in self.options.analyses:
+            exposures = frame.where(F.col("kind") == "kexposure").select("epoch", "hashtag", "count", "as_of")
+            exposures.write.mode("append").parquet(str(self.answers.parent / "kexposure"))
         now = time.time()
         r = self.result
         for row in rows:
@@ -254,6 +269,10 @@ class _Collector:
                     self.checker.add(
                         row["query_id"], row["user"], row["component"], row["hashtag"], row["count"], row["as_of"]
                     )
+            elif kind == "kexposure":
+                r.exposures += 1
+                if self.checker is not None:
+                    self.checker.add_exposure(row["hashtag"], row["count"], row["as_of"])
             elif kind == "posts":
                 r.posts += row["count"]
             elif kind == "malformed":
@@ -326,7 +345,7 @@ def run_job(options: StreamOptions, session: Any = None, out: Any = None) -> Str
     truths = _Truths(spec) if generated else None
     if writer is not None and truths is not None:
         writer.keep = truths.keep
-    checker = Checker(options.window, truths) if truths is not None else None
+    checker = Checker(options.window, truths, options.k) if truths is not None else None
 
     from timely_libs import spark as tspark
 
@@ -346,7 +365,12 @@ def run_job(options: StreamOptions, session: Any = None, out: Any = None) -> Str
             .parquet(str(queries_dir))
         )
         dataflow = DataflowOptions(
-            window=options.window, fresh=options.fresh, stale=options.stale, query_priority=options.query_priority
+            window=options.window,
+            fresh=options.fresh,
+            stale=options.stale,
+            query_priority=options.query_priority,
+            analyses=options.analyses,
+            k=options.k,
         )
         collector = _Collector(options, output / "answers", result, say, checker, truths)
         say(
@@ -393,6 +417,7 @@ def run_job(options: StreamOptions, session: Any = None, out: Any = None) -> Str
         say(f"checking the last answers ({checker.checked:,} checked so far) ...")
         checker.close()
         result.checked, result.wrong = checker.checked, checker.wrong
+        result.exposures_checked = checker.exposures_checked
         result.unknown_users, result.wrong_examples = checker.unknown_users, checker.examples
     (output / "summary.json").write_text(json.dumps(result.summary(), indent=2) + "\n")
     _print_summary(result, output, say.out)
@@ -428,6 +453,11 @@ def _check(options: StreamOptions) -> None:
         path = getattr(options, name)
         if path is not None and "://" not in str(path) and not Path(path).is_dir():
             raise JobError(f"--{name} {path}: not a directory")
+    unknown = [a for a in options.analyses if a not in ANALYSES]
+    if unknown or not options.analyses:
+        raise JobError(f"--analyses: {', '.join(unknown) or 'nothing'}: choose from {', '.join(ANALYSES)}")
+    if options.k < 1:
+        raise JobError("--k must be at least 1")
     if not options.fresh and options.stale is None:
         raise JobError("nothing to answer with: give --fresh and/or --stale S")
     if options.duration < 0 or options.window < 1 or options.processes < 1 or options.files_per_batch < 1:
@@ -463,6 +493,8 @@ def _print_summary(result: StreamResult, output: Path, out: Any) -> None:
             f"  epochs: median {e['total']['median']:.2f} s from micro-batch to written, of which Spark feeding "
             f"{e['feeding']['median']:.2f} s and timely computing {e['computing']['median']:.2f} s"
         )
+    if result.exposures:
+        p(f"  k-exposure: {result.exposures:,} figures reported, {result.exposures_checked:,} checked")
     p(f"  answers checked: {result.checked:,}, wrong: {result.wrong} ({result.unknown_users:,} for users not seen)")
     for example in result.wrong_examples:
         p(f"    wrong: {example}")
@@ -489,6 +521,15 @@ def _parser() -> argparse.ArgumentParser:
     data.add_argument("--queries", help="read queries (Parquet: query_id, user, time) from this directory")
     analysis = ap.add_argument_group("the analysis")
     analysis.add_argument("--window", type=int, default=d.window, help="seconds of posts in the mention graph")
+    analysis.add_argument(
+        "--analyses",
+        type=lambda text: tuple(x.strip() for x in text.split(",") if x.strip()),
+        default=d.analyses,
+        help=f"comma-separated, of {', '.join(ANALYSES)}",
+    )
+    analysis.add_argument(
+        "--k", type=int, default=d.k, help="k-exposure: exposed once k mentioned users used a hashtag"
+    )
     analysis.add_argument("--fresh", action="store_true", help="answer queries fresh (after their own epoch)")
     analysis.add_argument(
         "--stale",

@@ -180,6 +180,48 @@ def test_malformed_posts_are_counted_skipped_and_quoted() -> None:
     assert answers[3][4:7] == (10, None, 0)  # user 10 posted, alone: its mention names no user id
 
 
+def brute_k_exposure(seconds: list[Any], k: int) -> dict[str, int]:
+    """Per hashtag name, the users who mention at least k distinct users that used it."""
+    from timely_jobs._posts import tag_name
+
+    edges = {(a, b) for s in seconds for a, b in s.mentions.tolist()}
+    used = {(a, t) for s in seconds for a, t in s.tags.tolist()}
+    exposed: dict[tuple[int, int], int] = {}
+    for a, b in edges:
+        for user, t in used:
+            if user == b:
+                exposed[(a, t)] = exposed.get((a, t), 0) + 1
+    out: dict[str, int] = {}
+    for (_, t), n in exposed.items():
+        if n >= k:
+            out[tag_name(t)] = out.get(tag_name(t), 0) + 1
+    return out
+
+
+def test_k_exposure_against_brute_force() -> None:
+    """Every k-exposure figure the dataflow reports (a hashtag whose figure changed at an
+    epoch) is the brute-force count over its window; and the job's own oracle agrees."""
+    spec = StreamSpec(seed=5, rate=300, users=120, hashtags=15, malformed=0.0)
+    window, k = 2, 2
+    seconds = [generate(spec, s) for s in range(5)]
+    epochs: list[tuple[list[tuple[Any, Any, Any]], list[tuple[int, int, float]]]] = [
+        (list(zip(*(s.posts.column(c).to_pylist() for c in ("time", "user", "text")), strict=True)), [])
+        for s in seconds
+    ]
+    out = run_dataflow(epochs, DataflowOptions(window=window, analyses=("kexposure",), k=k))
+    rows = [r for _, r in out if r[0] == "kexposure"]
+    assert len(rows) > 20
+    reported: dict[int, dict[str, int]] = {}
+    for r in rows:
+        reported.setdefault(r[7], {})[r[5]] = r[6]
+    state: dict[str, int] = {}
+    for as_of in sorted(reported):
+        state.update(reported[as_of])
+        expected = brute_k_exposure(seconds[max(0, as_of - window + 1) : as_of + 1], k)
+        assert {t: n for t, n in state.items() if n} == expected, as_of  # changes add up to the whole figure
+        assert window_truth(seconds[max(0, as_of - window + 1) : as_of + 1], k).exposed == expected
+
+
 # The job on Spark -----------------------------------------------------------------------------------
 SMALL: dict[str, Any] = {
     "rate": 600,
@@ -224,13 +266,23 @@ def test_job_end_to_end_every_answer_checked(spark_session: Any, tmp_path: Path)
 
 
 def test_job_stale_only(spark_session: Any, tmp_path: Path) -> None:
-    """Stale answers alone, each right for the complete epoch it says it reflects."""
+    """Stale answers alone, each right for the complete epoch it says it reflects; with
+    k-exposure beside, each of its figures checked too, and written by Spark."""
     options = StreamOptions(
-        duration=4, output=tmp_path / "out", trigger=0.2, drain=120.0, fresh=False, stale=30.0, **SMALL
+        duration=4,
+        output=tmp_path / "out",
+        trigger=0.2,
+        drain=120.0,
+        fresh=False,
+        stale=30.0,
+        analyses=("components", "kexposure"),
+        **SMALL,
     )
     result = run_job(options, session=spark_session, out=io.StringIO())
     assert set(result.answers) == {"stale"}
     assert result.checked == result.queries > 0 and result.wrong == 0
+    assert result.exposures_checked == result.exposures > 0
+    assert len(pq.read_table(tmp_path / "out" / "kexposure")) == result.exposures
     written = pq.read_table(tmp_path / "out" / "answers").to_pylist()
     assert len(written) == result.queries and all(r["mode"] == "stale" for r in written)
 
