@@ -99,6 +99,11 @@ _WORDS = [
     "how",
 ]
 
+AUTHOR_EXPONENT = 0.5
+MENTION_EXPONENT = 1.0
+"""The power laws of authors and of mentioned users: the k-th most active user posts (is
+mentioned) in proportion to ``k ** -exponent``."""
+
 QUERY_IDS_PER_SECOND = 1_000_000
 """Query ids are ``second * QUERY_IDS_PER_SECOND + i``: unique and ordered by second."""
 
@@ -163,16 +168,21 @@ class _Laws:
     def __init__(self, spec: StreamSpec) -> None:
         rng = np.random.default_rng(spec.seed)
         ranks = np.arange(1, spec.users + 1, dtype=np.float64)
-        self.user_cdf = np.cumsum(ranks**-1.1)
+        # Who posts is skewed less than who is mentioned (a few accounts draw most mentions;
+        # nobody writes a tenth of all posts): exponents 0.5 and 1.0 of the user's rank.
+        self.user_cdf = np.cumsum(ranks**-AUTHOR_EXPONENT)
         self.user_cdf /= self.user_cdf[-1]
+        self.mention_cdf = np.cumsum(ranks**-MENTION_EXPONENT)
+        self.mention_cdf /= self.mention_cdf[-1]
         self.user_ids = rng.permutation(spec.users).astype(np.int64)  # rank -> user id
         tranks = np.arange(1, spec.hashtags + 1, dtype=np.float64)
         self.tag_cdf = np.cumsum(tranks**-1.3)
         self.tag_cdf /= self.tag_cdf[-1]
         self.tag_names = [tag_name(i) for i in range(spec.hashtags)]
 
-    def users(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return self.user_ids[np.minimum(np.searchsorted(self.user_cdf, rng.random(n)), len(self.user_ids) - 1)]
+    def users(self, rng: np.random.Generator, n: int, mentioned: bool = False) -> np.ndarray:
+        cdf = self.mention_cdf if mentioned else self.user_cdf
+        return self.user_ids[np.minimum(np.searchsorted(cdf, rng.random(n)), len(self.user_ids) - 1)]
 
     def tags(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return np.minimum(np.searchsorted(self.tag_cdf, rng.random(n)), len(self.tag_cdf) - 1).astype(np.int64)
@@ -198,7 +208,7 @@ def generate(spec: StreamSpec, second: int) -> Second:
     authors = laws.users(rng, n)
     mention_counts = rng.choice(3, size=n, p=[0.45, 0.45, 0.10])
     tag_counts = rng.choice(3, size=n, p=[0.50, 0.38, 0.12])
-    mentioned = laws.users(rng, int(mention_counts.sum()))
+    mentioned = laws.users(rng, int(mention_counts.sum()), mentioned=True)
     tagged = laws.tags(rng, int(tag_counts.sum()))
     words = rng.integers(0, len(_WORDS), size=(n, 4))
     bad = rng.random(n) < spec.malformed

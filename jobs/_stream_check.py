@@ -78,8 +78,9 @@ def k_exposure(mentions: np.ndarray, tags: np.ndarray, k: int) -> dict[str, int]
     return {tag_name(int(t)): int(u) for t, u in zip(tags_of, users, strict=True)}
 
 
-def window_truth(seconds: list[Second], k: int = 2) -> Truth:
-    """The components and top hashtags of the posts of ``seconds`` (one window)."""
+def window_truth(seconds: list[Second], k: int | None = None) -> Truth:
+    """The components and top hashtags of the posts of ``seconds`` (one window), and with
+    ``k`` their k-exposure (left out otherwise: it can be far larger than the window)."""
     authors = np.concatenate([s.authors for s in seconds] or [np.zeros(0, np.int64)])
     mentions = np.concatenate([s.mentions for s in seconds] or [np.zeros((0, 2), np.int64)])
     tags = np.concatenate([s.tags for s in seconds] or [np.zeros((0, 2), np.int64)])
@@ -100,16 +101,17 @@ def window_truth(seconds: list[Second], k: int = 2) -> Truth:
             if old is None or (n, ident) > old[:2]:
                 best[label] = (n, ident, name)
         tops = {label: (name, n) for label, (n, _, name) in best.items()}
-    return Truth(nodes, labels, tops, k_exposure(mentions, tags, k))
+    return Truth(nodes, labels, tops, k_exposure(mentions, tags, k) if k is not None else {})
 
 
 class Checker:
     """Checks answers against `window_truth` of their window, on a thread of its own so the
-    stream does not wait for it. ``truth_of(second)`` gives a second's ground truth."""
+    stream does not wait for it. ``truth_of(second)`` gives a second's ground truth; ``k``
+    the k-exposure to check, if any."""
 
     QUOTED = 5
 
-    def __init__(self, window: int, truth_of: Callable[[int], Second | None], k: int = 2) -> None:
+    def __init__(self, window: int, truth_of: Callable[[int], Second | None], k: int | None = None) -> None:
         self.window = window
         self.k = k
         self.truth_of = truth_of

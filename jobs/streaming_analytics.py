@@ -345,7 +345,8 @@ def run_job(options: StreamOptions, session: Any = None, out: Any = None) -> Str
     truths = _Truths(spec) if generated else None
     if writer is not None and truths is not None:
         writer.keep = truths.keep
-    checker = Checker(options.window, truths, options.k) if truths is not None else None
+    k = options.k if "kexposure" in options.analyses else None
+    checker = Checker(options.window, truths, k) if truths is not None else None
 
     from timely_libs import spark as tspark
 
