@@ -346,7 +346,9 @@ class Answer(timely.Vertex):
     def _apply(self, changes: list[Any]) -> None:
         labels, tops = self.labels, self.tops
         for sign in (-1, 1):  # retractions first: a key's old value goes before its new one comes
-            for edge, ((keys, values, *rest), diffs) in changes:
+            for edge, (columns, diff_list) in changes:
+                keys, values, *rest = (np.asarray(c) for c in columns)
+                diffs = np.asarray(diff_list)
                 picked = np.flatnonzero(diffs == sign) if sign < 0 else np.flatnonzero(diffs > 0)
                 if not len(picked):
                     continue
@@ -437,7 +439,7 @@ class Exposure(timely.Vertex):
         changed: set[int] = set()
         for t in sorted(t for t in self.pending if t <= time):
             for (tags, users), diffs in self.pending.pop(t):
-                for tag, n, d in zip(tags.tolist(), users.tolist(), diffs.tolist(), strict=True):
+                for tag, n, d in zip(tags, users, diffs, strict=True):
                     changed.add(tag)
                     if d < 0 and self.users.get(tag) == n:
                         del self.users[tag]
@@ -480,6 +482,13 @@ def _popularity(record: Any) -> tuple[int, int]:
     return (n, tag)
 
 
+def _as_lists(change: Any) -> tuple[tuple[list[Any], ...], list[int]]:
+    """linq's ``(columns, diffs)`` as Python lists, which timely's codec moves between
+    processes (numpy arrays it does not)."""
+    columns, diffs = change
+    return tuple(c.tolist() for c in columns), diffs.tolist()
+
+
 def _to_worker_zero(record: Any) -> int:
     return 0
 
@@ -504,8 +513,11 @@ def build(options: DataflowOptions, scope: timely.Scope, inputs: dict[str, timel
         top = counts.count(name="tag_counts").max(_label_of, _popularity, name="top_tag")
         queries = inputs["queries"].stage("stamp", lambda: Stamp(options.query_priority))
         changes = [
-            labels.consolidate(name="label_changes").to_columns(),
-            top.select(_flat_top, name="top_rows").consolidate(name="top_changes").to_columns(),
+            labels.consolidate(name="label_changes").to_columns().map("label_lists", _as_lists),
+            top.select(_flat_top, name="top_rows")
+            .consolidate(name="top_changes")
+            .to_columns()
+            .map("top_lists", _as_lists),
         ]
         outputs.append(
             scope.stage("answer", lambda: Answer(options), [*changes, clock, names, queries], exchange=[every] * 5)
@@ -521,7 +533,11 @@ def build(options: DataflowOptions, scope: timely.Scope, inputs: dict[str, timel
             scope.stage(
                 "kexposure_rows",
                 lambda: Exposure(options),
-                [per_tag.consolidate(name="kexposure_changes").to_columns(), clock, names],
+                [
+                    per_tag.consolidate(name="kexposure_changes").to_columns().map("kexposure_lists", _as_lists),
+                    clock,
+                    names,
+                ],
                 exchange=[every] * 3,
             )
         )

@@ -328,6 +328,22 @@ def test_the_console_shows_the_stream_live(tmp_path: Path) -> None:
     assert states and "wrong: 0" in printed
 
 
+@pytest.mark.slow  # a Spark session of three slots, in a process of its own
+def test_two_processes_every_answer_checked(tmp_path: Path) -> None:
+    """Two timely processes (Spark tasks): the window and linq's operators split the posts, the
+    answers and k-exposure gather on process 0's worker, and every figure is still right."""
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "timely_jobs.streaming_analytics", "--processes", "2", "--output", str(out)]
+    argv += ["--duration", "6", "--rate", "800", "--users", "3000", "--hashtags", "200", "--window", "3"]
+    argv += ["--analyses", "components,kexposure", "--trigger", "0.2"]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["answers_wrong"] == 0
+    assert summary["answers_checked"] == 2 * summary["queries"] > 0
+    assert summary["kexposure_checked"] == summary["kexposure_figures"] > 0
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
