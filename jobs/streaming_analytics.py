@@ -445,6 +445,18 @@ def _wait(options: StreamOptions, writer: StreamWriter | None, collector: _Colle
                     )
     except KeyboardInterrupt:
         say("interrupted: stopping the stream")
+        return
+    _between_batches(stream)
+
+
+def _between_batches(stream: Any, patience: float = 30.0) -> None:
+    """Wait (a while) for a moment when no micro-batch runs, to stop the query there rather
+    than interrupt one (Spark then prints a stack trace of its own stream thread)."""
+    end = time.monotonic() + patience
+    while stream.query is not None and time.monotonic() < end:
+        if not stream.query.status.get("isTriggerActive"):
+            return
+        time.sleep(0.02)
 
 
 def _check(options: StreamOptions) -> None:
