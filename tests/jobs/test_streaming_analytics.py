@@ -233,6 +233,7 @@ SMALL: dict[str, Any] = {
 }
 
 
+@pytest.mark.slow  # a Spark session
 def test_job_end_to_end_every_answer_checked(spark_session: Any, tmp_path: Path) -> None:
     out = io.StringIO()
     duration = 6
@@ -265,6 +266,7 @@ def test_job_end_to_end_every_answer_checked(spark_session: Any, tmp_path: Path)
     assert "answers checked" in text and "wrong: 0" in text
 
 
+@pytest.mark.slow  # a Spark session
 def test_job_stale_only(spark_session: Any, tmp_path: Path) -> None:
     """Stale answers alone, each right for the complete epoch it says it reflects; with
     k-exposure beside, each of its figures checked too, and written by Spark."""
