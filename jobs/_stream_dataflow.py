@@ -20,7 +20,10 @@ process, one epoch per Spark micro-batch::
   completed epoch, and answers each query *fresh* (once its own epoch is complete) and/or
   *stale* (at once, against the last completed epoch if it completed at most ``stale``
   seconds ago). The state changes only in `Answer.on_notify`, when an epoch is complete, so a
-  stale answer always reflects exactly one complete epoch.
+  stale answer always reflects exactly one complete epoch. ``stamp`` and ``answer`` are
+  urgent vertices (`timely.Vertex.urgent`): queries overtake the bulk work on their worker.
+- With ``kexposure`` among the analyses, k-exposure (`Exposure`) over the same window:
+  distinct hashtags used, joined with the distinct mentions, counted.
 """
 
 from __future__ import annotations
