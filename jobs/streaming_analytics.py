@@ -515,12 +515,21 @@ def _print_summary(result: StreamResult, output: Path, out: Any) -> None:
 
 
 # The command line ------------------------------------------------------------------------------------
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Defaults shown where there is one to show (not for flags off and options unset)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False or isinstance(action.default, tuple):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def _parser() -> argparse.ArgumentParser:
     d = StreamOptions()
     ap = argparse.ArgumentParser(
         prog="python -m timely_jobs.streaming_analytics",
         description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_Help,
     )
     data = ap.add_argument_group("the stream")
     data.add_argument("--duration", type=float, default=d.duration, help="seconds of stream; 0: until interrupted")
@@ -538,7 +547,7 @@ def _parser() -> argparse.ArgumentParser:
         "--analyses",
         type=lambda text: tuple(x.strip() for x in text.split(",") if x.strip()),
         default=d.analyses,
-        help=f"comma-separated, of {', '.join(ANALYSES)}",
+        help=f"comma-separated, of {', '.join(ANALYSES)} (default: {','.join(d.analyses)})",
     )
     analysis.add_argument(
         "--k", type=int, default=d.k, help="k-exposure: exposed once k mentioned users used a hashtag"
