@@ -218,6 +218,14 @@ class Parse(timely.Vertex):
             self.quoted += 1
             quotes.append(_row("skipped", note=f"{problem}: {_quote(user, t, text)}"))
 
+    def checkpoint(self) -> Any:
+        # Counts are per pending time: none is pending at a checkpoint.
+        return (sorted(self.tag_ids.items()), self.quoted)
+
+    def restore(self, state: Any) -> None:
+        tag_ids, self.quoted = state
+        self.tag_ids = dict(tag_ids)
+
     def on_notify(self, time: timely.Timestamp) -> None:
         good, bad = self.counts.pop(time)
         self.send_by(self.outputs[2], [_row("posts", count=good), _row("malformed", count=bad)], time)
@@ -266,6 +274,22 @@ class Window(timely.Vertex):
 
     def state_size(self) -> tuple[int, int] | None:
         return self.rows, self.rows * 24
+
+    def checkpoint(self) -> Any:
+        # The window's rows as raw int64 bytes (three columns): compact, and any codec takes bytes.
+        slots = [
+            (second, [a.tobytes() for a in edges], [a.tobytes() for a in tags])
+            for second, (edges, tags) in sorted(self.slots.items())
+        ]
+        return (self.clock, self.rows, slots)
+
+    def restore(self, state: Any) -> None:
+        self.clock, self.rows, slots = state
+
+        def rows(data: bytes) -> np.ndarray:
+            return np.frombuffer(data, dtype=np.int64).reshape(-1, 3).copy()
+
+        self.slots = {second: ([rows(a) for a in edges], [rows(a) for a in tags]) for second, edges, tags in slots}
 
 
 class Stamp(timely.Vertex):
@@ -412,6 +436,23 @@ class Answer(timely.Vertex):
         rows = len(self.labels) + len(self.tops)
         return rows, rows * 100
 
+    def checkpoint(self) -> Any:
+        # What is pending (changes, clocks, queries) belongs to later times: none at a checkpoint.
+        return (
+            sorted(self.labels.items()),
+            sorted(self.tops.items()),
+            sorted(self.names.items()),
+            self.as_of,
+            self.epoch,
+            self.completed_at,
+        )
+
+    def restore(self, state: Any) -> None:
+        labels, tops, names, self.as_of, self.epoch, self.completed_at = state
+        self.labels = dict(labels)
+        self.tops = {k: (v, c) for k, (v, c) in tops}
+        self.names = dict(names)
+
 
 class Exposure(timely.Vertex):
     """k-exposure on one worker: per hashtag, how many users are exposed to it by at least k
@@ -437,6 +478,13 @@ class Exposure(timely.Vertex):
             self.pending[time].extend(records)
         else:
             self.clocks[time] = max(self.clocks.get(time, -1), *(c for _, c in records))
+
+    def checkpoint(self) -> Any:
+        return (sorted(self.users.items()), sorted(self.names.items()), self.as_of)
+
+    def restore(self, state: Any) -> None:
+        users, names, self.as_of = state
+        self.users, self.names = dict(users), dict(names)
 
     def on_notify(self, time: timely.Timestamp) -> None:
         changed: set[int] = set()
