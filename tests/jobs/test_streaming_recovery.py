@@ -31,9 +31,14 @@ def write_stream(root: Path) -> list[Second]:
     (root / "posts").mkdir(parents=True)
     (root / "queries").mkdir(parents=True)
     seconds = [generate(SPEC, s) for s in range(SECONDS)]
+    now = time.time()
     for s, data in enumerate(seconds):
-        pq.write_table(data.posts, root / "posts" / f"p-{s:08d}.parquet")
-        pq.write_table(data.queries, root / "queries" / f"q-{s:08d}.parquet")
+        for table, path in (
+            (data.posts, root / "posts" / f"p-{s:08d}.parquet"),
+            (data.queries, root / "queries" / f"q-{s:08d}.parquet"),
+        ):
+            pq.write_table(table, path)
+            os.utime(path, (now - 60 + s, now - 60 + s))  # Spark takes the oldest first: in order
     return seconds
 
 
