@@ -302,14 +302,16 @@ class StreamRun:
         ids = self.session.range(0, self.processes, 1, self.processes).select(F.col("id").cast("int"))
         with quiet_pandas_warning():
             output = ids.mapInArrow(functools.partial(fetch_output, self.plan, epoch, addresses), self.schema)
+        # Persisted for write's own jobs (a collect and a write or more read it twice or more);
+        # the processes already counted its rows, so no count() job of its own.
         output = output.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            rows = output.count()
             self.write(output, epoch)
         finally:
             output.unpersist()
         with self._changed:
             rows_in = sum(p.rows_in for p in self._state)
+            rows = sum(p.rows_out for p in self._state)
         self.epochs.append(EpochReport(epoch, rows_in, rows, time.perf_counter() - began, fed - began, computed - fed))
 
     def _check(self) -> None:
