@@ -353,6 +353,8 @@ def test_two_processes_every_answer_checked(tmp_path: Path) -> None:
         (["--posts", "/nonexistent", "--queries", "/nonexistent"], "not a directory"),
         (["--stale", "-1"], "--stale must be >= 0"),
         (["--window", "0"], "--window"),
+        (["--checkpoint-dir", "ck"], "--checkpoint-dir needs --posts and --queries"),
+        (["--posts", ".", "--queries", ".", "--checkpoint-dir", "ck", "--checkpoint-every", "0"], "--checkpoint-every"),
     ],
 )
 def test_bad_options_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
