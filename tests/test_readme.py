@@ -213,6 +213,8 @@ NOT_RUN_HERE = {
     r"^python3 -m bench (?!--list$)": "a benchmark of minutes; the names it uses are checked against --list above",
     r"spark://|^spark-submit ": "needs a Spark cluster; tests/spark/test_cluster.py runs the job on a standalone one",
     r"^pip wheel |^cp dist/": "building the wheel: .ci/wheel (run by .ci/run) builds it so and runs the README from it",
+    r"-m timely_jobs\.streaming_analytics (?!--help)": "a stream of a minute on Spark: "
+    "tests/jobs/test_streaming_analytics.py runs the job end to end, every answer checked",
 }
 PROG = ROOT / "tests" / "support" / "printed_prog.py"
 

@@ -212,6 +212,14 @@ class Vertex:
     outputs: list[Output]
     _timely: VertexContext
 
+    urgent: bool = False
+    """Deliver messages for this vertex ahead of the other messages queued on its worker (set
+    it on the class, or on the instance in ``__init__``). For a light path that must not wait
+    behind bulk work on the same worker, such as interactive queries beside a large
+    incremental computation. Only the order in which queued messages are delivered changes:
+    progress, notifications and what any vertex computes stay the same, since timely never
+    promised an order between messages at different times or from different senders."""
+
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> Awaitable[None] | None:
         """A batch of ``records`` at ``time`` arrived on input number ``edge``.
 

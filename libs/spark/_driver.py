@@ -45,7 +45,17 @@ from ._progress import ConsoleProgress, ProgressCallback, monitor
 from ._session import quiet_pandas_warning
 from ._task import OUTPUT_DIR, TAG, TaskPlan, input_column, run_task
 
-__all__ = ["Build", "epochs_from_directory", "failure", "output_struct", "quoted", "run", "run_epochs", "task_slots"]
+__all__ = [
+    "Build",
+    "claim",
+    "epochs_from_directory",
+    "failure",
+    "output_struct",
+    "quoted",
+    "run",
+    "run_epochs",
+    "task_slots",
+]
 
 Build = Callable[[timely.Scope, dict[str, timely.Input]], timely.Stream]
 
@@ -323,7 +333,7 @@ def _launch(
     n = _processes(session.sparkContext, processes)
     arrow = to_arrow_schema(out)
     if checkpoint_dir is not None:
-        checkpoint_dir = _claim(checkpoint_dir, n, len(epochs), names, arrow)
+        checkpoint_dir = claim(checkpoint_dir, n, len(epochs), names, arrow)
     figures = session.sparkContext.accumulator({}, _Slowest())
     callback = ConsoleProgress() if progress is True else (progress or None)
     began, began_at = time.perf_counter(), time.time()
@@ -421,7 +431,7 @@ MANIFEST = "spark-run.json"
 """What computation a checkpoint directory belongs to: its processes, epochs, inputs, schema."""
 
 
-def _claim(directory: str, processes: int, epochs: int, names: list[str], schema: Any) -> str:
+def claim(directory: str, processes: int, epochs: int, names: list[str], schema: Any) -> str:
     """The absolute checkpoint directory, made and labelled with this computation's shape; a
     directory holding another shape's state is refused (the tasks would resume it wrongly:
     the output log and delivered marks are per process)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import secrets
 import socket
 import threading
@@ -28,7 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import IntegerType, StructField, StructType
 
-from ._driver import Build, failure, output_struct, quoted, task_slots
+from ._driver import Build, claim, failure, output_struct, quoted, task_slots
 from ._errors import SparkBridgeError
 from ._progress import driver_host
 from ._session import quiet_pandas_warning
@@ -39,6 +40,8 @@ __all__ = ["EpochReport", "StreamRun", "run_stream"]
 
 Write = Callable[[DataFrame, int], None]
 
+STREAM_EPOCHS = -1
+"""The epoch count a stream's checkpoint directory is labelled with (it has no end)."""
 START_TIMEOUT = 300.0
 """Seconds for the processes to start and register (Spark may first have to start Python workers)."""
 
@@ -72,6 +75,8 @@ def run_stream(
     timeout: float | None = None,
     columns: bool = False,
     encrypt: bool | None = None,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
+    checkpoint_every: int = 10,
 ) -> StreamRun:
     """Start a stream: each micro-batch of the streaming DataFrames ``inputs`` is one epoch of one
     long-running computation, and ``write(output, epoch)`` receives the epoch's output rows (a
@@ -82,6 +87,17 @@ def run_stream(
     every ``trigger_seconds`` when there is new data; ``checkpoint_location`` is Spark's (the
     stream's progress through its sources), not timely's. ``timeout`` bounds the computation;
     ``columns`` and ``encrypt`` as `run`'s.
+
+    ``checkpoint_dir`` (a path the driver and every executor see) makes the stream resumable:
+    Spark's checkpoint goes in ``<dir>/spark`` (unless ``checkpoint_location`` names another)
+    and timely's in ``<dir>/timely``, where the processes checkpoint every ``checkpoint_every``
+    epochs, log their inputs and log each epoch's output. Started again on the same directory
+    after the driver or a process died, the computation resumes where its input log ends and
+    Spark resumes at its first uncommitted micro-batch; a micro-batch the computation had
+    already taken in is not fed again, and its output comes from the log, so ``write`` sees
+    every epoch's rows, the same ones, exactly once per completed micro-batch (Spark's
+    ``foreachBatch`` may call it again for the micro-batch cut short: write idempotently per
+    epoch, e.g. overwrite a directory per epoch).
 
     Returns a running `StreamRun`: ``stop()`` it (or use it as a context manager) to end the
     stream and the computation.
@@ -107,7 +123,17 @@ def run_stream(
     if "epoch" in user.fieldNames():
         raise ValueError("the output schema of run_stream may not have a column 'epoch': the bridge adds it")
     out = StructType([StructField("epoch", IntegerType(), False), *user.fields])
-    run = StreamRun(session, build, list(inputs), out, n, write, timeout, columns, encrypt)
+    root = None
+    if checkpoint_dir is not None:
+        if not isinstance(checkpoint_dir, (str, os.PathLike)):
+            raise TypeError(f"checkpoint_dir must be a path, not {type(checkpoint_dir).__name__}")
+        if type(checkpoint_every) is not int or checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be an int >= 1, not {checkpoint_every!r}")
+        base = os.fspath(checkpoint_dir)
+        root = claim(os.path.join(base, "timely"), n, STREAM_EPOCHS, list(inputs), to_arrow_schema(out))
+        if checkpoint_location is None:
+            checkpoint_location = os.path.join(os.path.abspath(base.removeprefix("file://")), "spark")
+    run = StreamRun(session, build, list(inputs), out, n, write, timeout, columns, encrypt, root, checkpoint_every)
     run.start(_packed(inputs), trigger_seconds, checkpoint_location)
     return run
 
@@ -145,6 +171,8 @@ class StreamRun:
         timeout: float | None,
         columns: bool = False,
         encrypt: bool | None = None,
+        checkpoint_dir: str | None = None,
+        checkpoint_every: int = 10,
     ) -> None:
         self.session = session
         self.processes = processes
@@ -169,7 +197,12 @@ class StreamRun:
             timeout=timeout,
             columns=columns,
             encrypt=encrypt,
+            checkpoint_dir=checkpoint_dir,
+            checkpoint_every=checkpoint_every,
         )
+        self.resumed_at = 0
+        """The epoch the computation resumed at (0: a fresh start)."""
+        self._first_epoch: int | None = None
         self._stage: threading.Thread | None = None
 
     # Starting ---------------------------------------------------------------------------------------
@@ -222,6 +255,7 @@ class StreamRun:
             with self._changed:
                 self._connections.append((conn, conn.makefile("wb")))
                 self._state[index].data = (str(hello["data"][0]), int(hello["data"][1]))
+                self.resumed_at = max(self.resumed_at, int(hello.get("resume", 0)))
                 self._changed.notify_all()
             while (message := read_line(reader)) is not None:
                 with self._changed:
@@ -240,8 +274,16 @@ class StreamRun:
         began = time.perf_counter()
         addresses = [p.data for p in self._state if p.data is not None]
         self._check()
-        with quiet_pandas_warning():
-            batch.mapInArrow(functools.partial(feed_partition, self.plan, epoch, addresses), "rows long").collect()
+        if self.plan.checkpoint_dir is not None and self._first_epoch is None:
+            self._first_epoch = epoch
+            if not self.resumed_at - 1 <= epoch <= self.resumed_at:
+                raise SparkBridgeError(
+                    f"Spark's checkpoint resumes at micro-batch {epoch} but timely's at epoch {self.resumed_at}: "
+                    "the two checkpoints are not of the same run (give the same checkpoint_dir, or a fresh one)"
+                )
+        if epoch >= self.resumed_at:  # else the computation took it in before a restart
+            with quiet_pandas_warning():
+                batch.mapInArrow(functools.partial(feed_partition, self.plan, epoch, addresses), "rows long").collect()
         fed = time.perf_counter()
         self._broadcast({"commit": epoch})
         with self._changed:
@@ -260,14 +302,16 @@ class StreamRun:
         ids = self.session.range(0, self.processes, 1, self.processes).select(F.col("id").cast("int"))
         with quiet_pandas_warning():
             output = ids.mapInArrow(functools.partial(fetch_output, self.plan, epoch, addresses), self.schema)
+        # Persisted for write's own jobs (a collect and a write or more read it twice or more);
+        # the processes already counted its rows, so no count() job of its own.
         output = output.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            rows = output.count()
             self.write(output, epoch)
         finally:
             output.unpersist()
         with self._changed:
             rows_in = sum(p.rows_in for p in self._state)
+            rows = sum(p.rows_out for p in self._state)
         self.epochs.append(EpochReport(epoch, rows_in, rows, time.perf_counter() - began, fed - began, computed - fed))
 
     def _check(self) -> None:

@@ -29,7 +29,8 @@ import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,11 +40,13 @@ import timely
 from ._convert import columns_of, output_rows, rows_of, to_batches
 from ._errors import SparkBridgeError
 from ._server import Server
-from ._task import TAG, input_column, rendezvous, task_host
+from ._task import TAG, _write_atomic, input_column, rendezvous, task_host
 
 __all__ = ["StreamPlan", "feed_partition", "fetch_output", "stream_process"]
 
 CONNECT_TIMEOUT = 30.0
+STREAM_OUTPUT_DIR = "stream-output"
+"""Under the checkpoint directory: ``p<index>/epoch-<e>``, each epoch's output (Arrow IPC)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,9 @@ class StreamPlan:
     """Inputs and output as numpy columns (see `run`'s ``columns``)."""
     encrypt: bool | None = None
     """Seal the connections between the processes (see `run`'s ``encrypt``)."""
+    checkpoint_dir: str | None = None
+    """Where the processes checkpoint and log each epoch's output (an absolute path every task sees)."""
+    checkpoint_every: int = 10
 
 
 def send_line(out: BinaryIO, message: dict[str, Any]) -> None:
@@ -169,14 +175,62 @@ def stream_process(plan: StreamPlan, partition: Iterator[Any]) -> Iterator[int]:
         raise SparkBridgeError(f"{where} failed: {type(e).__name__}: {e}") from e
 
 
+class _OutputLog:
+    """Each epoch's output, kept under the checkpoint directory by the subscription callback
+    before it returns (so before the runtime marks the epoch delivered): an epoch the runtime
+    will not deliver again after a restart is in the log, for a micro-batch Spark runs again."""
+
+    def __init__(self, root: str, index: int, schema: pa.Schema) -> None:
+        self.dir = Path(root) / STREAM_OUTPUT_DIR / f"p{index}"
+        self.schema = schema
+
+    def path(self, epoch: int) -> Path:
+        return self.dir / f"epoch-{epoch:012d}"
+
+    def write(self, epoch: int, batches: list[pa.RecordBatch]) -> None:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, self.schema) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+        _write_atomic(self.path(epoch), sink.getvalue())
+
+    def read(self, epoch: int) -> list[pa.RecordBatch]:
+        """The logged output of ``epoch``; none logged: the epoch had no output here."""
+        path = self.path(epoch)
+        if not path.exists():
+            return []
+        with pa.OSFile(str(path), "rb") as f:
+            reader = pa.ipc.open_stream(f)
+            if not reader.schema.equals(self.schema, check_metadata=False):
+                raise SparkBridgeError(
+                    f"{path} holds rows of schema {reader.schema}, not {self.schema}: "
+                    "the checkpoint directory belongs to another computation"
+                )
+            return list(reader)
+
+    def forget_before(self, epoch: int) -> None:
+        """Drop the epochs Spark has committed (it never runs their micro-batches again)."""
+        if not self.dir.is_dir():
+            return
+        for path in self.dir.iterdir():
+            number = path.name.removeprefix("epoch-")
+            if number.isdigit() and int(number) < epoch:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
+
 def _serve(plan: StreamPlan, index: int, cluster: timely.ClusterConfig, host: str) -> int:
     """Run the process until ``close``; the number of epochs it computed."""
     epochs = _Epochs()
     port = _DataPort(host, plan, epochs)
-    produced: dict[int, list[Any]] = {}
+    log = None if plan.checkpoint_dir is None else _OutputLog(plan.checkpoint_dir, index, plan.schema)
+    produced: dict[int, tuple[list[pa.RecordBatch], int]] = {}
 
     def receive(time: timely.Timestamp, records: list[Any]) -> None:
-        produced.setdefault(time[0], []).extend(records)
+        batches = list(to_batches(records, plan.schema, time[0], columns=plan.columns))
+        if log is not None:
+            log.write(time[0], batches)
+        produced[time[0]] = (batches, output_rows(records, plan.columns))
 
     def build(scope: timely.Scope) -> tuple[list[timely.Input], timely.Subscription]:
         inputs = {name: scope.new_input(name) for name in plan.names}
@@ -185,11 +239,13 @@ def _serve(plan: StreamPlan, index: int, cluster: timely.ClusterConfig, host: st
             raise SparkBridgeError(f"build must return the output timely.Stream, not {type(stream).__name__}")
         return [inputs[name] for name in plan.names], stream.subscribe(receive, name="spark_stream_output")
 
+    policy: timely.Checkpoints | Literal[False] = False
+    if plan.checkpoint_dir is not None:
+        policy = timely.Checkpoints(plan.checkpoint_dir, every_epochs=plan.checkpoint_every)
     control = socket.create_connection(plan.coordinator, timeout=CONNECT_TIMEOUT)
     control.settimeout(None)
     commands: queue.Queue[dict[str, Any] | None] = queue.Queue()
     with control, control.makefile("rb") as from_driver, control.makefile("wb") as to_driver:
-        send_line(to_driver, {"token": plan.token, "process": index, "data": list(port.address)})
 
         def listen() -> None:
             try:
@@ -199,14 +255,21 @@ def _serve(plan: StreamPlan, index: int, cluster: timely.ClusterConfig, host: st
                 pass
             commands.put(None)  # the driver is gone
 
-        threading.Thread(target=listen, name="timely-stream-control", daemon=True).start()
+        hello = False
         try:
             with timely.execute(
-                build, cluster=cluster, timeout=plan.timeout, checkpoints=False, encrypt=plan.encrypt
+                build, cluster=cluster, timeout=plan.timeout, checkpoints=policy, encrypt=plan.encrypt
             ) as (
                 comp,
                 (inputs, probe),
             ):
+                # Resumed from a checkpoint, the inputs stand at the first epoch not sealed before.
+                resume = min(handle.epoch for handle in inputs)
+                send_line(
+                    to_driver, {"token": plan.token, "process": index, "data": list(port.address), "resume": resume}
+                )
+                hello = True
+                threading.Thread(target=listen, name="timely-stream-control", daemon=True).start()
                 width = len(plan.names)
                 computed = 0
                 while True:
@@ -216,22 +279,40 @@ def _serve(plan: StreamPlan, index: int, cluster: timely.ClusterConfig, host: st
                     if command.get("close"):
                         break
                     epoch = int(command["commit"])
-                    if epoch not in epochs.fed:
-                        rows = _feed(epochs.take(epoch), inputs, epoch, width, plan.columns)
-                        comp.wait_passed(probe, epoch)
-                        records = produced.pop(epoch, [])
-                        epochs.keep_output(epoch, list(to_batches(records, plan.schema, epoch, columns=plan.columns)))
-                        rows_out = output_rows(records, plan.columns)
-                        send_line(to_driver, {"passed": epoch, "rows_in": rows, "rows_out": rows_out})
-                        computed += 1
-                    else:  # a micro-batch Spark runs again: its epoch is done already
+                    sealed = min(handle.epoch for handle in inputs)
+                    if epoch in epochs.fed:  # a micro-batch Spark runs again: its epoch is done already
                         send_line(to_driver, {"passed": epoch, "again": True})
+                        continue
+                    if log is not None and epoch > sealed:
+                        raise SparkBridgeError(
+                            f"Spark committed epoch {epoch} but the checkpoint's inputs stand at epoch {sealed}: "
+                            "its input log lost epochs (were the directories copied apart?)"
+                        )
+                    rows = 0
+                    if epoch >= sealed:
+                        rows = _feed(epochs.take(epoch), inputs, epoch, width, plan.columns)
+                    else:  # sealed before a restart: replayed from the input log, its rows fed already
+                        epochs.take(epoch)
+                    comp.wait_passed(probe, epoch)
+                    batches, rows_out = produced.pop(epoch, ([], 0))
+                    for earlier in [e for e in produced if e < epoch]:
+                        del produced[earlier]  # replayed epochs before the first micro-batch run again
+                    if epoch < sealed and log is not None and not batches:
+                        batches = log.read(epoch)  # delivered before the restart
+                        rows_out = sum(b.num_rows for b in batches)
+                    epochs.keep_output(epoch, batches)
+                    if log is not None:
+                        log.forget_before(epoch)
+                    send_line(to_driver, {"passed": epoch, "rows_in": rows, "rows_out": rows_out})
+                    computed += 1
                 for handle in inputs:
                     handle.close()
                 comp.run()
                 return computed
         except BaseException as e:
             with contextlib.suppress(OSError):
+                if not hello:
+                    send_line(to_driver, {"token": plan.token, "process": index, "data": list(port.address)})
                 send_line(to_driver, {"error": f"{type(e).__name__}: {e}"})
             raise
         finally:

@@ -158,6 +158,7 @@ class VertexRuntime(VertexContext):
         "progress",
         "routes",
         "stage",
+        "urgent",
         "vertex",
         "waiting",
         "worker_state",
@@ -186,6 +187,8 @@ class VertexRuntime(VertexContext):
         cls = type(vertex)
         self.async_recv = inspect.iscoroutinefunction(cls.on_recv)
         self.async_notify = inspect.iscoroutinefunction(cls.on_notify)
+        self.urgent = bool(vertex.urgent)
+        """`Vertex.urgent`: its messages join the front of the worker's queue."""
         self.notificator = Notificator(total=spec.depth == 0)
         self.progress = progress
         self.due = due
@@ -301,7 +304,8 @@ class Route:
 class Worker:
     """A worker: one instance of every stage and a message queue.
 
-    The queue is first-in first-out, but a message for a (vertex, input, time) that already
+    The queue is first-in first-out, except that a message for an urgent vertex
+    (`Vertex.urgent`) goes to its front, and a message for a (vertex, input, time) that already
     has one waiting joins it (up to `MERGE_LIMIT` records), like timely-dataflow's operators
     taking all their pending input at once: when the worker is busy its callbacks see larger
     batches, so per-message costs (callbacks, routing, encoding, progress) shrink just when
@@ -345,7 +349,10 @@ class Worker:
             return
         entry = QueuedMessage(instance, port, time, records)
         self.waiting[key] = entry
-        self.queue.append(entry)
+        if instance.urgent:
+            self.queue.appendleft(entry)
+        else:
+            self.queue.append(entry)
 
     def requeue(self, entries: list[QueuedMessage]) -> int:
         """Put back, at the front and in order, entries a busy vertex or the checkpoint fence held
