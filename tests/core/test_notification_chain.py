@@ -91,7 +91,7 @@ def test_a_loop_that_only_coordinates_runs_every_iteration_once_in_order(workers
     assert delivered == ITERATIONS
 
 
-def test_a_chain_gives_way_to_messages_and_to_earlier_notifications(workers: int) -> None:
+def test_a_chain_loses_no_message_and_keeps_each_notification_after_its_request(workers: int) -> None:
     every = 7
     log: Log = []
     with timely.execute(spin_dataflow(log, every), workers=workers, timeout=TIMEOUT) as (comp, (start, _, out)):
@@ -106,10 +106,11 @@ def test_a_chain_gives_way_to_messages_and_to_earlier_notifications(workers: int
     for i in sent:
         if i + 2 >= ITERATIONS:
             continue
-        # the message spin sent at i arrives before spin's next notification, and watch's
-        # notification at i + 1 runs before spin's at i + 2 (earliest first)
-        assert position["recv", "watch", t(i)] < position["notify", "spin", t(i + 1)]
-        assert position["notify", "watch", t(i + 1)] < position["notify", "spin", t(i + 2)]
+        # watch hears of i before its notification at i + 1, which its receipt asked for, and
+        # that notification does run. Nothing in watch can reach spin, so timely lets spin's
+        # later notifications run before watch's message at i: the order between them is the
+        # scheduler's choice, not a guarantee (one CI run saw spin's at i + 1 first).
+        assert position["recv", "watch", t(i)] < position["notify", "watch", t(i + 1)]
 
 
 async def test_an_async_watcher_sees_the_loop_finish() -> None:
