@@ -8,7 +8,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TreeMemory", "stop_spark"]
+from bench._harness import Context
+
+__all__ = ["ProgressOut", "TreeMemory", "stop_spark"]
 
 
 def stop_spark(spark: Any = None) -> None:
@@ -88,3 +90,20 @@ def _memory_kib(pid: int) -> int:
                 if line.startswith(field):
                     return int(line.split()[1])
     return 0
+
+
+class ProgressOut:
+    """A file-like object that turns a job's progress lines into the benchmark's (the Spark
+    benchmarks hand it to the job as its ``out``)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def write(self, text: str) -> int:
+        for line in text.splitlines():
+            if line.strip():
+                self.ctx.progress(line.strip())
+        return len(text)
+
+    def flush(self) -> None:
+        pass

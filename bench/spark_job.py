@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._harness import Context, benchmark
-from bench._spark import TreeMemory, stop_spark
+from bench._spark import ProgressOut, TreeMemory, stop_spark
 
 PROCESSES = 2
 EPOCHS = 5
@@ -76,7 +76,7 @@ def spark_job(ctx: Context) -> None:
         try:
             with TreeMemory() as memory:
                 began = time.perf_counter()
-                result = run_job(options, out=_ProgressOut(ctx))
+                result = run_job(options, out=ProgressOut(ctx))
                 timely_total = time.perf_counter() - began - result.stages.get("spark", 0.0)
         finally:
             stop_spark()  # the PySpark side gets a JVM of its own
@@ -195,7 +195,7 @@ def _one_process_first_answer(ctx: Context, options: Any, out: Path) -> float | 
     ctx.progress("timely: initial components with one process (local[1])")
     single = replace(options, output=out, processes=1, analyses=("cc",), epochs=0)
     try:
-        result = run_job(single, out=_ProgressOut(ctx))
+        result = run_job(single, out=ProgressOut(ctx))
     finally:
         stop_spark()
     return result.stages.get("components: first answer")
@@ -232,19 +232,3 @@ def _check_components(ctx: Context, session: object, timely_out: Path, pyspark_o
     a = {(int(r["node"]), int(r["cc"])) for r in ours.collect()}
     b = {(int(r["node"]), int(r["label"])) for r in theirs.collect()}
     ctx.check(a == b, f"components differ: {len(a ^ b)} (node, label) pairs in one answer only")
-
-
-class _ProgressOut:
-    """A file-like object that turns the job's progress lines into the benchmark's."""
-
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
-    def write(self, text: str) -> int:
-        for line in text.splitlines():
-            if line.strip():
-                self.ctx.progress(line.strip())
-        return len(text)
-
-    def flush(self) -> None:
-        pass

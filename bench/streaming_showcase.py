@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._harness import Context, benchmark, percentile
-from bench._spark import TreeMemory, stop_spark
+from bench._spark import ProgressOut, TreeMemory, stop_spark
 
 RATE = 32_000
 QUERY_RATE = 10.0
@@ -73,7 +73,7 @@ def streaming_showcase(ctx: Context) -> None:
         ctx.progress(f"the job: {duration} s of {RATE:,} posts/s and {QUERY_RATE:g} queries/s")
         try:
             with TreeMemory() as memory:
-                result = run_job(options, out=_ProgressOut(ctx))
+                result = run_job(options, out=ProgressOut(ctx))
         finally:
             stop_spark()
 
@@ -200,19 +200,3 @@ def _feed_dataflow(data: list[tuple[list[Any], list[Any]]], options: Any) -> dic
             latencies[r[1]].append((r[11] - r[9]) * 1000.0)
     latencies["rate"] = [sum(len(p) for p, _ in data[warm:]) / took]
     return latencies
-
-
-class _ProgressOut:
-    """A file-like object that turns the job's progress lines into the benchmark's."""
-
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
-    def write(self, text: str) -> int:
-        for line in text.splitlines():
-            if line.strip():
-                self.ctx.progress(line.strip())
-        return len(text)
-
-    def flush(self) -> None:
-        pass
