@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -20,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import clean_env
+from tests.support import clean_env, free_addresses
 from tests.support.launcher import SECRET, gone, interrupt, lines_of, main_in_process, running, timely
 
 pytestmark = [
@@ -127,23 +126,12 @@ def test_without_restarts_the_killed_process_fails_the_run(tmp_path: Path) -> No
     assert EXPECTED_SUM not in result.stdout
 
 
-def free_addresses(count: int) -> list[str]:
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def test_hosts_mode_each_launcher_restarts_its_own_process(tmp_path: Path) -> None:
     """Two launchers, one per "machine": process 1 kills itself; process 0 loses its peer and
     fails; each launcher restarts its process at the same address, and they finish together."""
     prog = script(tmp_path, SUM)
     hosts = tmp_path / "hosts.txt"
-    hosts.write_text("\n".join(free_addresses(2)) + "\n")
+    hosts.write_text("".join(f"{host}:{port}\n" for host, port in free_addresses(2)))
     env = clean_env(TIMELY_SECRET=SECRET)
     launchers = [
         subprocess.Popen(

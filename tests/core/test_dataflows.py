@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import networkx as nx
@@ -181,8 +182,9 @@ class IterationBarrier(timely.Vertex):
         self.log.append((time, self.counts.pop(time)))
 
 
-def test_notifications_inside_nested_loops_see_every_message(workers: int) -> None:
-    log: list[tuple[timely.Timestamp, int]] = []
+def barrier_in_nested_loops(log: list[tuple[timely.Timestamp, int]]) -> Callable[[timely.Scope], timely.Input]:
+    """A dataflow whose input enters two nested loops, where an `IterationBarrier` (logging to
+    ``log``) passes each record on, less one, to the next inner iteration until it reaches 1."""
 
     def build(scope: timely.Scope) -> timely.Input:
         inp = scope.new_input("n")
@@ -190,9 +192,15 @@ def test_notifications_inside_nested_loops_see_every_message(workers: int) -> No
         inner = timely.LoopContext(outer, "inner")
         back = inner.feedback("back")
         x = inner.ingress(outer.ingress(inp)).concat("in", back.stream)
-        y = x.stage("barrier", lambda: IterationBarrier(log), exchange=lambda r: r)
-        back.connect(y)
+        back.connect(x.stage("barrier", lambda: IterationBarrier(log), exchange=lambda r: r))
         return inp
+
+    return build
+
+
+def test_notifications_inside_nested_loops_see_every_message(workers: int) -> None:
+    log: list[tuple[timely.Timestamp, int]] = []
+    build = barrier_in_nested_loops(log)
 
     values = list(range(1, 30))
     with timely.execute(build, workers=workers, timeout=TIMEOUT) as (comp, inp):
@@ -210,16 +218,7 @@ def test_hundreds_of_epochs_in_flight_through_nested_loops_see_every_message(wor
     incomparable times out of order. Each notification must still see all its messages (the
     barrier asserts none arrives after), with the counts of a direct computation."""
     log: list[tuple[timely.Timestamp, int]] = []
-
-    def build(scope: timely.Scope) -> timely.Input:
-        inp = scope.new_input("n")
-        outer = timely.LoopContext(scope, "outer")
-        inner = timely.LoopContext(outer, "inner")
-        back = inner.feedback("back")
-        x = inner.ingress(outer.ingress(inp)).concat("in", back.stream)
-        y = x.stage("barrier", lambda: IterationBarrier(log), exchange=lambda r: r)
-        back.connect(y)
-        return inp
+    build = barrier_in_nested_loops(log)
 
     epochs = 300
     sent = {e: [e % 7 + 1, e % 3 + 1, 5] for e in range(epochs)}

@@ -6,14 +6,12 @@ one process and across two real processes (each with its own interner)."""
 from __future__ import annotations
 
 import gc
-import json
 from collections import Counter
-from typing import Any
 
 import pytest
 
 import timely
-from tests.support import linq_reference as ref
+from tests.support.linq_in_flight import accumulated_reports, replayed
 from tests.support.linq_interner_program import EPOCHS, POSTS, SWEEP_MIN, builder, changes, reference
 from tests.support.modes import Mode
 from timely_libs import linq
@@ -31,31 +29,6 @@ def clean_interner() -> None:
     _codes.release_unused(force=True)
 
 
-def expected_contents() -> list[dict[str, int]]:
-    window: ref.Multiset = {}
-    out = []
-    for epoch in range(EPOCHS):
-        window = ref.apply(window, changes(epoch))
-        out.append(_keyed(reference(window)))
-    return out
-
-
-def _keyed(m: dict[Any, int]) -> dict[str, int]:
-    return {json.dumps(json.loads(json.dumps(r))): n for r, n in m.items() if n}
-
-
-def accumulated(results: list[dict[str, Any]]) -> list[dict[str, int]]:
-    """Per epoch, the output accumulated over every process's changes up to it."""
-    total: Counter[str] = Counter()
-    out = []
-    for epoch in range(EPOCHS):
-        for r in results:
-            for record, diff in r["changes"].get(str(epoch), []):
-                total[json.dumps(record)] += diff
-        out.append({k: v for k, v in total.items() if v})
-    return out
-
-
 @pytest.mark.parametrize(
     ("mode", "lag"),
     [(Mode("one", workers=1), 0), (Mode("one", workers=2), 3), (Mode("tcp", processes=2), 0)],
@@ -66,7 +39,7 @@ def test_ever_new_string_keys_keep_the_interner_bounded(mode: Mode, lag: int) ->
     distinct_made = EPOCHS * POSTS * 2  # users and posts alone, before tags and joined pairs
     assert distinct_made >= 4 * BOUND, "the stream must outgrow the bound many times over"
     results = mode.run(builder, lag=lag, timeout=TIMEOUT)
-    assert accumulated(results) == expected_contents()
+    assert accumulated_reports(results, EPOCHS) == replayed([[changes(e)] for e in range(EPOCHS)], reference)
     for r in results:
         assert len(r["held"]) == EPOCHS
         assert max(r["held"]) <= BOUND, r["held"]

@@ -14,40 +14,16 @@ the from-scratch answer at that epoch.
 from __future__ import annotations
 
 import json
-from collections import Counter
-from typing import Any
 
 import pytest
 
-from tests.support import linq_reference as ref
+from tests.support.linq_in_flight import accumulated_reports, replayed
 from tests.support.linq_reference_program import EPOCHS, TIERS, builder, inputs, reference
 from tests.support.modes import Mode
 from timely_libs.linq._columns import _kernels
 
 TIMEOUT = 120.0
 SEED = 12
-
-
-def expected(seed: int) -> list[dict[str, int]]:
-    edges_epochs, roots_epochs = inputs(seed)
-    edges: ref.Multiset = {}
-    roots: ref.Multiset = {}
-    out = []
-    for e, r in zip(edges_epochs, roots_epochs):
-        edges, roots = ref.apply(edges, e), ref.apply(roots, r)
-        out.append({json.dumps(json.loads(json.dumps(k))): n for k, n in reference(edges, roots).items() if n})
-    return out
-
-
-def accumulated(results: list[dict[str, Any]]) -> list[dict[str, int]]:
-    total: Counter[str] = Counter()
-    out = []
-    for epoch in range(EPOCHS):
-        for r in results:
-            for record, diff in r["changes"].get(str(epoch), []):
-                total[json.dumps(record)] += diff
-        out.append({k: v for k, v in total.items() if v})
-    return out
 
 
 def first_difference(got: list[dict[str, int]], want: list[dict[str, int]]) -> str:
@@ -64,11 +40,11 @@ def run(mode: Mode, tier: str, lag: int | None) -> None:
         for name in ("FEW_KEYS", "COMPILED_KEYS", "LOADED_KEYS"):  # restored after: the program forces them
             patch.setattr(_kernels, name, getattr(_kernels, name))
         results = mode.run(builder, SEED, tier, lag=lag, timeout=TIMEOUT)
-    want = expected(SEED)
+    want = replayed(list(zip(*inputs(SEED), strict=True)), reference)
     assert len({json.dumps(w, sort_keys=True) for w in want}) == EPOCHS, "every epoch should change the answer"
     parts = [{json.loads(k)[0] for k in w} for w in want]
     assert all(p == parts[0] and len(p) == 16 for p in parts), "every operator should answer in every epoch"
-    got = accumulated(results)
+    got = accumulated_reports(results, EPOCHS)
     assert got == want, first_difference(got, want)
     if mode.processes > 1:
         assert all(r["changes"] for r in results), "every process should hold part of the answer"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from tests.support import clean_env, relay, relay_program
+from tests.support import clean_env, free_addresses, relay, relay_program
 from timely._runtime.cluster import DATA
 from timely.net.codec import Codec
 
@@ -37,17 +36,6 @@ LAUNCHER = [sys.executable, "-c", "import sys; from timely.cli import main; sys.
 RUN_TIMEOUT = 60.0
 PEER_TIMEOUT = "2"
 """Heartbeats every 0.2 s, so that several cross the relay while the program runs (about 2 s)."""
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 @dataclass
@@ -98,7 +86,7 @@ class Cluster:
         index: int = 3,
         inject: bytes = b"",
     ) -> Run:
-        p0, p1, listen = free_ports(3)
+        p0, p1, listen = (port for _, port in free_addresses(3))
         tag = f"{action}-{channel}-{direction}-{len(self.procs)}"
         wire = self.dir / f"wire-{tag}"
         wire.write_bytes(b"")

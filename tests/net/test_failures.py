@@ -31,7 +31,7 @@ import msgpack
 import pytest
 
 import timely
-from tests.support import net_programs
+from tests.support import free_addresses, net_programs
 from tests.support.launcher import lines_of
 from timely._runtime.config import ClusterConfig
 from timely.dataflow import Dataflow
@@ -62,17 +62,6 @@ def clean_env(**extra: str) -> dict[str, str]:
     env.update(PYTHONHASHSEED="0", PYTHONUNBUFFERED="1")
     env.update(extra)
     return env
-
-
-def free_addresses(count: int) -> list[tuple[str, int]]:
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [("127.0.0.1", s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 class Proc:

@@ -16,33 +16,12 @@ from typing import Any
 import pytest
 
 import timely
+from tests.core.test_dataflows import IterationBarrier
 from timely.testing import simulated
 
 pytestmark = pytest.mark.timeout(120)
 
 PROCESSES = 3
-
-
-class Barrier(timely.Vertex):
-    """Counts the records of each time and tells the count at its notification; passes on each
-    record ``r > 1`` as ``r - 1`` to the next iteration, to a worker chosen by the record."""
-
-    def __init__(self, log: list[tuple[timely.Timestamp, int]]) -> None:
-        self.log = log
-        self.counts: Counter[timely.Timestamp] = Counter()
-        self.done: list[timely.Timestamp] = []
-
-    def on_recv(self, edge: int, records: list[Any], time: timely.Timestamp) -> None:
-        for t in self.done:
-            assert not time.less_equal(t), f"a message at {time} after the notification at {t}"
-        if time not in self.counts:
-            self.notify_at(time)
-        self.counts[time] += len(records)
-        self.send_by(self.outputs[0], [r - 1 for r in records if r > 1], time)
-
-    def on_notify(self, time: timely.Timestamp) -> None:
-        self.done.append(time)
-        self.log.append((time, self.counts.pop(time)))
 
 
 def _build(logs: list[list[tuple[timely.Timestamp, int]]]) -> Any:
@@ -53,7 +32,7 @@ def _build(logs: list[list[tuple[timely.Timestamp, int]]]) -> Any:
         loop = timely.LoopContext(scope, "loop")
         back = loop.feedback("back")
         merged = loop.ingress(numbers).concat("in", back.stream)
-        back.connect(merged.stage("barrier", lambda: Barrier(log), exchange=lambda r: r * 7919))
+        back.connect(merged.stage("barrier", lambda: IterationBarrier(log), exchange=lambda r: r * 7919))
         return numbers
 
     return build

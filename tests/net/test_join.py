@@ -18,7 +18,7 @@ import msgpack
 import pytest
 
 import timely
-from tests.net.test_failures import free_addresses
+from tests.support import free_addresses
 from timely._runtime.config import ClusterConfig, ClusterConfigError, cluster_from_env
 from timely.net import tcp
 from timely.net.framing import frame

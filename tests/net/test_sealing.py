@@ -10,12 +10,12 @@ import asyncio
 import itertools
 import logging
 import os
-import socket
 from typing import Any
 
 import msgpack
 import pytest
 
+from tests.support import free_addresses
 from timely._runtime.config import ClusterConfig, ClusterConfigError, encryption_for
 from timely.errors import HandshakeError
 from timely.net import tcp
@@ -23,17 +23,6 @@ from timely.net._seal import TAG_BYTES, IntegrityError, KeyShare, Opener, Sealer
 from timely.net.framing import frame
 
 SECRET = bytes(range(32))
-
-
-def free_addresses(count: int) -> list[tuple[str, int]]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [("127.0.0.1", s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 # The frames ------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ tests.support.NAME`` from the repository's root, so they import it without touch
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,19 @@ def clean_env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env.update(extra)
     return env
+
+
+def free_addresses(count: int) -> list[tuple[str, int]]:
+    """``count`` loopback addresses whose ports were free a moment ago (bound, then let go), for
+    processes a test starts to listen on."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [("127.0.0.1", s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 GENERATED_JOB: dict[str, Any] = {"nodes": 300, "edges": 700, "epochs": 3, "changes_per_epoch": 20, "seed": 5}

@@ -28,7 +28,7 @@ from tests.support import linq_reference as ref
 from tests.support.linq_reference import nx_components, nx_scc_edges, nx_shortest_paths
 from timely_libs import linq
 
-__all__ = ["ALGORITHMS", "KINDS", "Workload", "answer", "closing_early", "dataflow", "share", "workload"]
+__all__ = ["ALGORITHMS", "KINDS", "Workload", "answer", "closing_early", "dataflow", "workload"]
 
 Edge = tuple[int, ...]
 """``(src, dst)``, or ``(src, dst, weight)`` for shortest paths."""
@@ -247,11 +247,6 @@ class _Changer:
 def _bridges(graph: nx.Graph, pairs: Counter[tuple[int, ...]]) -> set[tuple[int, ...]]:
     """The bridges of ``graph`` that are single edges (a doubled edge is no bridge)."""
     return {tuple(sorted(e)) for e in nx.bridges(graph) if pairs[tuple(sorted(e))] == 1}
-
-
-def share(changes: list[Change], index: int, processes: int) -> list[Change]:
-    """The changes process ``index`` of ``processes`` feeds: every ``processes``-th one."""
-    return changes[index::processes]
 
 
 def dataflow(algorithm: str) -> Callable[[timely.Scope], tuple[list[linq.CollectionInput], linq.CollectionOutput]]:

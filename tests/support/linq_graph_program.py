@@ -1,7 +1,7 @@
 """A graph workload of tests/support/graph_workloads.py, as a program for `Mode.run`.
 
 Every process builds the same workload and dataflow, feeds its share of each epoch's changes
-(`graph_workloads.share`), closes each input right after its last change, and reports the
+(`linq_in_flight.share`), closes each input right after its last change, and reports the
 changes its output saw per epoch and its final contents. Its output holds the records its
 workers own, so the union over processes is the answer. Run it with a ``lag`` to have several
 epochs in flight.
@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 import timely
-from tests.support.graph_workloads import closing_early, dataflow, share, workload
+from tests.support.graph_workloads import closing_early, dataflow, workload
+from tests.support.linq_in_flight import reported, share
 from tests.support.modes import Run
 from timely_libs import linq
 
@@ -49,7 +50,7 @@ class GraphRun(Run):
 
     def result(self, comp: Any) -> dict[str, Any]:
         return {
-            "changes": {str(e): [[r, d] for r, d in c] for e, c in sorted(self.output.changes.items())},
+            "changes": reported(self.output),
             "final": [[r, c] for r, c in self.output.contents().items()],
         }
 

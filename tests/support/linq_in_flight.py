@@ -10,10 +10,17 @@ before the other inputs stop).
 Because later epochs may already have been absorbed when epoch ``w`` passes, an output's
 ``contents()`` may be ahead of ``w``; the checks here read the per-epoch change log instead
 (`accumulated`), which holds exactly the epochs that have been reported.
+
+Programs for `tests.support.modes.Mode.run` check the same way across real processes: each
+process feeds its `share` of every epoch and reports its output's changes (`reported`); the
+test adds every process's reports up epoch by epoch (`accumulated_reports`) and compares them
+with the reference replayed over the same epochs (`replayed`).
 """
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,7 +29,7 @@ from tests.support import TIMEOUT
 from tests.support import linq_reference as ref
 from timely_libs import linq
 
-__all__ = ["accumulated", "assert_epoch", "drive"]
+__all__ = ["accumulated", "accumulated_reports", "as_json", "assert_epoch", "drive", "replayed", "reported", "share"]
 
 Changes = Sequence[tuple[Any, int]]
 
@@ -87,3 +94,46 @@ def assert_epoch(out: linq.CollectionOutput, epoch: int, expected: ref.Multiset,
     reported = out.changes.get(epoch, [])
     assert len({r for r, _ in reported}) == len(reported), f"epoch {epoch}: unconsolidated {reported}"
     assert dict(reported) == ref.difference(expected, previous), f"epoch {epoch}: changes {reported}"
+
+
+# Programs in several processes ------------------------------------------------------------
+
+
+def share(changes: Sequence[ref.Change], index: int, processes: int) -> list[ref.Change]:
+    """The changes process ``index`` of ``processes`` feeds: every ``processes``-th one."""
+    return list(changes[index::processes])
+
+
+def reported(out: linq.CollectionOutput) -> dict[str, list[list[Any]]]:
+    """The output's changes by epoch, JSON-able: what a process reports to the test."""
+    return {str(e): [[r, d] for r, d in c] for e, c in sorted(out.changes.items())}
+
+
+def as_json(m: ref.Multiset) -> dict[str, int]:
+    """``m`` keyed by each record's JSON text as it reads after a trip through JSON (a tuple
+    comes back a list), so that it compares with `accumulated_reports`."""
+    return {json.dumps(json.loads(json.dumps(r))): n for r, n in m.items() if n}
+
+
+def accumulated_reports(results: Sequence[dict[str, Any]], epochs: int) -> list[dict[str, int]]:
+    """Per epoch, the output accumulated over every process's changes (`reported`, under
+    ``"changes"``) up to it."""
+    total: Counter[str] = Counter()
+    out = []
+    for epoch in range(epochs):
+        for r in results:
+            for record, diff in r["changes"].get(str(epoch), []):
+                total[json.dumps(record)] += diff
+        out.append({k: v for k, v in total.items() if v})
+    return out
+
+
+def replayed(epochs: Sequence[Sequence[Changes]], reference: Callable[..., ref.Multiset]) -> list[dict[str, int]]:
+    """Per epoch (one list of changes per input), ``reference`` over each input's collection as
+    of that epoch, keyed as `as_json`: what `accumulated_reports` must equal."""
+    states: list[ref.Multiset] = [{} for _ in epochs[0]] if epochs else []
+    out = []
+    for per_input in epochs:
+        states = [ref.apply(s, changes) for s, changes in zip(states, per_input, strict=True)]
+        out.append(as_json(reference(*states)))
+    return out

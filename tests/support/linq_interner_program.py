@@ -19,6 +19,7 @@ from typing import Any
 
 import timely
 from tests.support import linq_reference as ref
+from tests.support.linq_in_flight import reported, share
 from tests.support.modes import Run
 from timely_libs import linq
 from timely_libs.linq._columns import _codes
@@ -75,8 +76,7 @@ class InternerRun(Run):
     epochs = EPOCHS
 
     def feed(self, epoch: int) -> None:
-        mine = [c for i, c in enumerate(changes(epoch)) if i % self.processes == self.process_index]
-        self.window.update(mine)
+        self.window.update(share(changes(epoch), self.process_index, self.processes))
         self.window.advance_to(epoch + 1)
 
     def probes(self) -> list[timely.Probe]:
@@ -87,7 +87,7 @@ class InternerRun(Run):
 
     def result(self, comp: Any = None) -> dict[str, Any]:
         return {
-            "changes": {str(e): [[r, d] for r, d in c] for e, c in self.output.changes.items()},
+            "changes": reported(self.output),
             "held": self.held,
         }
 

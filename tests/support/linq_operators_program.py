@@ -19,6 +19,7 @@ import numpy as np
 
 import timely
 from tests.support import linq_reference as ref
+from tests.support.linq_in_flight import reported, share
 from tests.support.modes import Run
 from timely_libs import linq
 
@@ -96,7 +97,7 @@ class OperatorsRun(Run):
     def feed(self, epoch: int) -> None:
         a, b = inputs(self.seed)
         for inp, changes in ((self.a, a[epoch]), (self.b, b[epoch])):
-            inp.update([c for i, c in enumerate(changes) if i % self.processes == self.process_index])
+            inp.update(share(changes, self.process_index, self.processes))
             inp.advance_to(epoch + 1)
 
     def probes(self) -> list[timely.Probe]:
@@ -111,7 +112,7 @@ class OperatorsRun(Run):
             records = list(zip(*(c.tolist() for c in cols))) if isinstance(cols, tuple) else cols.tolist()
             columnar[str(epoch)] = [[r, d] for r, d in zip(records, diffs.tolist())]
         return {
-            "changes": {str(e): [[r, d] for r, d in c] for e, c in self.output.changes.items()},
+            "changes": reported(self.output),
             "columns": columnar,
         }
 

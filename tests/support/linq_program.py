@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import timely
+from tests.support.linq_in_flight import share
 from tests.support.modes import Run
 from timely_libs import linq
 
@@ -114,7 +115,7 @@ class LinqRun(Run):
     epochs = EPOCHS
 
     def share(self, changes: list[Change]) -> list[Change]:
-        return [c for i, c in enumerate(changes) if i % self.processes == self.process_index]
+        return share(changes, self.process_index, self.processes)
 
     def feed(self, epoch: int) -> None:
         """Send this process's share of ``epoch``'s changes and advance past it."""

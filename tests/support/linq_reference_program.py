@@ -24,6 +24,7 @@ from typing import Any
 
 import timely
 from tests.support import linq_reference as ref
+from tests.support.linq_in_flight import reported, share
 from tests.support.modes import Run
 from timely_libs import linq
 from timely_libs.linq._columns import _kernels
@@ -197,14 +198,14 @@ class ReferenceRun(Run):
     def feed(self, epoch: int) -> None:
         edges, roots = inputs(self.seed)
         for inp, changes in ((self.edges, edges[epoch]), (self.roots, roots[epoch])):
-            inp.update([c for i, c in enumerate(changes) if i % self.processes == self.process_index])
+            inp.update(share(changes, self.process_index, self.processes))
             inp.advance_to(epoch + 1)
 
     def probes(self) -> list[timely.Probe]:
         return [self.output.probe]
 
     def result(self, comp: Any = None) -> dict[str, Any]:
-        return {"changes": {str(e): [[r, d] for r, d in c] for e, c in self.output.changes.items()}}
+        return {"changes": reported(self.output)}
 
 
 def builder(seed: int, tier: str) -> Callable[[timely.Scope], ReferenceRun]:
