@@ -42,7 +42,7 @@ def main(argv: list[str]) -> None:
 
     def build(scope: timely.Scope) -> tuple[Any, ...]:
         puts, dels, gets = scope.new_input("puts"), scope.new_input("dels"), scope.new_input("gets")
-        response, _ = bloom.programs.kvs(puts, dels, gets)
+        response, _ = bloom.programs.kvs(puts, dels, gets, keep="none")  # answers read off the stream
         response.stream.subscribe(collect, name="answered")
         for inp in (puts, dels, gets):
             inp.throttle(response.probe, ahead)

@@ -15,7 +15,7 @@ from timely import Stream
 from ._functions import monotone
 from ._lattice import LMin, LSet
 from ._operators import apply
-from ._program import Output, Program
+from ._program import Keep, Output, Program
 
 __all__ = [
     "at_least",
@@ -108,7 +108,7 @@ def shopping_cart(actions: Stream, name: str = "cart") -> Stream:
 
 
 # Bud's programs with timesteps (bud-sandbox kvs/kvs.rb, cart/destructive_cart.rb; bud examples/chat) --
-def kvs(puts: Stream, dels: Stream, gets: Stream, name: str = "kvs") -> tuple[Output, Output]:
+def kvs(puts: Stream, dels: Stream, gets: Stream, name: str = "kvs", *, keep: Keep = "all") -> tuple[Output, Output]:
     """Bud's ``BasicKVS``: ``puts`` carries ``(client, key, reqid, value)``, ``dels`` ``(key,
     reqid)``, ``gets`` ``(reqid, key)``; returns (``kvget_response``: ``(reqid, key, value)`` at
     the get's timestep, ``kvstate``: ``(key, value)`` per timestep). ::
@@ -117,7 +117,9 @@ def kvs(puts: Stream, dels: Stream, gets: Stream, name: str = "kvs") -> tuple[Ou
         kvget_response <= (kvget * kvstate).pairs(:key => :key) {|g, t| [g.reqid, t.key, t.value]}
         kvstate <- (kvstate * kvdel).lefts(:key => :key)
 
-    A put or a delete takes effect at the next timestep; a get sees the table as it is at its own."""
+    A put or a delete takes effect at the next timestep; a get sees the table as it is at its own.
+    ``keep``: what both outputs store (`Program.output`); a server that reads the responses off
+    ``.stream`` wants ``"none"`` (``"all"`` keeps every change of the table)."""
     with Program(puts.scope, name, timesteps=True) as p:
         kvput = p.input("kvput", puts)
         kvdel = p.input("kvdel", dels)
@@ -126,7 +128,7 @@ def kvs(puts: Stream, dels: Stream, gets: Stream, name: str = "kvs") -> tuple[Ou
         kvstate.upsert(kvput.select(_key_value))
         kvstate.delete(kvstate.join(kvdel, _first, _first, _left))
         response = p.temp("kvget_response", kvget.join(kvstate, _second, _first, _get_response))
-    return p.output(response), p.output(kvstate)
+    return p.output(response, keep=keep), p.output(kvstate, keep=keep)
 
 
 def chat(connects: Stream, messages: Stream, leaves: Stream, server: str = "server", name: str = "chat") -> Output:
