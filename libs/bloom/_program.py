@@ -36,6 +36,7 @@ from ._lattice import Lattice
 from ._operators import _TIMESTEP_LOOPS, _Aggregate, _pair, apply, join, not_in, when
 from ._timestep import (
     Op,
+    _Answers,
     _Bootstrap,
     _Collection,
     _Delay,
@@ -364,10 +365,6 @@ def _control_route(route: Callable[[Any], int]) -> Callable[[Any], int]:
 def _lookup_of(join: int, key: Callable[[Any], Any]) -> Callable[[Any], tuple[int, tuple[int, Any, Any]]]:
     lookup = int(Op.LOOKUP)
     return lambda probe: (lookup, (join, key(probe), probe))
-
-
-def _answers_of(join: int) -> Callable[[tuple[int, Any]], list[Any]]:
-    return lambda answer: [answer[1]] if answer[0] == join else []
 
 
 def _hash_of(key: Callable[[Any], Any]) -> Callable[[Any], int]:
@@ -829,7 +826,7 @@ class Collection(Expr):
         name = self.program._name(f"{self.name}.lookup")
         self.controls.append(probe.stream.map(f"{name}.ask", _lookup_of(join, probe_key)))
         assert self.answers is not None
-        return self.answers.flat_map(f"{name}.answers", _answers_of(join))
+        return self.answers.stage(f"{name}.answers", lambda: _Answers(join))  # type: ignore[no-any-return]
 
     def bootstrap(self, facts: Any) -> Self:
         """Bud's ``bootstrap``: ``facts`` are inserted at timestep 0 (once, by one worker)."""

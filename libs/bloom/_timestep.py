@@ -519,10 +519,19 @@ class _Table(Vertex):
         stored, probed, specs = self.stored, self.probed, self.lookups
         join = probe = None
         try:
-            if not self.late_inserts and len(specs) == 1:  # the common case: one join, no later inserts
-                ((join, (fn, outer)),) = specs.items()
-                append = answers.append
-                for _, k, probe in lookups:
+            append = answers.append
+            if not self.late_inserts:  # the common case: no later inserts, so no lookup is kept
+                if len(specs) == 1:
+                    ((join, (fn, outer)),) = specs.items()
+                    for _, k, probe in lookups:
+                        fact = stored.get(k)
+                        if fact is not None:
+                            append((join, fn(probe, fact)))
+                        elif outer:
+                            append((join, fn(probe, None)))
+                    return
+                for join, k, probe in lookups:
+                    fn, outer = specs[join]
                     fact = stored.get(k)
                     if fact is not None:
                         append((join, fn(probe, fact)))
@@ -578,6 +587,20 @@ class _Table(Vertex):
                 _keep_earliest(self.doomed, a, b)
             else:
                 self.settling.restore(a, tuple(b))
+
+
+class _Answers(Vertex):
+    """The answers of one lookup join (`Op.LOOKUP`), taken from its table's answers output,
+    ``(join, result)`` records of all its joins, in one pass (no list per record)."""
+
+    def __init__(self, join: int) -> None:
+        self.join = join
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        join = self.join
+        out = [result for j, result in records if j == join]
+        if out:
+            self.send_by(self.outputs[0], out, time)
 
 
 # Joining changes with scratch facts ---------------------------------------------------------------------
