@@ -28,12 +28,13 @@ from ._functions import kind_of, monotone, morphism
 from ._group import accum, argmax, argmin, average, count, group, maximum, minimum, total
 from ._lattice import Lattice, LBag, LBool, LCounter, LMap, LMax, LMin, LPair, LPSet, LSet
 from ._operators import aggregate, apply, distinct, join, not_in, when
-from ._program import Collection, Expr, LatticeCollection, LatticeExpr, Output, Program
+from ._program import Collection, Expr, Keep, LatticeCollection, LatticeExpr, Output, Program
 
 __all__ = [
     "BloomError",
     "Collection",
     "Expr",
+    "Keep",
     "LBag",
     "LBool",
     "LCounter",

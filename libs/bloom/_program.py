@@ -36,6 +36,7 @@ from ._lattice import Lattice
 from ._operators import _TIMESTEP_LOOPS, _Aggregate, _pair, apply, join, not_in, when
 from ._timestep import (
     Op,
+    _Answers,
     _Bootstrap,
     _Collection,
     _Delay,
@@ -49,7 +50,7 @@ from ._timestep import (
     ticks,
 )
 
-__all__ = ["Collection", "Expr", "LatticeCollection", "LatticeExpr", "Output", "Program"]
+__all__ = ["Collection", "Expr", "Keep", "LatticeCollection", "LatticeExpr", "Output", "Program"]
 
 Kind = Literal["persistent", "scratch", "mutable", "mixed"]
 
@@ -280,10 +281,14 @@ class Program:
                         seen.add(c)
                         todo.extend(after.get(c, ()))
 
-    def output(self, collection: Expr, name: str | None = None, gather_to: int | None = None) -> Output:
+    def output(
+        self, collection: Expr, name: str | None = None, gather_to: int | None = None, *, keep: Keep = "all"
+    ) -> Output:
         """The contents of ``collection`` (or any expression) outside the loop, epoch by epoch
         (in a timestep program: timestep by timestep): each process's share, or with
-        ``gather_to`` the whole of it on that process alone (`timely.Stream.gather`)."""
+        ``gather_to`` the whole of it on that process alone (`timely.Stream.gather`).
+        ``keep``: what the `Output` stores for its reader (every epoch, the latest answer, the
+        changes since the last read, or nothing)."""
         if collection.program is not self:
             raise BloomError(f"bloom program {self.name!r}: output of an expression from another program")
         label = name or f"{collection.name}.out"
@@ -291,7 +296,7 @@ class Program:
         if gather_to is not None:
             stream = stream.gather(f"{label}.gather", to=gather_to)
         lattice = isinstance(collection, LatticeCollection)
-        return Output(stream, collection.kind, lattice, stamped=self.outer is not None)
+        return Output(stream, collection.kind, lattice, stamped=self.outer is not None, keep=keep)
 
     def _next(self, stream: Stream, target: Collection, what: str) -> None:
         """Send ``stream``'s ``(op, fact)`` records to ``target``'s control input at the next
@@ -360,10 +365,6 @@ def _control_route(route: Callable[[Any], int]) -> Callable[[Any], int]:
 def _lookup_of(join: int, key: Callable[[Any], Any]) -> Callable[[Any], tuple[int, tuple[int, Any, Any]]]:
     lookup = int(Op.LOOKUP)
     return lambda probe: (lookup, (join, key(probe), probe))
-
-
-def _answers_of(join: int) -> Callable[[tuple[int, Any]], list[Any]]:
-    return lambda answer: [answer[1]] if answer[0] == join else []
 
 
 def _hash_of(key: Callable[[Any], Any]) -> Callable[[Any], int]:
@@ -825,7 +826,7 @@ class Collection(Expr):
         name = self.program._name(f"{self.name}.lookup")
         self.controls.append(probe.stream.map(f"{name}.ask", _lookup_of(join, probe_key)))
         assert self.answers is not None
-        return self.answers.flat_map(f"{name}.answers", _answers_of(join))
+        return self.answers.stage(f"{name}.answers", lambda: _Answers(join))  # type: ignore[no-any-return]
 
     def bootstrap(self, facts: Any) -> Self:
         """Bud's ``bootstrap``: ``facts`` are inserted at timestep 0 (once, by one worker)."""
@@ -884,6 +885,11 @@ class LatticeExpr(Expr):
 
 
 # Reading the answer ---------------------------------------------------------------------------------
+Keep = Literal["all", "latest", "changes", "none"]
+"""What an `Output` keeps of its stream (`Program.output`'s ``keep``)."""
+KEEPS: tuple[str, ...] = ("all", "latest", "changes", "none")
+
+
 class Output:
     """What an expression holds at each epoch, on this process (each process has its share, or
     one process the whole: `Program.output`'s ``gather_to``).
@@ -891,50 +897,151 @@ class Output:
     `answer(epoch)` is final once ``probe`` has passed the epoch: the persistent facts sent at
     epochs up to it, the scratch facts sent at it, the facts of a table with deletions whose
     changes up to it add up to one, or per key the merge of the lattice values sent at epochs
-    up to it."""
+    up to it.
 
-    def __init__(self, stream: Stream, kind: Kind, lattice: bool, *, stamped: bool = False) -> None:
+    ``keep`` says what it stores, so that a long-running program's output costs memory (and
+    the collector's time) only for what its reader asks for:
+
+    * ``"all"``: every record, so `answer` works for any epoch (tests, small programs);
+    * ``"latest"``: the answer at the latest complete epoch, kept up to date as epochs
+      complete (as large as the answer, not as the history), and the records of epochs still
+      in flight; `answer` of an earlier epoch is refused;
+    * ``"changes"``: the records that arrived since the last `changes` call, and nothing after
+      it hands them over;
+    * ``"none"``: nothing: read the ``stream`` (subscribe to it) and ``probe`` only."""
+
+    def __init__(self, stream: Stream, kind: Kind, lattice: bool, *, stamped: bool = False, keep: Keep = "all") -> None:
+        if keep not in KEEPS:
+            raise BloomError(f"output: keep must be one of {', '.join(map(repr, KEEPS))}, not {keep!r}")
         self.stream = stream
         self.kind = kind
         self.lattice = lattice
         self.stamped = stamped
         """Records come as ``(timestep, record)`` (a timestep program's output)."""
+        self.keep: Keep = keep
         self.batches: dict[int, list[Any]] = {}
-        """Epoch (timestep) -> the records of it that reached this process."""
-        self.probe: Probe = stream.subscribe(self._receive)
+        """Epoch (timestep) -> the records of it that reached this process: every epoch
+        (``"all"``), the epochs not folded into the latest answer yet (``"latest"``), or those
+        not handed over by `changes` yet (``"changes"``)."""
+        self.settled = -1
+        """``"latest"``: the epoch ``_state`` is the answer at (-1: none yet)."""
+        self._state: Any = self._empty()
+        self.probe: Probe = stream.probe() if keep == "none" else stream.subscribe(self._receive)
 
     def _receive(self, time: Timestamp, records: list[Any]) -> None:
+        batches = self.batches
         if not self.stamped:
-            self.batches.setdefault(time[0], []).extend(records)
+            batch = batches.get(time[0])
+            if batch is None:
+                batches[time[0]] = list(records)
+            else:
+                batch.extend(records)
+        else:
+            for step, record in records:
+                batch = batches.get(step)
+                if batch is None:
+                    batches[step] = [record]
+                else:
+                    batch.append(record)
+        if self.keep == "latest":  # called once per complete epoch, in order: all up to it is here
+            self._settle(time[0])
+
+    # the answer at an epoch, folded from its records ------------------------------------------------
+    def _empty(self) -> Any:
+        return {} if self.lattice or self.kind == "mutable" else set()
+
+    def _fold(self, state: Any, records: list[Any]) -> None:
+        """Add one epoch's ``records`` to ``state``, the answer at the epoch before it (not scratch)."""
+        if self.lattice:
+            for key, value in records:
+                old = state.get(key)
+                state[key] = value if old is None else old.merge(value)
+        elif self.kind == "mutable":  # changes: a fact holds while its +1s outnumber its -1s
+            for fact, diff in records:
+                n = state.get(fact, 0) + diff
+                if n:
+                    state[fact] = n
+                else:
+                    del state[fact]
+        else:
+            state.update(records)
+
+    def _answer_of(self, state: Any) -> Any:
+        if self.kind == "mutable" and not self.lattice:
+            return {fact for fact, n in state.items() if n > 0}
+        return dict(state) if self.lattice else set(state)
+
+    def _settle(self, epoch: int) -> None:
+        """``"latest"``: fold the records of epochs up to ``epoch`` (complete) into the answer."""
+        if epoch <= self.settled:
             return
         batches = self.batches
-        for step, record in records:
-            batch = batches.get(step)
-            if batch is None:
-                batches[step] = [record]
-            else:
-                batch.append(record)
+        steps = sorted(e for e in batches if e <= epoch)
+        if self.kind == "scratch" and not self.lattice:  # a scratch fact holds at its own epoch only
+            self._state = set(batches.get(epoch, ()))
+            for e in steps:
+                del batches[e]
+        else:
+            for e in steps:
+                self._fold(self._state, batches.pop(e))
+        self.settled = epoch
+
+    def _passed(self) -> int | None:
+        """The latest epoch the probe has passed (None: none yet, or no records at all)."""
+        frontier = self.probe.frontier()
+        if not frontier:
+            return max(self.batches, default=self.settled if self.settled >= 0 else None)
+        first = min(t[0] for t in frontier)
+        return first - 1 if first > 0 else None
 
     def answer(self, epoch: int | None = None) -> Any:
-        """A set of facts, or a dict key -> lattice value (``epoch`` None: the latest)."""
+        """A set of facts, or a dict key -> lattice value (``epoch`` None: the latest; with
+        ``keep="latest"``, the latest complete epoch)."""
+        if self.keep in ("changes", "none"):
+            raise BloomError(
+                f"output kept with keep={self.keep!r} has no answer to give: read it with "
+                + ("changes()" if self.keep == "changes" else "its stream")
+                + ', or make it with keep="latest" (the latest answer) or keep="all" (every epoch\'s)'
+            )
+        if self.keep == "latest":
+            return self._latest(epoch)
         if epoch is None:
             epoch = max(self.batches, default=0)
-        if self.lattice:
-            merged: dict[Any, Lattice] = {}
-            for e in sorted(self.batches):
-                if e > epoch:
-                    break
-                for key, value in self.batches[e]:
-                    old = merged.get(key)
-                    merged[key] = value if old is None else old.merge(value)
-            return merged
-        if self.kind == "scratch":  # a scratch fact holds at its own epoch only
+        if self.kind == "scratch" and not self.lattice:
             return set(self.batches.get(epoch, ()))
-        if self.kind == "mutable":  # changes: a fact holds while its +1s outnumber its -1s
-            count: dict[Any, int] = {}
-            for e, changes in self.batches.items():
-                if e <= epoch:
-                    for fact, diff in changes:
-                        count[fact] = count.get(fact, 0) + diff
-            return {fact for fact, n in count.items() if n > 0}
-        return {r for e, rs in self.batches.items() if e <= epoch for r in rs}
+        state = self._empty()
+        for e in sorted(self.batches):
+            if e > epoch:
+                break
+            self._fold(state, self.batches[e])
+        return self._answer_of(state)
+
+    def _latest(self, epoch: int | None) -> Any:
+        passed = self._passed()
+        if passed is not None:
+            self._settle(passed)
+        if epoch is None:
+            epoch = max(self.settled, 0)
+        if epoch < self.settled:
+            raise BloomError(
+                f"output keeps only the latest answer (keep='latest'): epoch {epoch} is before the latest "
+                f"complete one, {self.settled}; make it with keep='all' to read every epoch"
+            )
+        if epoch == self.settled:
+            return self._answer_of(self._state)
+        later = sorted(e for e in self.batches if e <= epoch)  # epochs still in flight: not final yet
+        if self.kind == "scratch" and not self.lattice:
+            return set(self.batches.get(epoch, ()))
+        state = dict(self._state) if isinstance(self._state, dict) else set(self._state)
+        for e in later:
+            self._fold(state, self.batches[e])
+        return self._answer_of(state)
+
+    def changes(self) -> dict[int, list[Any]]:
+        """``keep="changes"``: epoch (timestep) -> the records that arrived since the last call
+        (a table with deletions: ``(fact, +1 | -1)``; a lattice: ``(key, value)`` improvements).
+        An epoch's records may come over several calls until the probe has passed it."""
+        if self.keep != "changes":
+            raise BloomError(f"output kept with keep={self.keep!r}: changes() needs keep='changes'")
+        taken, self.batches = self.batches, {}
+        return taken

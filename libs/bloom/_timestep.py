@@ -441,7 +441,7 @@ class _Table(Vertex):
         if epoch != self.latest:
             self.latest = epoch
             self.probed = {}
-        stored, key = self.stored, self.key
+        stored, key, persisted = self.stored, self.key, self.persisted
         before: dict[Any, Any] = {}  # key -> fact before this call (absent: None), for the changes
         inserts: list[tuple[int, Any]] = []
         lookups: list[Any] = []
@@ -450,7 +450,7 @@ class _Table(Vertex):
             for op, fact in records:  # deletions first (Bud applies them before pending inserts)
                 if op == _LOOKUP:
                     lookups.append(fact)
-                elif op < _DELETE or op == _UPSERT:
+                elif op == _UPSERT or op < _DELETE:
                     inserts.append((op, fact))
                 else:
                     if op == _DELETE_ALWAYS:
@@ -458,7 +458,7 @@ class _Table(Vertex):
                         if since is None or epoch - 1 < since:
                             self.doomed[fact] = epoch - 1
                     k = key(fact)
-                    if stored.get(k) == fact and not (self.persisted and self._persists(fact, epoch)):
+                    if stored.get(k) == fact and not (persisted and self._persists(fact, epoch)):
                         if k not in before:
                             before[k] = fact
                         del stored[k]
@@ -466,17 +466,18 @@ class _Table(Vertex):
             for op, fact in inserts:
                 k = key(fact)
                 if op == _PERSIST:
-                    since = self.persisted.get(fact)
+                    since = persisted.get(fact)
                     if since is None or epoch < since:
-                        self.persisted[fact] = epoch
+                        persisted[fact] = epoch
                 old = stored.get(k)
-                if old == fact:
-                    continue
-                if old is not None and (op != _UPSERT or k in written):
-                    raise BloomError(
-                        f"table {self.name!r}: key {k!r} holds {old!r}; {fact!r} at timestep {epoch} breaks the key "
-                        "constraint (delete the old fact first, or replace it with upsert, Bud's <+-)"
-                    )
+                if old is not None:
+                    if old == fact:
+                        continue
+                    if op != _UPSERT or k in written:
+                        raise BloomError(
+                            f"table {self.name!r}: key {k!r} holds {old!r}; {fact!r} at timestep {epoch} breaks "
+                            "the key constraint (delete the old fact first, or replace it with upsert, Bud's <+-)"
+                        )
                 if k not in before:
                     before[k] = old
                 written.add(k)
@@ -489,6 +490,27 @@ class _Table(Vertex):
         again: list[Any] = []
         answers: list[Any] = []
         doomed, probed = self.doomed, self.probed
+        if not doomed and not probed:  # the common case: each key's old and new fact, nothing more
+            append = changes.append
+            for k, old in before.items():
+                new = stored.get(k)
+                if old != new:
+                    if old is not None:
+                        append((old, -1))
+                    if new is not None:
+                        append((new, 1))
+        else:
+            self._changed(epoch, before, changes, again, answers)
+        if lookups:
+            self._answer(lookups, answers)
+        return changes, again, answers
+
+    def _changed(
+        self, epoch: int, before: dict[Any, Any], changes: list[Any], again: list[Any], answers: list[Any]
+    ) -> None:
+        """The changes of keys ``before`` (key -> fact before), with a persistent ``<-``'s deletion
+        of a re-inserted fact for the next epoch, and inserts joined with lookups answered earlier."""
+        stored, doomed, probed = self.stored, self.doomed, self.probed
         for k, old in before.items():
             new = stored.get(k)
             if old == new:
@@ -511,18 +533,24 @@ class _Table(Vertex):
                             f"answered {probe!r} without it"
                         )
                     answers.append((join, fn(probe, new)))
-        if lookups:
-            self._answer(lookups, answers)
-        return changes, again, answers
 
     def _answer(self, lookups: list[Any], answers: list[Any]) -> None:
         stored, probed, specs = self.stored, self.probed, self.lookups
         join = probe = None
         try:
-            if not self.late_inserts and len(specs) == 1:  # the common case: one join, no later inserts
-                ((join, (fn, outer)),) = specs.items()
-                append = answers.append
-                for _, k, probe in lookups:
+            append = answers.append
+            if not self.late_inserts:  # the common case: no later inserts, so no lookup is kept
+                if len(specs) == 1:
+                    ((join, (fn, outer)),) = specs.items()
+                    for _, k, probe in lookups:
+                        fact = stored.get(k)
+                        if fact is not None:
+                            append((join, fn(probe, fact)))
+                        elif outer:
+                            append((join, fn(probe, None)))
+                    return
+                for join, k, probe in lookups:
+                    fn, outer = specs[join]
                     fact = stored.get(k)
                     if fact is not None:
                         append((join, fn(probe, fact)))
@@ -578,6 +606,20 @@ class _Table(Vertex):
                 _keep_earliest(self.doomed, a, b)
             else:
                 self.settling.restore(a, tuple(b))
+
+
+class _Answers(Vertex):
+    """The answers of one lookup join (`Op.LOOKUP`), taken from its table's answers output,
+    ``(join, result)`` records of all its joins, in one pass (no list per record)."""
+
+    def __init__(self, join: int) -> None:
+        self.join = join
+
+    def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
+        join = self.join
+        out = [result for j, result in records if j == join]
+        if out:
+            self.send_by(self.outputs[0], out, time)
 
 
 # Joining changes with scratch facts ---------------------------------------------------------------------

@@ -8,6 +8,7 @@ except where the comments say coordination is needed.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 from timely import Stream
@@ -15,7 +16,7 @@ from timely import Stream
 from ._functions import monotone
 from ._lattice import LMin, LSet
 from ._operators import apply
-from ._program import Output, Program
+from ._program import Keep, Output, Program
 
 __all__ = [
     "at_least",
@@ -108,7 +109,7 @@ def shopping_cart(actions: Stream, name: str = "cart") -> Stream:
 
 
 # Bud's programs with timesteps (bud-sandbox kvs/kvs.rb, cart/destructive_cart.rb; bud examples/chat) --
-def kvs(puts: Stream, dels: Stream, gets: Stream, name: str = "kvs") -> tuple[Output, Output]:
+def kvs(puts: Stream, dels: Stream, gets: Stream, name: str = "kvs", *, keep: Keep = "all") -> tuple[Output, Output]:
     """Bud's ``BasicKVS``: ``puts`` carries ``(client, key, reqid, value)``, ``dels`` ``(key,
     reqid)``, ``gets`` ``(reqid, key)``; returns (``kvget_response``: ``(reqid, key, value)`` at
     the get's timestep, ``kvstate``: ``(key, value)`` per timestep). ::
@@ -117,7 +118,9 @@ def kvs(puts: Stream, dels: Stream, gets: Stream, name: str = "kvs") -> tuple[Ou
         kvget_response <= (kvget * kvstate).pairs(:key => :key) {|g, t| [g.reqid, t.key, t.value]}
         kvstate <- (kvstate * kvdel).lefts(:key => :key)
 
-    A put or a delete takes effect at the next timestep; a get sees the table as it is at its own."""
+    A put or a delete takes effect at the next timestep; a get sees the table as it is at its own.
+    ``keep``: what both outputs store (`Program.output`); a server that reads the responses off
+    ``.stream`` wants ``"none"`` (``"all"`` keeps every change of the table)."""
     with Program(puts.scope, name, timesteps=True) as p:
         kvput = p.input("kvput", puts)
         kvdel = p.input("kvdel", dels)
@@ -126,7 +129,7 @@ def kvs(puts: Stream, dels: Stream, gets: Stream, name: str = "kvs") -> tuple[Ou
         kvstate.upsert(kvput.select(_key_value))
         kvstate.delete(kvstate.join(kvdel, _first, _first, _left))
         response = p.temp("kvget_response", kvget.join(kvstate, _second, _first, _get_response))
-    return p.output(response), p.output(kvstate)
+    return p.output(response, keep=keep), p.output(kvstate, keep=keep)
 
 
 def chat(connects: Stream, messages: Stream, leaves: Stream, server: str = "server", name: str = "chat") -> Output:
@@ -252,12 +255,12 @@ def _source(edge: tuple[Any, ...]) -> Any:
     return edge[0]
 
 
-def _target(edge: tuple[Any, ...]) -> Any:
-    return edge[1]
+_target = itemgetter(1)
+"""An edge's target. The key and field functions are `operator.itemgetter`s: C calls, run
+once per record by the joins and exchanges of every timestep."""
 
 
-def _first(record: tuple[Any, ...]) -> Any:
-    return record[0]
+_first = itemgetter(0)
 
 
 def _key(record: tuple[Any, Any]) -> Any:
@@ -288,16 +291,15 @@ def _ballot(vote: tuple[Any, Any]) -> tuple[Any, LSet]:
     return (vote[0], LSet((vote[1],)))
 
 
-def _second(record: tuple[Any, ...]) -> Any:
-    return record[1]
+_second = itemgetter(1)
 
 
 def _left(left: Any, right: Any) -> Any:
     return left
 
 
-def _key_value(put: tuple[Any, Any, Any, Any]) -> tuple[Any, Any]:
-    return (put[1], put[3])
+_key_value = itemgetter(1, 3)
+"""A put's ``(key, value)``."""
 
 
 def _get_response(get: tuple[Any, Any], stored: tuple[Any, Any]) -> tuple[Any, Any, Any]:
