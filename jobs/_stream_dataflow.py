@@ -19,7 +19,7 @@ process, one epoch per Spark micro-batch::
 - ``answer`` (`Answer`, one worker) holds the components and top hashtags as of the last
   completed epoch, and answers each query *fresh* (once its own epoch is complete) and/or
   *stale* (at once, against the last completed epoch if it completed at most ``stale``
-  seconds ago). The state changes only in `Answer.on_notify`, when an epoch is complete, so a
+  seconds ago; before the first epoch, the empty state, complete as of the start). The state changes only in `Answer.on_notify`, when an epoch is complete, so a
   stale answer always reflects exactly one complete epoch. ``stamp`` and ``answer`` are
   urgent vertices (`timely.Vertex.urgent`): queries overtake the bulk work on their worker.
 - With ``kexposure`` among the analyses, k-exposure (`Exposure`) over the same window:
@@ -326,7 +326,10 @@ class Answer(timely.Vertex):
         self.stale: list[tuple[Any, timely.Timestamp]] = []
         self.as_of = -1
         self.epoch = -1
-        self.completed_at = 0.0
+        self.completed_at = _now()
+        """When the state answered from became complete: the empty state (no posts yet,
+        ``as_of`` -1) is complete as of the computation's start, so stale queries of the
+        first ``stale`` seconds are answered from it at once instead of waiting for epoch 0."""
 
     def _watch(self, time: timely.Timestamp) -> None:
         if time not in self.pending:
@@ -348,7 +351,7 @@ class Answer(timely.Vertex):
                 self.fresh.setdefault(time, []).extend(records)
             if self.options.stale is not None:
                 now = _now()
-                if self.epoch >= 0 and now - self.completed_at <= self.options.stale:
+                if now - self.completed_at <= self.options.stale:
                     self.send_by(self.outputs[0], [self._answer(q, "stale", now) for q in records], time)
                 else:
                     self.stale.extend((q, time) for q in records)
@@ -403,7 +406,10 @@ class Answer(timely.Vertex):
         latency = (now - arrived) * 1000.0
         label = self.labels.get(user)
         if label is None:
-            note = f"user {user} not seen in the last {self.options.window} s"
+            if self.as_of < 0:
+                note = f"user {user} not seen yet: no posts in the state answered from"
+            else:
+                note = f"user {user} not seen in the last {self.options.window} s"
             return _row(
                 "answer",
                 mode=mode,
