@@ -521,8 +521,12 @@ def _exposed(src: np.ndarray, dst: np.ndarray, user: np.ndarray, tag: np.ndarray
     return src, tag
 
 
-def _hashtag(record: Any) -> int:
-    return record[0][1]  # type: ignore[no-any-return]
+def _hashtags(users_tags: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The hashtag of each ``((user, hashtag), count)``: its key's second field, taken in C."""
+    return np.fromiter(map(_second, users_tags), dtype=np.int64, count=len(users_tags))
+
+
+_second = itemgetter(1)
 
 
 def _flat_top(record: Any) -> tuple[int, int, int]:
@@ -584,8 +588,10 @@ def build(options: DataflowOptions, scope: timely.Scope, inputs: dict[str, timel
         mentions = graph.where(linq.columns(_not_self), name="mentions")
         used = tags.distinct(name="hashtags_used")
         exposures = mentions.join(used, itemgetter(1), itemgetter(0), linq.columns(_exposed), name="exposures")
-        exposed = exposures.count(name="exposure_counts").where(lambda r: r[1] >= k, name="exposed_k_times")
-        per_tag = exposed.select(_hashtag, name="exposed_users").count(name="kexposure")
+        exposed = exposures.count(name="exposure_counts").where(
+            linq.columns(lambda _, n: n >= k), name="exposed_k_times"
+        )
+        per_tag = exposed.select(linq.columns(_hashtags), name="exposed_users").count(name="kexposure")
         outputs.append(
             scope.stage(
                 "kexposure_rows",
