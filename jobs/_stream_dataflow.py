@@ -80,7 +80,8 @@ class DataflowOptions:
     """Answer each query once its own epoch is complete."""
     stale: float | None = 1.0
     """Answer each query at once against the last completed epoch if it is at most this many
-    seconds old (None: no stale answers)."""
+    seconds old; before the first, the empty state, complete as of the start (None: no stale
+    answers)."""
     analyses: tuple[str, ...] = ("components",)
     """``components`` (the components, top hashtags and the answers to queries) and/or
     ``kexposure`` (Kineograph's k-exposure, Naiad §6.3)."""
