@@ -92,3 +92,12 @@ def test_columns_it_does_not_take() -> None:
     # and a block of them still gets each record's own code, by the slower path
     block = Block.of_records([(1.5, 2), (1, "a"), (True, 3)])
     assert block.record_codes().tolist() == [code_of(r) for r in block.records()]
+
+
+@FAST
+@given(st.lists(st.one_of(ints, texts, st.tuples(ints, ints), st.tuples(texts, ints, st.booleans())), max_size=40))
+def test_values_of_codes_of_every_kind(values: list[Any]) -> None:
+    codes = np.asarray([code_of(v) for v in values], dtype=np.int64)
+    got = values_of(codes)
+    assert got == values
+    assert [repr(v) for v in got] == [repr(v) for v in values]  # types too: True stays True, 1 stays 1

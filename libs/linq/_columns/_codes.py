@@ -332,15 +332,25 @@ def values_of(codes: np.ndarray) -> list[Any]:
         return []
     if int(codes.max()) < PAIRS:
         return codes.tolist()  # type: ignore[no-any-return]
-    values = _interner.values
-    out = codes.tolist()
-    for i, c in enumerate(out):
-        if c >= INTERNED:
-            out[i] = values[c - INTERNED]
-        elif c >= PAIRS:
-            c -= PAIRS
-            out[i] = (c >> 30, c & (_SMALL - 1))
-    return out
+    interned = codes >= INTERNED
+    if interned.all():  # one lookup a code, made in C
+        return list(map(_interner.values.__getitem__, (codes - INTERNED).tolist()))
+    # by kind, each column-wise, then merged in an object array (no Python call per code)
+    out = np.empty(len(codes), dtype=object)
+    ints = codes < PAIRS
+    out[ints] = codes[ints].tolist()
+    pairs = ~ints & ~interned
+    if pairs.any():
+        c = codes[pairs] - PAIRS
+        out[pairs] = _objects(list(zip((c >> 30).tolist(), (c & (_SMALL - 1)).tolist())))
+    if interned.any():
+        out[interned] = _objects(list(map(_interner.values.__getitem__, (codes[interned] - INTERNED).tolist())))
+    return out.tolist()  # type: ignore[no-any-return]
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    """An object array of ``values`` (tuples stay values: no broadcasting into a 2-D array)."""
+    return np.fromiter(values, dtype=object, count=len(values))
 
 
 def all_ints(codes: np.ndarray) -> bool:
