@@ -101,3 +101,25 @@ def test_values_of_codes_of_every_kind(values: list[Any]) -> None:
     got = values_of(codes)
     assert got == values
     assert [repr(v) for v in got] == [repr(v) for v in values]  # types too: True stays True, 1 stays 1
+
+
+class _Holder:
+    codes: np.ndarray | None = None
+
+
+def test_a_sweep_that_finds_most_values_held_keeps_them_and_frees_the_rest() -> None:
+    gc.collect()
+    _codes.release_unused(force=True)
+    holder = _Holder()
+    _codes.hold_codes(holder)
+    rows = [(i, 2**42 + i) for i in range(200)]
+    codes = codes_of_tuples([column([a for a, _ in rows]), column([b for _, b in rows])])
+    assert codes is not None
+    holder.codes = codes[:150]  # three quarters still held: the dead are deleted in place
+    assert _codes.release_unused(force=True) == 50
+    again = codes_of_tuples([column([a for a, _ in rows]), column([b for _, b in rows])])
+    assert again is not None
+    assert again[:150].tolist() == codes[:150].tolist()  # the held keep their codes
+    assert values_of(again) == rows
+    assert route_of(again).tolist() == [stable_hash(r) & ROUTE for r in rows]
+    assert len(set(again.tolist())) == 200

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from itertools import chain, compress, repeat
@@ -168,9 +169,16 @@ class _Interner:
 
 
 def _kept(ids: dict[Any, int], live: np.ndarray) -> dict[Any, int]:
-    """The entries of ``ids`` whose id ``live`` marks, picked in C (no Python call an entry)."""
+    """The entries of ``ids`` whose id ``live`` marks, picked in C (no Python call an entry):
+    the dead deleted when they are the fewer (a sweep that finds most values still held),
+    else the live copied into a new dict."""
     idx = np.fromiter(ids.values(), dtype=np.int64, count=len(ids))
     keep = live[idx]
+    dead = len(keep) - int(np.count_nonzero(keep))
+    if 2 * dead <= len(keep):
+        if dead:
+            deque(map(ids.__delitem__, compress(list(ids), (~keep).tolist())), maxlen=0)
+        return ids
     return dict(zip(compress(ids.keys(), keep.tolist()), idx[keep].tolist(), strict=True))
 
 
