@@ -19,7 +19,7 @@ process, one epoch per Spark micro-batch::
 - ``answer`` (`Answer`, one worker) holds the components and top hashtags as of the last
   completed epoch, and answers each query *fresh* (once its own epoch is complete) and/or
   *stale* (at once, against the last completed epoch if it completed at most ``stale``
-  seconds ago). The state changes only in `Answer.on_notify`, when an epoch is complete, so a
+  seconds ago; before the first epoch, the empty state, complete as of the start). The state changes only in `Answer.on_notify`, when an epoch is complete, so a
   stale answer always reflects exactly one complete epoch. ``stamp`` and ``answer`` are
   urgent vertices (`timely.Vertex.urgent`): queries overtake the bulk work on their worker.
 - With ``kexposure`` among the analyses, k-exposure (`Exposure`) over the same window:
@@ -80,7 +80,8 @@ class DataflowOptions:
     """Answer each query once its own epoch is complete."""
     stale: float | None = 1.0
     """Answer each query at once against the last completed epoch if it is at most this many
-    seconds old (None: no stale answers)."""
+    seconds old; before the first, the empty state, complete as of the start (None: no stale
+    answers)."""
     analyses: tuple[str, ...] = ("components",)
     """``components`` (the components, top hashtags and the answers to queries) and/or
     ``kexposure`` (Kineograph's k-exposure, Naiad §6.3)."""
@@ -326,7 +327,10 @@ class Answer(timely.Vertex):
         self.stale: list[tuple[Any, timely.Timestamp]] = []
         self.as_of = -1
         self.epoch = -1
-        self.completed_at = 0.0
+        self.completed_at = _now()
+        """When the state answered from became complete: the empty state (no posts yet,
+        ``as_of`` -1) is complete as of the computation's start, so stale queries of the
+        first ``stale`` seconds are answered from it at once instead of waiting for epoch 0."""
 
     def _watch(self, time: timely.Timestamp) -> None:
         if time not in self.pending:
@@ -348,7 +352,7 @@ class Answer(timely.Vertex):
                 self.fresh.setdefault(time, []).extend(records)
             if self.options.stale is not None:
                 now = _now()
-                if self.epoch >= 0 and now - self.completed_at <= self.options.stale:
+                if now - self.completed_at <= self.options.stale:
                     self.send_by(self.outputs[0], [self._answer(q, "stale", now) for q in records], time)
                 else:
                     self.stale.extend((q, time) for q in records)
@@ -403,7 +407,10 @@ class Answer(timely.Vertex):
         latency = (now - arrived) * 1000.0
         label = self.labels.get(user)
         if label is None:
-            note = f"user {user} not seen in the last {self.options.window} s"
+            if self.as_of < 0:
+                note = f"user {user} not seen yet: no posts in the state answered from"
+            else:
+                note = f"user {user} not seen in the last {self.options.window} s"
             return _row(
                 "answer",
                 mode=mode,
@@ -515,8 +522,12 @@ def _exposed(src: np.ndarray, dst: np.ndarray, user: np.ndarray, tag: np.ndarray
     return src, tag
 
 
-def _hashtag(record: Any) -> int:
-    return record[0][1]  # type: ignore[no-any-return]
+def _hashtags(users_tags: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The hashtag of each ``((user, hashtag), count)``: its key's second field, taken in C."""
+    return np.fromiter(map(_second, users_tags), dtype=np.int64, count=len(users_tags))
+
+
+_second = itemgetter(1)
 
 
 def _flat_top(record: Any) -> tuple[int, int, int]:
@@ -578,8 +589,10 @@ def build(options: DataflowOptions, scope: timely.Scope, inputs: dict[str, timel
         mentions = graph.where(linq.columns(_not_self), name="mentions")
         used = tags.distinct(name="hashtags_used")
         exposures = mentions.join(used, itemgetter(1), itemgetter(0), linq.columns(_exposed), name="exposures")
-        exposed = exposures.count(name="exposure_counts").where(lambda r: r[1] >= k, name="exposed_k_times")
-        per_tag = exposed.select(_hashtag, name="exposed_users").count(name="kexposure")
+        exposed = exposures.count(name="exposure_counts").where(
+            linq.columns(lambda _, n: n >= k), name="exposed_k_times"
+        )
+        per_tag = exposed.select(linq.columns(_hashtags), name="exposed_users").count(name="kexposure")
         outputs.append(
             scope.stage(
                 "kexposure_rows",

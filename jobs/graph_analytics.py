@@ -22,7 +22,6 @@ when the job succeeds, so a failed run leaves nothing half-written.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import shutil
@@ -41,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from timely_jobs import _dataflows
+from timely_jobs._cli import run_main
 from timely_jobs._input import (
     Changes,
     Edges,
@@ -72,8 +72,6 @@ ANALYSES = {
     "pagerank": "PageRank, 20 iterations, damping 0.85, as networkx.pagerank -> pagerank (node, rank)",
 }
 FORMATS = ("parquet", "csv")
-CONSOLE_NEEDS = ("aiohttp", "prometheus_client")
-"""What ``--console`` needs installed (the ``console`` extra)."""
 RESULTS = ("components", "changes", "pagerank", "generated_edges", "generated_changes")
 """What the job writes under --output, each ``NAME.FORMAT``, and ``summary.json``."""
 SUMMARY_COUNTS = (
@@ -705,31 +703,7 @@ def _parse(argv: Sequence[str] | None) -> JobOptions:
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = _parse(argv)
-    console = _parser().parse_known_args(argv)[0].console
-    if console is not None:  # the timely processes the Spark tasks start read it (timely run's variable)
-        try:  # before Spark starts, rather than in its tasks
-            for name in CONSOLE_NEEDS:
-                importlib.import_module(name)
-        except ImportError as e:
-            print(
-                f"error: --console needs the console extra ({e}): pip install 'timely-dataflow[console]'",
-                file=sys.stderr,
-            )
-            return 2
-        os.environ["TIMELY_CONSOLE"] = console
-    try:
-        run_job(options)
-    except (JobError, InputError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:
-        from timely_libs.spark import SparkBridgeError
-
-        if not isinstance(e, SparkBridgeError):
-            raise
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return run_main(partial(run_job, options), _parser().parse_known_args(argv)[0].console, (JobError, InputError))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from the posts of its window, in the same run.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import math
 import os
@@ -34,6 +33,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from timely_jobs._cli import run_main
 from timely_jobs._posts import POSTS_SCHEMA, QUERIES_SCHEMA, Second, StreamSpec, StreamWriter, generate
 from timely_jobs._stream_check import Checker
 from timely_jobs._stream_dataflow import ANSWER_SCHEMA, DataflowOptions, build
@@ -617,37 +617,9 @@ def _parse(argv: Sequence[str] | None) -> StreamOptions:
     return StreamOptions(**values)
 
 
-CONSOLE_NEEDS = ("aiohttp", "prometheus_client")
-"""What ``--console`` needs installed (the ``console`` extra)."""
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     options = _parse(argv)
-    console = _parser().parse_args(argv).console
-    if console is not None:  # the timely processes in the Spark tasks read it, as under `timely run`
-        try:
-            for name in CONSOLE_NEEDS:
-                importlib.import_module(name)
-        except ImportError as e:
-            print(
-                f"error: --console needs the console extra ({e}): pip install 'timely-dataflow[console]'",
-                file=sys.stderr,
-            )
-            return 2
-        os.environ["TIMELY_CONSOLE"] = console
-    try:
-        run_job(options)
-    except JobError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:
-        from timely_libs.spark import SparkBridgeError
-
-        if not isinstance(e, SparkBridgeError):
-            raise
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return run_main(partial(run_job, options), _parser().parse_args(argv).console, (JobError,))
 
 
 if __name__ == "__main__":

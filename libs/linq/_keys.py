@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._columns import Block, codes_of, route_of
-from ._columns._codes import codes_of_values, pack_pairs
+from ._columns._codes import codes_of_tuples, codes_of_values
 from ._columns._functions import Columns, apply_columns, fields_of, identity, nothing
 from ._errors import OperatorError
 
@@ -48,8 +48,8 @@ class KeyOf:
         fields = fields_of(fn)
         self.field = fields[0] if fields is not None and len(fields) == 1 else None
         self.pair = (fields[0], fields[1]) if fields is not None and len(fields) == 2 else None
-        """The two fields of an ``itemgetter(i, j)`` key: int fields give their pair's code
-        column-wise (`pack_pairs`, as a pair record's code), with no tuple per record."""
+        """The two fields of an ``itemgetter(i, j)`` key: their pair's codes come column-wise
+        (`codes_of_tuples`, as a pair record's code), with no call per record."""
 
     def values(self, block: Block) -> list[Any]:
         """The keys as Python values (per record; names the record a key function fails on)."""
@@ -75,11 +75,9 @@ class KeyOf:
             if self.field is not None and block.arity > self.field:
                 return codes_of(block.cols[self.field])
             if self.pair is not None and block.arity > max(self.pair):
-                a, b = (block.cols[i] for i in self.pair)
-                if a.dtype == np.int64 and b.dtype == np.int64:
-                    packed = pack_pairs(a, b)
-                    if packed is not None:
-                        return packed
+                codes = codes_of_tuples([block.cols[i] for i in self.pair])
+                if codes is not None:
+                    return codes
             if self.fn is nothing:
                 return np.zeros(len(block), dtype=np.int64)
             if type(self.fn) is Columns:

@@ -146,14 +146,81 @@ def test_window_retires_edges_and_components_split() -> None:
             assert as_of == query_id // 100  # its own epoch's window
         else:
             assert as_of <= query_id // 100
-        if user == 99:
+        if user == 99 and as_of >= 0:
             assert note == f"user 99 not seen in the last {window} s"
+        elif as_of < 0:  # a stale answer of epoch 0, from the empty state at the start
+            assert (
+                mode == "stale"
+                and query_id < 100
+                and note == f"user {user} not seen yet: no posts in the state answered from"
+            )
         if as_of == 3 and user == 3:
             seen_split = True
             assert component == 3  # 3 and 4 apart from 1 and 2 now
     assert seen_split
     # while 2-3 was in the window (seconds 1 and 2), 4 was with 1
     assert any(r[3] == 4 and r[4] == 1 for r in answers)
+
+
+def run_from_the_start(stale: float) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Queries of users 1 and 99 sent at epoch 0 while its posts are held back, then the posts
+    (user 1 mentions 2, with #tag), then a query of user 1 at epoch 1: the answers given while
+    epoch 0 was still open, and all of them, as they arrived."""
+    out: list[tuple[Any, ...]] = []
+
+    def seen(row: tuple[Any, ...]) -> tuple[Any, ...]:  # as each row arrives, not once its time completes
+        if row[0] == "answer":
+            out.append(row)
+        return row
+
+    def program(scope: timely.Scope) -> Any:
+        inputs = {"posts": scope.new_input("posts"), "queries": scope.new_input("queries")}
+        rows = build(DataflowOptions(window=10, fresh=True, stale=stale), scope, inputs)
+        return inputs, rows.map("seen", seen).probe()
+
+    with timely.execute(program, timeout=120) as (comp, (inputs, probe)):
+        inputs["queries"].send([(1, 1, 0.1), (2, 99, 0.1)])
+        inputs["queries"].advance_to(1)  # the posts of epoch 0 are still to come
+        for _ in range(50):  # let it work while epoch 0 stays open
+            with contextlib.suppress(timely.StalledError):
+                comp.run(timeout=0.1)
+            if len(out) == 2 or stale == 0.0:
+                break
+        early = list(out)
+        inputs["posts"].send([(0.5, 1, "hi @u2 #tag"), (0.7, 3, "#other")])
+        inputs["posts"].advance_to(1)
+        comp.wait_passed(probe, 0)
+        inputs["queries"].send([(3, 1, 1.1)])
+        for i in inputs.values():
+            i.advance_to(2)
+        comp.wait_passed(probe, 1)
+    return early, out
+
+
+def test_stale_queries_at_the_start_are_answered_from_the_empty_state() -> None:
+    """Before any epoch is complete, the state answered from is the empty one (complete as of
+    the start): a stale query is answered while its epoch is still open, with no component and
+    ``as_of`` -1, as the check's empty window has it; a fresh query of the same epoch waits
+    for the epoch and sees its posts. With ``stale`` 0 the start is already too old, so the
+    stale answer waits for epoch 0 too."""
+    for stale in (3600.0, 0.0):
+        early, out = run_from_the_start(stale)
+        answers = {(r[1], r[2]): r for r in out}
+        assert len(answers) == len(out) == 6  # three queries, both modes, each answered once
+        if stale:
+            # answered with epoch 0 open (no fresh answer can exist yet), from the empty state
+            assert sorted((r[1], r[2]) for r in early) == [("stale", 1), ("stale", 2)]
+            for r in early:
+                assert (r[4], r[5], r[6], r[7]) == (None, None, 0, -1)
+                assert r[10] == f"user {r[3]} not seen yet: no posts in the state answered from"
+        else:
+            assert early == []
+            for q in (1, 2):  # waited for epoch 0, answered from it
+                assert answers["stale", q][7] == 0
+        for q in (1, 3):  # fresh: its own epoch's window, where user 1 mentions 2
+            assert answers["fresh", q][4:8] == (1, "tag", 1, 0)
+        assert answers["fresh", 2][4] is None and answers["fresh", 2][7] == 0
+        assert answers["stale", 3][4:8] == (1, "tag", 1, 0)  # epoch 0 is the last complete one
 
 
 def test_malformed_posts_are_counted_skipped_and_quoted() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ._codes import PAIRS, codes_of_ints, codes_of_values, pack_pairs, values_of
+from ._codes import PAIRS, codes_of_ints, codes_of_tuples, codes_of_values, values_of
 from ._kernels import selector
 
 __all__ = ["SCALAR", "Block", "concat_blocks", "column_of"]
@@ -131,10 +131,10 @@ class Block:
         """One code per record, for the whole record (TypeError when a record cannot be hashed)."""
         if self.arity == SCALAR:
             return codes_of(self.cols[0])
-        if self.arity == 2 and self.cols[0].dtype == np.int64 and self.cols[1].dtype == np.int64:
-            packed = pack_pairs(self.cols[0], self.cols[1])
-            if packed is not None:
-                return packed
+        if self.arity > 0:
+            codes = codes_of_tuples(self.cols)
+            if codes is not None:
+                return codes
         return codes_of_values(self.records(), len(self))
 
 

@@ -41,9 +41,10 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from itertools import chain
+from itertools import chain, compress, repeat
 from types import BuiltinFunctionType, FunctionType, MethodType, ModuleType
 from typing import Any
 
@@ -56,6 +57,7 @@ __all__ = [
     "PAIRS",
     "SWEEP_MIN",
     "codes_of_ints",
+    "codes_of_tuples",
     "codes_of_values",
     "held_values",
     "hold_codes",
@@ -119,10 +121,42 @@ class _Interner:
             self.held += 1
         return i
 
+    def intern_plain(self, keys: list[Any], hashes: Callable[[list[Any]], np.ndarray]) -> np.ndarray:
+        """The ids of ``keys``, values that are their own exact keys (`_PLAIN` values and tuples
+        of them), found and added a batch at a time: one dict lookup each, made in C, and the new
+        ones added together; ``hashes(new)`` gives the routes of the new ones (TypeError if a key
+        cannot be hashed)."""
+        ids = self.ids
+        found = np.fromiter(map(ids.get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
+        miss = np.flatnonzero(found < 0)
+        if not len(miss):
+            return found
+        missed = [keys[i] for i in miss.tolist()]
+        new = list(dict.fromkeys(missed))  # each new value once, in first-seen order
+        m = len(new)
+        reused = self.free[len(self.free) - min(m, len(self.free)) :]
+        del self.free[len(self.free) - len(reused) :]
+        values = self.values
+        for i, v in zip(reused, new, strict=False):
+            values[i] = v
+        fresh = m - len(reused)
+        top = self.size + fresh
+        if top > len(self.hashes):
+            grown = np.zeros(max(top, 2 * len(self.hashes)), dtype=np.int64)
+            grown[: self.size] = self.hashes[: self.size]
+            self.hashes = grown
+        values.extend(new[len(reused) :])
+        given = np.concatenate([np.asarray(reused, dtype=np.int64), np.arange(self.size, top, dtype=np.int64)])
+        self.size = top
+        self.hashes[given] = hashes(new) & _ROUTE_MASK
+        ids.update(zip(new, given.tolist()))
+        self.held += m
+        found[miss] = np.fromiter(map(ids.__getitem__, missed), dtype=np.int64, count=len(missed))
+        return found
+
     def sweep(self, live: np.ndarray) -> int:
         """Free every id not marked in ``live`` (one flag per id below `size`); the freed count."""
-        self.ids = {k: i for k, i in self.ids.items() if live[i]}
-        self.floats = {k: i for k, i in self.floats.items() if live[i]}
+        self.ids, self.floats = _kept(self.ids, live), _kept(self.floats, live)
         held = len(self.ids) + len(self.floats)
         freed = self.held - held
         values = self.values
@@ -132,6 +166,20 @@ class _Interner:
         self.free.reverse()  # reuse low ids first (pop takes from the end)
         self.held = self.kept = held
         return freed
+
+
+def _kept(ids: dict[Any, int], live: np.ndarray) -> dict[Any, int]:
+    """The entries of ``ids`` whose id ``live`` marks, picked in C (no Python call an entry):
+    the dead deleted when they are the fewer (a sweep that finds most values still held),
+    else the live copied into a new dict."""
+    idx = np.fromiter(ids.values(), dtype=np.int64, count=len(ids))
+    keep = live[idx]
+    dead = len(keep) - int(np.count_nonzero(keep))
+    if 2 * dead <= len(keep):
+        if dead:
+            deque(map(ids.__delitem__, compress(list(ids), (~keep).tolist())), maxlen=0)
+        return ids
+    return dict(zip(compress(ids.keys(), keep.tolist()), idx[keep].tolist(), strict=True))
 
 
 _interner = _Interner()
@@ -223,22 +271,67 @@ def codes_of_values(values: Iterable[Any], count: int = -1) -> np.ndarray:
 
 
 def codes_of_ints(column: np.ndarray) -> np.ndarray:
-    """The codes of an int64 column: itself, unless some values lie outside the int range."""
+    """The codes of an int64 column: itself, unless some values lie outside the int range
+    (those are interned, a batch at a time)."""
     if not len(column):
         return column
     lo, hi = int(column.min()), int(column.max())
     if lo >= -PAIRS and hi < PAIRS:
         return column
-    return codes_of_values(column.tolist(), len(column))
+    out = column.copy()
+    big = (column < -PAIRS) | (column >= PAIRS)
+    out[big] = INTERNED + _interner.intern_plain(column[big].tolist(), _int_hashes)
+    return out
 
 
-def pack_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
-    """The codes of pairs ``(a[i], b[i])`` when all are small non-negative ints, else None."""
-    if not len(a):
+def _int_hashes(values: list[int]) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)  # an int's `stable_hash` is itself
+
+
+def _pair_hashes(values: list[tuple[int, int]]) -> np.ndarray:
+    # `stable_hash` of a pair of ints is Python's own (unsalted) hash of the pair
+    return np.fromiter(map(hash, values), dtype=np.int64, count=len(values))
+
+
+def _stable_hashes(values: list[Any]) -> np.ndarray:
+    return np.fromiter(map(stable_hash, values), dtype=np.int64, count=len(values))
+
+
+_TEXT = frozenset({str, bytes, type(None)})
+"""The `_PLAIN` types that are never ints: an object column of them needs no pair packing."""
+
+
+def codes_of_tuples(cols: Sequence[np.ndarray]) -> np.ndarray | None:
+    """The codes of the tuples whose fields are the rows of ``cols`` (what `code_of` gives
+    each tuple), column-wise: pairs of small ints packed, the other tuples interned a batch at
+    a time, with no Python call per record. None when a column is neither int64 nor made of
+    strings, bytes and None only (floats, nested values: `codes_of_values` then)."""
+    n = len(cols[0]) if cols else 0
+    lists = []
+    for c in cols:
+        if c.dtype == np.int64:
+            lists.append(c.tolist())
+        elif c.dtype == object:
+            values = c.tolist()
+            if not set(map(type, values)) <= _TEXT:
+                return None
+            lists.append(values)
+        else:
+            return None
+    if not n:
         return np.zeros(0, dtype=np.int64)
-    if int(a.min()) < 0 or int(b.min()) < 0 or int(a.max()) >= _SMALL or int(b.max()) >= _SMALL:
-        return None
-    return (a << 30 | b) + PAIRS
+    if len(cols) == 2 and cols[0].dtype == np.int64 and cols[1].dtype == np.int64:
+        a, b = cols
+        small = (a >= 0) & (a < _SMALL) & (b >= 0) & (b < _SMALL)
+        if small.all():
+            return (a << 30 | b) + PAIRS
+        out = np.where(small, (a << 30 | b) + PAIRS, 0)
+        rest = np.flatnonzero(~small)
+        keys = list(zip(a[rest].tolist(), b[rest].tolist()))
+        out[rest] = INTERNED + _interner.intern_plain(keys, _pair_hashes)
+        return out
+    keys = list(zip(*lists))
+    return INTERNED + _interner.intern_plain(keys, _stable_hashes)
 
 
 def values_of(codes: np.ndarray) -> list[Any]:
@@ -247,15 +340,25 @@ def values_of(codes: np.ndarray) -> list[Any]:
         return []
     if int(codes.max()) < PAIRS:
         return codes.tolist()  # type: ignore[no-any-return]
-    values = _interner.values
-    out = codes.tolist()
-    for i, c in enumerate(out):
-        if c >= INTERNED:
-            out[i] = values[c - INTERNED]
-        elif c >= PAIRS:
-            c -= PAIRS
-            out[i] = (c >> 30, c & (_SMALL - 1))
-    return out
+    interned = codes >= INTERNED
+    if interned.all():  # one lookup a code, made in C
+        return list(map(_interner.values.__getitem__, (codes - INTERNED).tolist()))
+    # by kind, each column-wise, then merged in an object array (no Python call per code)
+    out = np.empty(len(codes), dtype=object)
+    ints = codes < PAIRS
+    out[ints] = codes[ints].tolist()
+    pairs = ~ints & ~interned
+    if pairs.any():
+        c = codes[pairs] - PAIRS
+        out[pairs] = _objects(list(zip((c >> 30).tolist(), (c & (_SMALL - 1)).tolist())))
+    if interned.any():
+        out[interned] = _objects(list(map(_interner.values.__getitem__, (codes[interned] - INTERNED).tolist())))
+    return out.tolist()  # type: ignore[no-any-return]
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    """An object array of ``values`` (tuples stay values: no broadcasting into a 2-D array)."""
+    return np.fromiter(values, dtype=object, count=len(values))
 
 
 def all_ints(codes: np.ndarray) -> bool:
