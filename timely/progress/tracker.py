@@ -165,12 +165,16 @@ class ProgressTracker:
         """``p`` became active. Some active pointstamp reaches it iff some frontier element
         does (could-result-in is transitive), so only the frontier is looked at."""
         self._active[p] = None
-        cri = self.reach.could_result_in
+        reach = self.reach
+        cri = reach.could_result_in
+        reaches = reach.reaches
+        loc = p[1]
         frontier = self._frontier
         for f in frontier:
-            if cri(f, p):
+            if reaches[f[1]][loc] and cri(f, p):
                 return
-        displaced = [f for f in frontier if cri(p, f)]
+        downstream = reaches[loc]
+        displaced = [f for f in frontier if downstream[f[1]] and cri(p, f)]
         frontier.difference_update(displaced)
         frontier.add(p)
         self.version += 1
@@ -179,7 +183,8 @@ class ProgressTracker:
     def _deactivate(self, p: Pointstamp) -> None:
         """``p`` is no longer active. Only if it was in the frontier can others join it: the
         active pointstamps that ``p`` reached, no other frontier element reaches, and are
-        least among themselves."""
+        least among themselves. A location no path joins answers no at once (`reaches`), so a
+        wide graph's many incomparable pointstamps cost a list lookup each, not a call."""
         del self._active[p]
         frontier = self._frontier
         if p not in frontier:
@@ -187,12 +192,20 @@ class ProgressTracker:
         frontier.discard(p)
         self.version += 1
         self._changed_everywhere = True
-        cri = self.reach.could_result_in
+        reach = self.reach
+        cri = reach.could_result_in
+        reaches = reach.reaches
+        downstream = reaches[p[1]]
         joined: list[Pointstamp] = []
         for q in self._active:
-            if not cri(p, q) or any(cri(f, q) for f in frontier) or any(cri(m, q) for m in joined):
+            loc = q[1]
+            if not downstream[loc] or not cri(p, q):
                 continue
-            joined = [m for m in joined if not cri(q, m)]
+            if any(reaches[f[1]][loc] and cri(f, q) for f in frontier):
+                continue
+            if any(reaches[m[1]][loc] and cri(m, q) for m in joined):
+                continue
+            joined = [m for m in joined if not (reaches[loc][m[1]] and cri(q, m))]
             joined.append(q)
         frontier.update(joined)
 
@@ -293,10 +306,13 @@ class ProgressTracker:
         leads to comes back at or before it (freezing refuses cycles that do not advance), so
         anything else below or at ``p``'s time is someone else's."""
         if not self.per_location:
+            reach = self.reach
+            into = p[1]
+            reaches = reach.reaches
             for f in self._frontier:
                 if exclude_self and f == p:
                     continue
-                if self.reach.could_result_in(f, p):
+                if reaches[f[1]][into] and reach.could_result_in(f, p):
                     return True
             return False
         t, loc = p
