@@ -318,10 +318,13 @@ def _run_tracker(data: st.DataObject, allow_negative: bool) -> None:
         else:
             batch = net
         old_frontier, version = set(tracker.frontier), tracker.version
+        asked = [*counts, *probes]
+        was_blocked = {(q, exclude) for q in asked for exclude in (True, False) if tracker.blocked(q, exclude)}
         tracker.take_changed_locations()
         tracker.update(batch)  # type: ignore[arg-type]
         counts.update(net)
         _check_tracker(tracker, ref, counts, probes)
+        unblocked = {q[1] for q, exclude in was_blocked if not tracker.blocked(q, exclude)}
         if tracker.frontier != old_frontier:
             assert tracker.version != version
         event("per-location frontiers" if tracker.per_location else "the global frontier alone")
@@ -329,6 +332,9 @@ def _run_tracker(data: st.DataObject, allow_negative: bool) -> None:
         moved = {loc for loc in range(ref.locations) if frontiers[loc] != set(tracker.frontier_at(loc).elements)}
         changed = tracker.take_changed_locations()
         assert changed is None or moved <= changed
+        if changed is None:
+            # where a notification stopped being blocked, the scheduler is told to look
+            assert unblocked <= set(tracker.notifications_may_run(range(ref.locations)))
         frontiers = [set(tracker.frontier_at(loc).elements) for loc in range(ref.locations)]
 
 

@@ -296,8 +296,12 @@ class Scheduler:
 
     def frontier_moved(self, locations: set[int] | None) -> None:
         """The frontier moved at ``locations`` (None: anywhere): their pending notifications may
-        have become deliverable."""
-        self._due.update(self._waiting if locations is None else locations)
+        have become deliverable; None: those the tracker says a pointstamp that left its
+        global frontier leads to)."""
+        if locations is None:
+            self._due.update(self.tracker.notifications_may_run(self._waiting))
+        else:
+            self._due.update(locations)
 
     def recheck_notifications(self) -> None:
         """Something other than the frontier may let notifications run (the checkpoint fence
