@@ -353,10 +353,13 @@ class ProgressTracker:
         leads to comes back at or before it (freezing refuses cycles that do not advance), so
         anything else below or at ``p``'s time is someone else's."""
         if not self.per_location:
+            frontier = self._frontier
+            if exclude_self and len(frontier) == 1 and p in frontier:
+                return False  # p alone holds everything back: a loop going round asks this
             reach = self.reach
             into = p[1]
             reaches = reach.reaches
-            for f in self._frontier:
+            for f in frontier:
                 if exclude_self and f == p:
                     continue
                 if reaches[f[1]][into] and reach.could_result_in(f, p):
