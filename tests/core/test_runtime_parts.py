@@ -47,7 +47,7 @@ def test_an_absent_fence_admits_everything_and_is_never_due() -> None:
 
 
 def entry(port: int, time: Timestamp, records: list[Any], merged: int = 1) -> QueuedMessage:
-    message = QueuedMessage(None, port, time, records)  # type: ignore[arg-type]  # no vertex needed
+    message = QueuedMessage(None, port, time, records, (None, port, time))  # type: ignore[arg-type]  # no vertex needed
     message.messages = merged
     return message
 

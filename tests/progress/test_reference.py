@@ -75,7 +75,8 @@ def _grid(depth: int, top: int) -> list[tuple[int, ...]]:
 def test_could_result_in_matches_bfs_reference(data: st.DataObject) -> None:
     """`Reachability.could_result_in` equals breadth-first search over concrete states: for a
     few sources against every location and every time there with coordinates up to 2, and
-    for random pairs with coordinates up to 5."""
+    for random pairs with coordinates up to 5. ``reaches`` (the tracker's first, cheap
+    question) is never false where the reference finds a path."""
     graph = data.draw(graphs(), label="graph")
     note(describe(graph))
     ref = ReferenceModel(graph, min_cap=MAX_COORD + 1)
@@ -87,7 +88,9 @@ def test_could_result_in_matches_bfs_reference(data: st.DataObject) -> None:
         for loc in range(ref.locations):
             for t in _grid(ref.depths[loc], 2):
                 q = (t, loc)
-                assert reach.could_result_in(p, q) == ref.could_result_in(p, q), (p, q)
+                expected = ref.could_result_in(p, q)
+                assert reach.could_result_in(p, q) == expected, (p, q)
+                assert reach.reaches[p[1]][loc] or not expected, (p, q)
     # random pairs with larger coordinates (and so other caps)
     pairs = data.draw(
         st.lists(st.tuples(pointstamps(ref.depths, 5), pointstamps(ref.depths, 5)), max_size=40), label="pairs"
@@ -315,10 +318,13 @@ def _run_tracker(data: st.DataObject, allow_negative: bool) -> None:
         else:
             batch = net
         old_frontier, version = set(tracker.frontier), tracker.version
+        asked = [*counts, *probes]
+        was_blocked = {(q, exclude) for q in asked for exclude in (True, False) if tracker.blocked(q, exclude)}
         tracker.take_changed_locations()
         tracker.update(batch)  # type: ignore[arg-type]
         counts.update(net)
         _check_tracker(tracker, ref, counts, probes)
+        unblocked = {q[1] for q, exclude in was_blocked if not tracker.blocked(q, exclude)}
         if tracker.frontier != old_frontier:
             assert tracker.version != version
         event("per-location frontiers" if tracker.per_location else "the global frontier alone")
@@ -326,6 +332,9 @@ def _run_tracker(data: st.DataObject, allow_negative: bool) -> None:
         moved = {loc for loc in range(ref.locations) if frontiers[loc] != set(tracker.frontier_at(loc).elements)}
         changed = tracker.take_changed_locations()
         assert changed is None or moved <= changed
+        if changed is None:
+            # where a notification stopped being blocked, the scheduler is told to look
+            assert unblocked <= set(tracker.notifications_may_run(range(ref.locations)))
         frontiers = [set(tracker.frontier_at(loc).elements) for loc in range(ref.locations)]
 
 

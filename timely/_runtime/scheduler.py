@@ -213,60 +213,76 @@ class Scheduler:
         started = clock()
         fence = self.fence
         fenced = fence.epoch is not None
-        while queue and limit and clock() <= deadline:
-            limit -= 1
-            message = queue.popleft()
-            instance = message.instance
-            port = message.port
-            time = message.time
-            records = message.records
-            count = message.messages
-            w.queued -= count
-            w.queued_records -= len(records)
-            key = (instance, port, time)
-            if waiting.get(key) is message:
-                del waiting[key]
-            if fenced and not fence.admits(time):
-                fence.hold(w, message)
-                continue
-            if instance.busy:
-                instance.backlog.append(message)
-                self.held_by_busy += count
-                self.held_records_by_busy += len(records)
-                continue
-            instance.held = time
-            instance.messages_received += 1
-            instance.records_received += len(records)
-            consumed = (time, instance.input_locations[port])
-            if instance.async_recv:
-                coro = instance.vertex.on_recv(port, records, time)
-                self._start_async(instance, coro, "on_recv", time, consumed, count)
-                continue
-            try:
-                instance.vertex.on_recv(port, records, time)
-                self.flush(instance)
-            except BaseException as exc:
-                raise self._callback_failed(instance, "on_recv", time, exc)  # noqa: B904 - the cause is set inside
-            instance.held = None
-            pending[consumed] = pending.get(consumed, 0) - count
-            w.messages_delivered += 1
-            w.records_delivered += len(records)
-        w.callback_seconds += clock() - started
+        delivered = delivered_records = 0  # added to the worker's counters once, at the end
+        try:
+            while queue and limit and clock() <= deadline:
+                limit -= 1
+                message = queue.popleft()
+                instance = message.instance
+                port = message.port
+                time = message.time
+                records = message.records
+                count = message.messages
+                size = len(records)
+                w.queued -= count
+                w.queued_records -= size
+                key = message.key
+                if waiting.get(key) is message:
+                    del waiting[key]
+                if fenced and not fence.admits(time):
+                    fence.hold(w, message)
+                    continue
+                if instance.busy:
+                    instance.backlog.append(message)
+                    self.held_by_busy += count
+                    self.held_records_by_busy += size
+                    continue
+                instance.held = time
+                instance.messages_received += 1
+                instance.records_received += size
+                consumed = (time, instance.input_locations[port])
+                if instance.async_recv:
+                    coro = instance.vertex.on_recv(port, records, time)
+                    self._start_async(instance, coro, "on_recv", time, consumed, count)
+                    continue
+                try:
+                    instance.vertex.on_recv(port, records, time)
+                    self.flush(instance)
+                except BaseException as exc:
+                    raise self._callback_failed(instance, "on_recv", time, exc)  # noqa: B904 - the cause is set inside
+                instance.held = None
+                pending[consumed] = pending.get(consumed, 0) - count
+                delivered += 1
+                delivered_records += size
+        finally:
+            w.messages_delivered += delivered
+            w.records_delivered += delivered_records
+            w.callback_seconds += clock() - started
 
     def flush(self, instance: VertexRuntime) -> None:
-        """Route what ``instance``'s callback sent (its notification requests are registered as
-        it makes them)."""
+        """Route what ``instance``'s callback sent, emptying its buffers (its notification
+        requests are registered as it makes them). Called after every callback, most of which
+        send one batch on one output: a plain loop over the buffers, no generator."""
         pending = self.pending
         fence = self.fence
         fenced = fence.epoch is not None
-        for port, time, records in instance.take_sent():
-            if fenced and not fence.admits(time):
-                fence.carry(instance.stage, instance.worker, port, time, records)
-            instance.records_sent += len(records)
-            first = True
-            for route in instance.routes[port]:
-                instance.messages_sent += route.send(records if first else list(records), time, pending)
-                first = False
+        port = -1
+        for outgoing in instance.sent:
+            port += 1
+            if not outgoing:
+                continue
+            routes = instance.routes[port]
+            for time, records in outgoing.items():
+                if not records:
+                    continue
+                if fenced and not fence.admits(time):
+                    fence.carry(instance.stage, instance.worker, port, time, records)
+                instance.records_sent += len(records)
+                first = True
+                for route in routes:
+                    instance.messages_sent += route.send(records if first else list(records), time, pending)
+                    first = False
+            outgoing.clear()
 
     def send(self, instance: VertexRuntime, port: int, time: Timestamp, records: list[Any]) -> None:
         """Send ``records`` from ``instance``'s output ``port`` at ``time`` as if its callback had."""
@@ -280,8 +296,12 @@ class Scheduler:
 
     def frontier_moved(self, locations: set[int] | None) -> None:
         """The frontier moved at ``locations`` (None: anywhere): their pending notifications may
-        have become deliverable."""
-        self._due.update(self._waiting if locations is None else locations)
+        have become deliverable; None: those the tracker says a pointstamp that left its
+        global frontier leads to)."""
+        if locations is None:
+            self._due.update(self.tracker.notifications_may_run(self._waiting))
+        else:
+            self._due.update(locations)
 
     def recheck_notifications(self) -> None:
         """Something other than the frontier may let notifications run (the checkpoint fence

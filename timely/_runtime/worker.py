@@ -211,15 +211,6 @@ class VertexRuntime(VertexContext):
         waiting[stage] = waiting.get(stage, 0) + 1
         self.due.add(location)
 
-    def take_sent(self) -> Iterator[tuple[int, Timestamp, list[Any]]]:
-        """What the callback sent, as (output, time, records), emptying the buffers."""
-        for port, outgoing in enumerate(self.sent):
-            if outgoing:
-                for time, records in outgoing.items():
-                    if records:
-                        yield port, time, records
-                outgoing.clear()
-
 
 class Route:
     """One connector as seen from one vertex instance: where its records go and how counted."""
@@ -347,7 +338,7 @@ class Worker:
                 entry.records.extend(records)
             entry.messages += 1
             return
-        entry = QueuedMessage(instance, port, time, records)
+        entry = QueuedMessage(instance, port, time, records, key)
         self.waiting[key] = entry
         if instance.urgent:
             self.queue.appendleft(entry)
@@ -366,12 +357,16 @@ class Worker:
 
 class QueuedMessage:
     """A message waiting in a worker's queue: ``records`` for ``instance``'s input ``port`` at
-    ``time``, which may have absorbed later ones (``messages`` counts them all)."""
+    ``time``, which may have absorbed later ones (``messages`` counts them all). ``key`` is
+    its key in `Worker.waiting`, kept so that taking it off the queue builds no tuple."""
 
-    __slots__ = ("instance", "messages", "port", "records", "time")
+    __slots__ = ("instance", "key", "messages", "port", "records", "time")
 
-    def __init__(self, instance: VertexRuntime, port: int, time: Timestamp, records: list[Any]) -> None:
+    def __init__(
+        self, instance: VertexRuntime, port: int, time: Timestamp, records: list[Any], key: tuple[Any, ...]
+    ) -> None:
         self.instance = instance
+        self.key = key
         self.port = port
         self.time = time
         self.records = records

@@ -45,6 +45,10 @@ class Reachability:
         self.successors = successors
         # summaries[a][b]: tuple of undominated summaries from a to b (empty: unreachable)
         self.summaries: list[list[tuple[PathSummary, ...]]] = [self._from(a) for a in range(n)]
+        self.reaches: list[list[bool]] = [[bool(s) for s in row] for row in self.summaries]
+        """``reaches[a][b]``: some path leads from location ``a`` to ``b``. A list lookup, where
+        `could_result_in` is a call: the tracker asks it first, since in a wide graph most pairs of
+        active pointstamps are at locations no path joins."""
         # identity[a][b]: the only summary from a to b is the identity (the common case)
         self._identity = [
             [len(s) == 1 and s[0] == PathSummary.identity(self.depths[a]) for s in row]

@@ -94,6 +94,12 @@ class ProgressTracker:
         (`take_changed_locations`): where a pending notification may have become deliverable."""
         self._changed_everywhere = False
         """The global frontier moved (without per-location frontiers): any location may have."""
+        self._released: list[int] | None = []
+        """While not `per_location`: the locations of the pointstamps that left the global
+        frontier since the last `take_changed_locations` (None: not known, e.g. after a switch)."""
+        self.released: list[int] | None = None
+        """What `_released` held when `take_changed_locations` last answered None: only what
+        these locations reach can have stopped being blocked (`notifications_may_run`)."""
         self.version = 0
         """Bumped whenever the frontier may have changed, so watchers skip unchanged views."""
         self.updates_applied = 0
@@ -152,25 +158,39 @@ class ProgressTracker:
             (only,) = lone
             if only in frontier and len(frontier) == 1:
                 return
-            frontier.clear()
-            frontier.add(only)
-        elif frontier:
-            frontier.clear()
-        else:
+        elif not frontier:
             return
+        self._released = None  # one pointstamp held everything back: whatever waits may run
+        frontier.clear()
+        if active:
+            frontier.add(only)
         self.version += 1
         self._changed_everywhere = True
+
+    def _release(self, left: Iterable[Pointstamp]) -> None:
+        """``left`` leave the global frontier: remember where they were (once in a row, so
+        that a loop going round without a step keeps the list short)."""
+        released = self._released
+        if released is not None:
+            for p in left:
+                loc = p[1]
+                if not released or released[-1] != loc:
+                    released.append(loc)
 
     def _activate(self, p: Pointstamp) -> None:
         """``p`` became active. Some active pointstamp reaches it iff some frontier element
         does (could-result-in is transitive), so only the frontier is looked at."""
         self._active[p] = None
-        cri = self.reach.could_result_in
+        reach = self.reach
+        cri = reach.could_result_in
+        reaches = reach.reaches
+        loc = p[1]
         frontier = self._frontier
         for f in frontier:
-            if cri(f, p):
+            if reaches[f[1]][loc] and cri(f, p):
                 return
-        displaced = [f for f in frontier if cri(p, f)]
+        downstream = reaches[loc]
+        displaced = [f for f in frontier if downstream[f[1]] and cri(p, f)]
         frontier.difference_update(displaced)
         frontier.add(p)
         self.version += 1
@@ -179,7 +199,8 @@ class ProgressTracker:
     def _deactivate(self, p: Pointstamp) -> None:
         """``p`` is no longer active. Only if it was in the frontier can others join it: the
         active pointstamps that ``p`` reached, no other frontier element reaches, and are
-        least among themselves."""
+        least among themselves. A location no path joins answers no at once (`reaches`), so a
+        wide graph's many incomparable pointstamps cost a list lookup each, not a call."""
         del self._active[p]
         frontier = self._frontier
         if p not in frontier:
@@ -187,18 +208,35 @@ class ProgressTracker:
         frontier.discard(p)
         self.version += 1
         self._changed_everywhere = True
-        cri = self.reach.could_result_in
+        released = self._released
+        if released is not None:
+            released.append(p[1])
+        reach = self.reach
+        cri = reach.could_result_in
+        reaches = reach.reaches
+        downstream = reaches[p[1]]
         joined: list[Pointstamp] = []
-        for q in self._active:
-            if not cri(p, q) or any(cri(f, q) for f in frontier) or any(cri(m, q) for m in joined):
+        for q in self._active:  # plain loops: this runs once a loop stage, a generator costs
+            loc = q[1]
+            if not downstream[loc] or not cri(p, q):
                 continue
-            joined = [m for m in joined if not cri(q, m)]
-            joined.append(q)
+            for f in frontier:
+                if reaches[f[1]][loc] and cri(f, q):
+                    break
+            else:
+                for m in joined:
+                    if reaches[m[1]][loc] and cri(m, q):
+                        break
+                else:
+                    if joined:
+                        joined = [m for m in joined if not (reaches[loc][m[1]] and cri(q, m))]
+                    joined.append(q)
         frontier.update(joined)
 
     def _frontier_moved(self) -> None:
         self.version += 1
         self._changed_everywhere = True
+        self._released = None
 
     # Per-location frontiers (many active) ----------------------------------------------------
     def _enter_per_location(self) -> None:
@@ -210,6 +248,7 @@ class ProgressTracker:
         self._active.clear()
         self._update_locations(list(self.counts.items()))
         self._changed_everywhere = True
+        self._released = None
 
     def _leave_per_location(self) -> None:
         """Few are active again: rebuild the global frontier from them, drop the rest."""
@@ -266,14 +305,35 @@ class ProgressTracker:
 
     def take_changed_locations(self) -> set[int] | None:
         """The locations whose frontier may have moved since the last call, and forget them;
-        None when it may have moved anywhere (the global frontier alone moved)."""
+        None when it may have moved anywhere (the global frontier alone moved: then `released`
+        says from which locations pointstamps left it)."""
         if self._changed_everywhere:
             self._changed_everywhere = False
             self.changed_locations.clear()
+            self.released = self._released
+            self._released = []
             return None
         changed = set(self.changed_locations)
         self.changed_locations.clear()
         return changed
+
+    def notifications_may_run(self, locations: Iterable[int]) -> list[int]:
+        """Of ``locations``, those where a notification `blocked` before the last
+        `take_changed_locations` answered None may run now: only a pointstamp leaving the
+        frontier unblocks anything (one joining it is reached by, or reaches, what was there),
+        and only where it leads. A wide graph's frontier moves with every message; most of its
+        waiting notifications lie where the message that left could not lead."""
+        released = self.released
+        if released is None:
+            return list(locations)
+        reaches = self.reach.reaches
+        may: list[int] = []
+        for loc in locations:  # plain loops: asked at every step whose frontier moved
+            for r in released:
+                if reaches[r][loc]:
+                    may.append(loc)
+                    break
+        return may
 
     # Questions --------------------------------------------------------------------------
     def is_empty(self) -> bool:
@@ -293,10 +353,16 @@ class ProgressTracker:
         leads to comes back at or before it (freezing refuses cycles that do not advance), so
         anything else below or at ``p``'s time is someone else's."""
         if not self.per_location:
-            for f in self._frontier:
+            frontier = self._frontier
+            if exclude_self and len(frontier) == 1 and p in frontier:
+                return False  # p alone holds everything back: a loop going round asks this
+            reach = self.reach
+            into = p[1]
+            reaches = reach.reaches
+            for f in frontier:
                 if exclude_self and f == p:
                     continue
-                if self.reach.could_result_in(f, p):
+                if reaches[f[1]][into] and reach.could_result_in(f, p):
                     return True
             return False
         t, loc = p
