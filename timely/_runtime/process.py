@@ -419,15 +419,20 @@ class ProcessRuntime:
                 # while records are being exchanged, it waits for one pass of the event loop,
                 # which takes in what peers sent meanwhile (more records, often: then one
                 # round tells them of both); otherwise it goes now (a loop that only
-                # coordinates pays no extra pass). Never longer: a held batch may be what a
-                # peer waits for.
-                link.flush(hold=more or (link.records_since_release and not polled and not link.sending_data))
+                # coordinates pays no extra pass). Never longer, unless it only retires what
+                # something else still holds back (``settle``): a held batch may be what a
+                # peer waits for, and that one is not yet. The process then sleeps until a
+                # frame, or the hold's time limit, wakes it.
+                link.flush(
+                    hold=more or (link.records_since_release and not polled and not link.sending_data),
+                    settle=not more,
+                )
                 link.maybe_resume_reading()
             if waiters.conditions:
                 waiters.check_conditions()
             if self.complete:
                 return
-            if more or (link is not None and link.holding):
+            if more or (link is not None and link.holding and not link.waiting):
                 polled = not more
                 await asyncio.sleep(0)
                 continue
