@@ -32,7 +32,7 @@ import msgpack
 from ..errors import FrameError, PeerError, TimelyError
 from ..net.codec import OBJECT_BYTES, Codec, decoded_size_bound
 from ..net.transport import SilentPeerError, Transport
-from ..progress import Pointstamp, ProgressAccumulator, ProgressTracker
+from ..progress import ChangeBatch, Pointstamp, ProgressAccumulator, ProgressTracker
 from ..timestamp import Timestamp, _from_flat
 from .config import decode_budget_from_env
 
@@ -85,7 +85,8 @@ class LinkHost(Protocol):
 
 class ClusterLink:
     """This process's side of the frames it exchanges with every peer: records, progress,
-    errors, goodbyes and checkpoint decisions. Remote progress goes straight into ``tracker``."""
+    errors, goodbyes and checkpoint decisions. Remote progress waits in ``arrived`` for the
+    runtime's next step."""
 
     def __init__(self, host: LinkHost, tracker: ProgressTracker, transport: Transport, codec: Codec) -> None:
         self.host = host
@@ -103,6 +104,11 @@ class ClusterLink:
         retirement in it is of a pointstamp something else still holds back (`flush`'s
         ``settle``): the process may sleep until a frame or the hold's time limit wakes it."""
         self._wait_timer: asyncio.TimerHandle | None = None
+        self.arrived = ChangeBatch()
+        """Peers' progress not yet applied to the tracker. The runtime applies it as one batch
+        at the start of its next step: the frames that came in one pass of the event loop cost
+        one tracker update, with opposite changes (one peer's ``+p``, another's ``-p``) netted
+        first. Merging consecutive atomic batches, from one sender or several, is atomic."""
         self.records_since_release = False
         """Records went to or came from some peer since progress was last released: records are
         being exchanged, and more may be on their way (`ProcessRuntime._schedule`)."""
@@ -312,13 +318,13 @@ class ClusterLink:
             kind = frame[0]
             if kind == PROGRESS:
                 self.progress_bytes_received += len(payload)
-                self.tracker.update({(_from_flat(tuple(t)), loc): d for t, loc, d in frame[1]})
+                self._arrive(frame[1])
             elif kind == DATA:
                 self.data_bytes_received += len(payload)
                 self.records_since_release = True
                 self._check_budget(payload, frame[1])
                 if len(frame) > 2:  # the sender's progress, made before this data was sent
-                    self.tracker.update({(_from_flat(tuple(t)), loc): d for t, loc, d in frame[2]})
+                    self._arrive(frame[2])
                 for connector, worker, time, blob in frame[1]:
                     rt.deliver_remote(connector, worker, _from_flat(tuple(time)), self.codec.decode_records(blob))
                 if not self.reading_paused and (
@@ -346,6 +352,13 @@ class ClusterLink:
         except Exception as exc:
             rt.fail(_from_peer(peer, FrameError(f"malformed frame: {type(exc).__name__}: {exc}")))
         rt.wake()
+
+    def _arrive(self, changes: Any) -> None:
+        """Merge a peer's atomic batch into ``arrived``."""
+        arrived = self.arrived
+        for t, loc, d in changes:
+            key = (_from_flat(tuple(t)), loc)
+            arrived[key] = arrived.get(key, 0) + d
 
     def _check_budget(self, payload: bytes, messages: Any) -> None:
         budget = self.decode_budget

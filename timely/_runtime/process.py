@@ -212,11 +212,15 @@ class ProcessRuntime:
         scheduler = self.scheduler
         fence = self.fence
         pending = self.pending
+        link = self.link
         while True:
+            if link is not None and link.arrived:
+                tracker.update(link.arrived)  # peers' batches first: their records' progress
+                link.arrived.clear()
             did = scheduler.drain(deadline)
             if pending:
-                if self.link is not None:
-                    self.link.publish(pending)
+                if link is not None:
+                    link.publish(pending)
                 tracker.update(pending)
                 pending.clear()
                 did = True
@@ -256,7 +260,7 @@ class ProcessRuntime:
             self.tracker.is_empty()
             and not self.pending
             and not self.scheduler.in_flight
-            and (self.link is None or not self.link.pending_output())
+            and (self.link is None or not (self.link.pending_output() or self.link.arrived))
         )
 
     def wake(self) -> None:
