@@ -7,6 +7,7 @@ path summaries, the single-process tracker and the distributed broadcast protoco
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import Counter, deque
 from typing import Any
@@ -371,6 +372,12 @@ class _Protocol:
       at random moments or when it must. Participants also *spawn*: create later pointstamps
       from one they keep (an input's records, a notification requested under a capability),
       a batch with no negative in it.
+    - ``settled``: ``held``, and once the steps are over the participants run to the end as
+      the runtime does out of work: each keeps its buffer while it waits on others
+      (`ProgressAccumulator.waits_on_others`, with its own view's `ProgressTracker.blocked`)
+      and releases it otherwise, and retires a pointstamp it holds only once nothing else in
+      its own view could result in it (as a notification is delivered). Liveness: nothing
+      may stay held, nor active, at the end.
     """
 
     def __init__(self, data: st.DataObject, graph: FrozenGraph, ref: ReferenceModel, mode: str) -> None:
@@ -401,7 +408,7 @@ class _Protocol:
         (or, in ``held`` mode, sometimes keeps it and only creates: spawns)."""
         owned = sorted(k for k, c in self.truth.items() if c > 0)
         p, i = self.data.draw(st.sampled_from(owned), label="process")
-        spawn = self.mode == "held" and self.data.draw(st.integers(0, 3), label="spawn") == 0
+        spawn = self.mode != "merged" and self.data.draw(st.integers(0, 3), label="spawn") == 0
         batch = ChangeBatch()
         for _ in range(self.data.draw(st.integers(1 if spawn else 0, 3), label="created")):
             q = _successor(self.data, self.ref, p)
@@ -471,7 +478,7 @@ class _Protocol:
             self.deliver(*self.data.draw(st.sampled_from(busy), label="channel"))
         else:
             i = self.data.draw(st.sampled_from(flushable), label="flush")
-            self.release(i) if self.mode == "held" else self.flush(i)
+            self.release(i) if self.mode in ("held", "settled") else self.flush(i)
 
     def check_safety(self) -> None:
         """No local frontier is ahead of the global one (Naiad §3.3), and what a participant
@@ -499,7 +506,45 @@ class _Protocol:
                     if d > 0:
                         assert any(q != p and ref.could_result_in(q, p) for q in negatives), (j, p)
 
+    def settle(self) -> None:
+        """Run to the end as the runtime does out of work (``settled`` mode): deliver what is in
+        flight, release each buffer unless it waits on others, retire the pointstamps whose
+        owner's view holds nothing else before them; until none of it is left to do."""
+        while True:
+            busy = sorted(k for k, q in self.channels.items() if q)
+            if busy:
+                self.deliver(*self.data.draw(st.sampled_from(busy), label="settle"))
+                self.check_safety()
+                continue
+            released = False
+            for i in range(self.n):
+                if not self.held[i]:
+                    continue
+                if self.held[i].waits_on_others(functools.partial(self.trackers[i].blocked, exclude_self=True)):
+                    event("a participant out of work waits on others")
+                else:
+                    self.release(i)
+                    released = True
+            if released:
+                continue
+            ready = sorted(
+                (p, i)
+                for (p, i), c in self.truth.items()
+                if c > 0 and not self.trackers[i].blocked(p, exclude_self=True)
+            )
+            if not ready:
+                break
+            p, i = self.data.draw(st.sampled_from(ready), label="retire")
+            self.truth[(p, i)] -= 1
+            self.trackers[i].update({p: -1})
+            self.held[i].add({p: -1})
+            self.check_safety()
+        assert not any(self.held), "a buffer stays held with nothing left to do"
+        assert not self.active(), "a pointstamp stays active with nothing left to do"
+
     def drain(self) -> None:
+        if self.mode == "settled":
+            self.settle()
         for i in range(self.n):
             if self.pending[i]:
                 self.flush(i)
@@ -554,6 +599,16 @@ def test_broadcast_protocol_with_held_updates_never_ahead_of_global(data: st.Dat
     creation they have not heard of (data before progress). Safety after every step, the
     truth once drained."""
     _run_protocol(data, "held")
+
+
+@settings(deadline=None, max_examples=200, suppress_health_check=SLOW)
+@given(st.data())
+def test_broadcast_protocol_settles_with_updates_held_while_waiting_on_others(data: st.DataObject) -> None:
+    """``held``, and at the end each participant keeps its buffer while every retirement in it
+    is of a pointstamp something else in its own view still holds back, as the runtime does
+    out of work: nobody waits on a buffer that waits on it, so everything retires and every
+    buffer goes."""
+    _run_protocol(data, "settled")
 
 
 def test_accumulator_holds_only_covered_positives_and_releases_positives_first() -> None:

@@ -32,7 +32,7 @@ import msgpack
 from ..errors import FrameError, PeerError, TimelyError
 from ..net.codec import OBJECT_BYTES, Codec, decoded_size_bound
 from ..net.transport import SilentPeerError, Transport
-from ..progress import Pointstamp, ProgressAccumulator, ProgressTracker
+from ..progress import ChangeBatch, Pointstamp, ProgressAccumulator, ProgressTracker
 from ..timestamp import Timestamp, _from_flat
 from .config import decode_budget_from_env
 
@@ -57,6 +57,12 @@ HOLD_SECONDS = 0.01
 """How long a busy process may hold its progress back from its peers (`ClusterLink.flush`): a
 loop iteration's updates go as one round instead of one per time slice, and a peer waiting
 for them waits at most this long more than it would have."""
+SETTLE_SECONDS = 0.1
+"""How long a process may hold a batch whose retirements are all of pointstamps something
+else still holds back (`ClusterLink.flush`). They unblock nothing until that something retires, so the
+limit is not what makes the protocol live (`docs/progress.md` has the argument); it bounds
+the cost of a case the argument missed. Longer than `HOLD_SECONDS`: on a loaded machine a
+peer's part of an iteration often comes tens of milliseconds after the first."""
 _DATA, _PROGRESS = msgpack.packb(DATA), msgpack.packb(PROGRESS)
 
 
@@ -79,7 +85,8 @@ class LinkHost(Protocol):
 
 class ClusterLink:
     """This process's side of the frames it exchanges with every peer: records, progress,
-    errors, goodbyes and checkpoint decisions. Remote progress goes straight into ``tracker``."""
+    errors, goodbyes and checkpoint decisions. Remote progress waits in ``arrived`` for the
+    runtime's next step."""
 
     def __init__(self, host: LinkHost, tracker: ProgressTracker, transport: Transport, codec: Codec) -> None:
         self.host = host
@@ -92,6 +99,16 @@ class ClusterLink:
         """This process's progress updates its peers have not been sent yet."""
         self._held_since: float | None = None
         """When a flush first held ``progress_out`` back (perf_counter); None while nothing is held."""
+        self.waiting = False
+        """``progress_out`` is held while the process has nothing to do, because every
+        retirement in it is of a pointstamp something else still holds back (`flush`'s
+        ``settle``): the process may sleep until a frame or the hold's time limit wakes it."""
+        self._wait_timer: asyncio.TimerHandle | None = None
+        self.arrived = ChangeBatch()
+        """Peers' progress not yet applied to the tracker. The runtime applies it as one batch
+        at the start of its next step: the frames that came in one pass of the event loop cost
+        one tracker update, with opposite changes (one peer's ``+p``, another's ``-p``) netted
+        first. Merging consecutive atomic batches, from one sender or several, is atomic."""
         self.records_since_release = False
         """Records went to or came from some peer since progress was last released: records are
         being exchanged, and more may be on their way (`ProcessRuntime._schedule`)."""
@@ -113,7 +130,9 @@ class ClusterLink:
         self.progress_piggybacked = 0
         """Progress batches sent inside a DATA frame (counted in ``progress_frames_sent`` too)."""
         self.progress_holds = 0
-        """Flushes that held the progress batch back (the process was busy and it was safe)."""
+        """Flushes that held the progress batch back (busy and safe, or settled and waiting)."""
+        self.progress_waits = 0
+        """Of those, flushes out of work that held retirements something else still held back."""
         self.data_bytes_received = self.progress_bytes_received = 0
 
     def start(self) -> None:
@@ -141,7 +160,7 @@ class ClusterLink:
             box.append([connector, worker, time, self.codec.encode_records(records[start : start + step])])
         return -(-len(records) // step)
 
-    def flush(self, hold: bool = False) -> None:
+    def flush(self, hold: bool = False, settle: bool = False) -> None:
         """Send each peer its data, and the accumulated progress batch to every peer: inside
         the peer's first DATA frame, or as a frame of its own.
 
@@ -149,8 +168,13 @@ class ClusterLink:
         progress batch may stay behind if the accumulator finds it safe to hold
         (`ProgressAccumulator.may_hold`) and it has not been held for `HOLD_SECONDS` yet: the
         updates of the next slices join it, and peers get one round where they would have got
-        several. Data is never held."""
-        progress = self._progress_to_send(hold)
+        several. ``settle``: the process is out of work; a batch that may be held and whose
+        every retirement is of a pointstamp something else in this view still holds back
+        stays behind too (`ProgressAccumulator.waits_on_others`; busy, such a batch may also
+        stay longer than `HOLD_SECONDS`), until that something retires here or
+        `SETTLE_SECONDS` pass: a consumer that took its peers' records at several moments
+        tells them once (`docs/progress.md`). Data is never held."""
+        progress = self._progress_to_send(hold, settle)
         for p, box in self.outboxes.items():
             if box:
                 self.outboxes[p] = []
@@ -169,22 +193,45 @@ class ClusterLink:
                 self.progress_bytes_sent += len(progress) + 2
                 self.progress_frames_sent += 1
 
-    def _progress_to_send(self, hold: bool) -> bytes | None:
+    def _progress_to_send(self, hold: bool, settle: bool) -> bytes | None:
         """The encoded progress batch this flush sends, or None (nothing to send, or held)."""
         out = self.progress_out
+        self.waiting = False
         if not out:
             return None
-        if hold and out.may_hold():
+        limit = None
+        if (hold or settle) and out.waits_on_others(self._held_back):
+            limit, self.waiting = SETTLE_SECONDS, settle
+        elif hold and out.may_hold():
+            limit = HOLD_SECONDS
+        if limit is not None:
             now = _time.perf_counter()
             if self._held_since is None:
                 self._held_since = now
-            if now - self._held_since < HOLD_SECONDS:
+            left = limit - (now - self._held_since)
+            if left > 0:
                 self.progress_holds += 1
+                if self.waiting:
+                    self.progress_waits += 1
+                    if self._wait_timer is None:
+                        self._wait_timer = asyncio.get_running_loop().call_later(left, self._wait_over)
                 return None
+            self.waiting = False
         self._held_since = None
+        if self._wait_timer is not None:
+            self._wait_timer.cancel()
+            self._wait_timer = None
         self.records_since_release = False
         changes = [[t, loc, d] for (t, loc), d in out.release()]
         return msgpack.packb(changes) if changes else None
+
+    def _held_back(self, p: Pointstamp) -> bool:
+        return self.tracker.blocked(p, exclude_self=True)
+
+    def _wait_over(self) -> None:
+        """A settled hold reached `SETTLE_SECONDS`: wake the scheduler, whose flush releases it."""
+        self._wait_timer = None
+        self.host.wake()
 
     def _send_data(self, peer: int, messages: list[list[Any]], progress: bytes | None) -> None:
         body = msgpack.packb(messages)
@@ -271,13 +318,13 @@ class ClusterLink:
             kind = frame[0]
             if kind == PROGRESS:
                 self.progress_bytes_received += len(payload)
-                self.tracker.update({(_from_flat(tuple(t)), loc): d for t, loc, d in frame[1]})
+                self._arrive(frame[1])
             elif kind == DATA:
                 self.data_bytes_received += len(payload)
                 self.records_since_release = True
                 self._check_budget(payload, frame[1])
                 if len(frame) > 2:  # the sender's progress, made before this data was sent
-                    self.tracker.update({(_from_flat(tuple(t)), loc): d for t, loc, d in frame[2]})
+                    self._arrive(frame[2])
                 for connector, worker, time, blob in frame[1]:
                     rt.deliver_remote(connector, worker, _from_flat(tuple(time)), self.codec.decode_records(blob))
                 if not self.reading_paused and (
@@ -305,6 +352,13 @@ class ClusterLink:
         except Exception as exc:
             rt.fail(_from_peer(peer, FrameError(f"malformed frame: {type(exc).__name__}: {exc}")))
         rt.wake()
+
+    def _arrive(self, changes: Any) -> None:
+        """Merge a peer's atomic batch into ``arrived``."""
+        arrived = self.arrived
+        for t, loc, d in changes:
+            key = (_from_flat(tuple(t)), loc)
+            arrived[key] = arrived.get(key, 0) + d
 
     def _check_budget(self, payload: bytes, messages: Any) -> None:
         budget = self.decode_budget
@@ -351,6 +405,7 @@ class ClusterLink:
             "progress_frames_sent": self.progress_frames_sent,
             "progress_piggybacked": self.progress_piggybacked,
             "progress_holds": self.progress_holds,
+            "progress_waits": self.progress_waits,
             "data_bytes_received": self.data_bytes_received,
             "progress_bytes_received": self.progress_bytes_received,
         }

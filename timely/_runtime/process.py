@@ -212,11 +212,15 @@ class ProcessRuntime:
         scheduler = self.scheduler
         fence = self.fence
         pending = self.pending
+        link = self.link
         while True:
+            if link is not None and link.arrived:
+                tracker.update(link.arrived)  # peers' batches first: their records' progress
+                link.arrived.clear()
             did = scheduler.drain(deadline)
             if pending:
-                if self.link is not None:
-                    self.link.publish(pending)
+                if link is not None:
+                    link.publish(pending)
                 tracker.update(pending)
                 pending.clear()
                 did = True
@@ -256,7 +260,7 @@ class ProcessRuntime:
             self.tracker.is_empty()
             and not self.pending
             and not self.scheduler.in_flight
-            and (self.link is None or not self.link.pending_output())
+            and (self.link is None or not (self.link.pending_output() or self.link.arrived))
         )
 
     def wake(self) -> None:
@@ -419,15 +423,20 @@ class ProcessRuntime:
                 # while records are being exchanged, it waits for one pass of the event loop,
                 # which takes in what peers sent meanwhile (more records, often: then one
                 # round tells them of both); otherwise it goes now (a loop that only
-                # coordinates pays no extra pass). Never longer: a held batch may be what a
-                # peer waits for.
-                link.flush(hold=more or (link.records_since_release and not polled and not link.sending_data))
+                # coordinates pays no extra pass). Never longer, unless it only retires what
+                # something else still holds back (``settle``): a held batch may be what a
+                # peer waits for, and that one is not yet. The process then sleeps until a
+                # frame, or the hold's time limit, wakes it.
+                link.flush(
+                    hold=more or (link.records_since_release and not polled and not link.sending_data),
+                    settle=not more,
+                )
                 link.maybe_resume_reading()
             if waiters.conditions:
                 waiters.check_conditions()
             if self.complete:
                 return
-            if more or (link is not None and link.holding):
+            if more or (link is not None and link.holding and not link.waiting):
                 polled = not more
                 await asyncio.sleep(0)
                 continue

@@ -352,8 +352,9 @@ class Scheduler:
             if not delivered and self.link is not None:
                 # what this process has told nobody yet (the messages it consumed, the data it
                 # sent) goes before a notification, often the long callback: the peers must not
-                # wait for it to learn that their messages were consumed
-                self.link.flush()
+                # wait for it to learn that their messages were consumed (unless what it
+                # retires is still held back by something else: then it unblocks nothing yet)
+                self.link.flush(settle=True)
             if len(ready) > 1:
                 ready.sort(key=_time_and_stage)
             for guarantee, stage, capability in ready:

@@ -30,7 +30,7 @@ about safety, releasing about liveness. `docs/progress.md` has the argument.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .reachability import Pointstamp, Reachability
 
@@ -82,6 +82,21 @@ class ProgressAccumulator:
             if d > 0 and not any(cri(q, p) for q in negatives):
                 return False  # q != p holds: a pointstamp's deltas are summed into one entry
         return True
+
+    def waits_on_others(self, held_back: Callable[[Pointstamp], bool]) -> bool:
+        """Whether the buffer may be held (`may_hold`) and every negative update in it retires a
+        pointstamp that ``held_back`` says something else in this process's view still holds
+        back. Until that something retires, releasing the buffer moves no frontier in this
+        view, and in a peer's view at most one hop sooner than releasing it then would: a round
+        that, in a loop whose records come from several peers at several moments, is paid
+        once per peer (`docs/progress.md`)."""
+        buffer = self.buffer
+        if len(buffer) > MAX_CHECKED:
+            return False
+        for p, d in buffer.items():
+            if d < 0 and not held_back(p):
+                return False
+        return self.may_hold()
 
     def release(self) -> list[tuple[Pointstamp, int]]:
         """Empty the buffer: its nonzero updates, positives first (a peer applies them as one
