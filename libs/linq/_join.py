@@ -198,7 +198,7 @@ def _advanced(keys: np.ndarray, left: np.ndarray, right: Rows, t: tuple[int, ...
     iteration and retracted at a later one (a label inside a loop) cancels before it makes a
     pair, instead of making two that cancel downstream. Only when some delta row meets
     several rows at or before ``t``; otherwise the matches as they were."""
-    if len(left) < CONSOLIDATE_MATCHES:
+    if len(left) < CONSOLIDATE_MATCHES or len(left) <= len(keys):  # no delta row meets two rows
         return left, right
     early = le_time(right.times, t)
     every = bool(early.all())
