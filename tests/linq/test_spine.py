@@ -99,3 +99,29 @@ def test_a_merge_needed_out_of_the_way_is_waited_for() -> None:
             spine.insert(Batch(Rows(keys, [vals], [zeros, zeros], diffs)))
             inserted += zip(keys.tolist(), vals.tolist(), zeros.tolist(), zeros.tolist(), diffs.tolist())
         assert _contents(_held(spine), 0) == _contents(inserted, 0)
+
+
+def test_a_merged_batch_keeps_one_epoch_as_a_view_and_its_rows() -> None:
+    """After logical compaction moved every row to one epoch, the batch a merge makes in
+    chunks holds that epoch as a zero-stride view (no int64 per row), and its rows are the inserted
+    ones; a column that is not one value (the iteration) is a real array."""
+    rng = np.random.default_rng(11)
+    inserted: list[tuple[int, int, int, int, int]] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_spine, "BACKGROUND_ROWS", 1 << 60)
+        patch.setattr(_spine, "FUEL_PER_ROW", 0)  # no merge work on insert: `_work` below does it
+        spine = Spine(1, 2)
+        for epoch in range(3):
+            n = 20_000
+            keys, vals = rng.integers(0, 5000, n), rng.integers(0, 3, n)
+            iters, diffs = rng.integers(0, 4, n), rng.choice([-1, 1, 1], n)
+            spine.insert(Batch(Rows(keys, [vals], [np.full(n, epoch), iters], diffs)))
+            inserted.extend(zip(keys.tolist(), vals.tolist(), [epoch] * n, iters.tolist(), diffs.tolist()))
+            spine.advance_to(epoch + 1)
+            for _ in range(50):
+                spine._work(1)  # merges advance a chunk of `MIN_CHUNK` rows at a time
+    batch = max(spine.batches(), key=len)
+    assert len(batch) > 4096
+    assert batch.times[0].strides == (0,) and int(batch.times[0][0]) == batch.since[0][0] > 0
+    assert batch.times[1].strides != (0,)
+    assert _contents(_held(spine), 3) == _contents(inserted, 3)

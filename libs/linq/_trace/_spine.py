@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -168,7 +169,44 @@ class _Merge:
         """The merged batch (once complete); the chunks it was made of are let go, since a merge
         finished on the merge thread lives on until the operator adopts its result."""
         out, self.out = self.out, []
-        return _merged(concat_rows(out, self.nvals, self.ntimes), _frontier(self.epoch, self.ntimes))
+        return _merged(_joined(out, self.nvals, self.ntimes), _frontier(self.epoch, self.ntimes))
+
+
+def _joined(chunks: list[Rows], nvals: int, ntimes: int) -> Rows:
+    """A merge's chunks as one set of rows, a column at a time, each chunk's column let go once
+    copied (the chunks and the result are never held whole at once). A column of one value in
+    every chunk (the epoch, after logical compaction moved every row to the first open one)
+    stays a zero-stride view: it costs no memory, and readers already take such time columns
+    (`time_columns`)."""
+    n = sum(len(c) for c in chunks)
+    columns: list[list[np.ndarray | None]] = [[c.keys, *c.vals, *c.times, c.diffs] for c in chunks if len(c)]
+    chunks.clear()  # the caller's list: the columns above are now the only references
+    if len(columns) <= 1:
+        return Rows(*_rows_of(columns[0], nvals)) if columns else Rows.empty(nvals, ntimes)
+    out = []
+    for j in range(len(columns[0])):
+        parts = [p for p in (cols[j] for cols in columns) if p is not None]
+        for cols in columns:
+            cols[j] = None
+        times = 1 + nvals <= j < 1 + nvals + ntimes
+        out.append(_one_value(parts, n) if times else np.concatenate(parts))
+        del parts
+    return Rows(*_rows_of(out, nvals))
+
+
+def _rows_of(columns: list[Any], nvals: int) -> tuple[Any, list[Any], list[Any], Any]:
+    return columns[0], columns[1 : 1 + nvals], columns[1 + nvals : -1], columns[-1]
+
+
+def _one_value(arrays: list[np.ndarray], n: int) -> np.ndarray:
+    """``arrays`` concatenated (``n`` rows), or a zero-stride view if they all hold one value."""
+    first = int(arrays[0][0])
+    for p in arrays:
+        if p.strides[0] != 0 and (int(p.min()) != first or int(p.max()) != first):
+            return np.concatenate(arrays)
+        if int(p[0]) != first:
+            return np.concatenate(arrays)
+    return np.broadcast_to(np.int64(first), n)
 
 
 class Spine:
