@@ -56,6 +56,7 @@ NO_FLOOR = np.iinfo(np.int64).min
 
 __all__ = [
     "consolidate_packed",
+    "consolidate_rows",
     "key_matches",
     "key_rows",
     "key_sums",
@@ -213,6 +214,84 @@ def consolidate_packed(
         shift += w
     out.reverse()
     return out, sums
+
+
+MATRIX = Array(int64, 2, "C", readonly=True)
+"""Rows as a matrix, one row of it per column (`numpy.stack` of the columns)."""
+
+
+@njit(i8(i8), cache=True)
+def _bits(v: int) -> int:
+    """``int.bit_length`` of a non-negative int."""
+    w = 0
+    while v > 0:
+        v >>= 1
+        w += 1
+    return w
+
+
+@njit(Tuple((Array(int64, 2, "C"), OUT, i8))(MATRIX, IN), cache=True)
+def consolidate_rows(rows: np.ndarray, diffs: np.ndarray) -> tuple:  # type: ignore[type-arg]
+    """`_kernels.consolidate` of a few hundred rows in one call: `consolidate_packed` makes a
+    dozen calls (each column's range, its packing, the sort, the sums, each column's
+    unpacking), and at these sizes their fixed cost is most of its time. ``rows`` holds one
+    row per column; the answer is the consolidated columns (the first ``m`` of each), their
+    sums and ``m``; ``m`` is -1 (nothing done) when the columns and diffs do not pack into
+    62 bits. Not ``nogil``: a call this short would wait longer to take the GIL back from the
+    merge thread than it runs."""
+    ncols, n = rows.shape
+    lows = np.empty(ncols, dtype=np.int64)
+    widths = np.empty(ncols, dtype=np.int64)
+    bits = 0
+    for j in range(ncols):
+        lo = rows[j, 0]
+        hi = lo
+        for i in range(1, n):
+            v = rows[j, i]
+            if v < lo:
+                lo = v
+            elif v > hi:
+                hi = v
+        lows[j] = lo
+        widths[j] = _bits(hi - lo)
+        bits += widths[j]
+    dlo = diffs[0]
+    dhi = dlo
+    for i in range(1, n):
+        d = diffs[i]
+        if d < dlo:
+            dlo = d
+        elif d > dhi:
+            dhi = d
+    dbits = _bits(dhi - dlo)
+    out = np.empty((ncols, n), dtype=np.int64)
+    sums = np.empty(n, dtype=np.int64)
+    if bits + dbits > 62:
+        return out, sums, -1
+    packed = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        x = 0
+        for j in range(ncols):
+            x = (x << widths[j]) | (rows[j, i] - lows[j])
+        packed[i] = (x << dbits) | (diffs[i] - dlo)
+    packed.sort()
+    dmask = (1 << dbits) - 1
+    m = 0
+    i = 0
+    while i < n:
+        value = packed[i] >> dbits
+        total = 0
+        while i < n and (packed[i] >> dbits) == value:
+            total += (packed[i] & dmask) + dlo
+            i += 1
+        if total != 0:
+            for j in range(ncols - 1, -1, -1):
+                w = widths[j]
+                out[j, m] = (value & ((1 << w) - 1)) + lows[j]
+                value >>= w
+            sums[m] = total
+            m += 1
+    return out, sums, m
 
 
 @njit(i8(IN, i8, i8), cache=True, nogil=True)
