@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from ..._hash import stable_hash
+from ._kernels import greatest, least
 
 __all__ = [
     "INTERNED",
@@ -226,7 +227,7 @@ def codes_of_ints(column: np.ndarray) -> np.ndarray:
     """The codes of an int64 column: itself, unless some values lie outside the int range."""
     if not len(column):
         return column
-    lo, hi = int(column.min()), int(column.max())
+    lo, hi = int(least(column)), int(greatest(column))
     if lo >= -PAIRS and hi < PAIRS:
         return column
     return codes_of_values(column.tolist(), len(column))
@@ -236,7 +237,7 @@ def pack_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     """The codes of pairs ``(a[i], b[i])`` when all are small non-negative ints, else None."""
     if not len(a):
         return np.zeros(0, dtype=np.int64)
-    if int(a.min()) < 0 or int(b.min()) < 0 or int(a.max()) >= _SMALL or int(b.max()) >= _SMALL:
+    if int(least(a)) < 0 or int(least(b)) < 0 or int(greatest(a)) >= _SMALL or int(greatest(b)) >= _SMALL:
         return None
     return (a << 30 | b) + PAIRS
 
@@ -245,7 +246,7 @@ def values_of(codes: np.ndarray) -> list[Any]:
     """The Python values of codes."""
     if not len(codes):
         return []
-    if int(codes.max()) < PAIRS:
+    if int(greatest(codes)) < PAIRS:
         return codes.tolist()  # type: ignore[no-any-return]
     values = _interner.values
     out = codes.tolist()
@@ -260,7 +261,7 @@ def values_of(codes: np.ndarray) -> list[Any]:
 
 def all_ints(codes: np.ndarray) -> bool:
     """Whether every code is a plain int (so the codes are the values, in order)."""
-    return not len(codes) or int(codes.max()) < PAIRS
+    return not len(codes) or int(greatest(codes)) < PAIRS
 
 
 _P1 = np.uint64(11400714785074694791)
@@ -287,7 +288,7 @@ def _pair_hash(codes: np.ndarray) -> np.ndarray:
 def route_of(codes: np.ndarray) -> np.ndarray:
     """The route (worker = route % peers) of each code: `stable_hash` of its value, an int's
     being the int itself, others' reduced to 62 bits."""
-    if not len(codes) or int(codes.max()) < PAIRS:
+    if not len(codes) or int(greatest(codes)) < PAIRS:
         return codes
     out = codes.copy()
     pairs = (codes >= PAIRS) & (codes < INTERNED)

@@ -29,7 +29,9 @@ __all__ = [
     "consolidate_parts",
     "consolidation",
     "distinct",
+    "greatest",
     "group_starts",
+    "least",
     "order",
     "ranges",
     "selector",
@@ -63,6 +65,12 @@ for them (`preload`): a read of 9 to 63 keys against a spine of six batches took
 half of numpy's time (find 17-23 us against 82-142 us, totals 36-50 us against 94-195 us;
 `tests/linq/test_reader.py` compares the tiers), and the DDIR rounds took 12-19% less CPU than
 from 64 keys. Up to `FEW_KEYS`, Python values are as fast or faster."""
+
+least = np.minimum.reduce
+"""An array's least value: the ufunc's reduce, without ``ndarray.min``'s Python wrapper (a
+microsecond of each call, and a loop step makes hundreds of them on small arrays)."""
+greatest = np.maximum.reduce
+"""An array's greatest value (as `least`)."""
 FUSED_BELOW = 1024
 """Below this many rows, once the compiled loops are loaded (`preload`), `consolidate` is one
 compiled call (`_compiled.consolidate_rows`: pack, sort, sum and unpack in one loop) instead
@@ -140,8 +148,8 @@ def _pack(cols: Sequence[np.ndarray]) -> tuple[np.ndarray, list[int], list[int]]
     widths = []
     bits = 0
     for c in cols:
-        lo = int(c.min())
-        w = (int(c.max()) - lo).bit_length()
+        lo = int(least(c))
+        w = (int(greatest(c)) - lo).bit_length()
         lows.append(lo)
         widths.append(w)
         bits += w
@@ -197,7 +205,7 @@ def _words(cols: Sequence[np.ndarray]) -> list[np.ndarray]:
     group: list[np.ndarray] = []
     bits = 0
     for c in cols:
-        w = (int(c.max()) - int(c.min())).bit_length()
+        w = (int(greatest(c)) - int(least(c))).bit_length()
         if group and bits + w > 62:
             words.append(_word(group))
             group, bits = [], 0
@@ -270,7 +278,7 @@ def consolidate(
             starts = _runs(values)
             diffs = np.diff(np.append(starts, n)) * first if len(starts) < n else diffs
         else:
-            dlo, dhi = int(diffs.min()), int(diffs.max())
+            dlo, dhi = int(least(diffs)), int(greatest(diffs))
             dbits = (dhi - dlo).bit_length()
             if sum(widths) + dbits <= 62:
                 # the diff rides in the low bits: sort values, not indices, and gather nothing
@@ -334,8 +342,8 @@ def _consolidate_fused(cols: Sequence[np.ndarray], diffs: np.ndarray) -> tuple[l
     pack into one int64 (or are not all int64)."""
     from ._compiled import consolidate_rows  # loaded: `fused_rows` says so
 
-    rows = np.stack(cols)
-    if rows.dtype != np.int64 or diffs.dtype != np.int64:
+    rows = np.array(cols)  # equally long columns: a matrix (a quarter of numpy.stack's cost)
+    if rows.dtype != np.int64 or rows.ndim != 2 or diffs.dtype != np.int64:
         return None
     out, sums, m = consolidate_rows(rows, np.ascontiguousarray(diffs))
     if m < 0:
