@@ -26,7 +26,6 @@ from numba.core.dispatcher import Dispatcher
 from numba.types import Array, Tuple, i8, int32, int64, void  # type: ignore[attr-defined]
 
 from ... import _numba_cache
-from ._kernels import greatest, least
 
 _STARTED = time.perf_counter()
 """When the loops began to compile or load (numba itself imported)."""
@@ -158,7 +157,7 @@ def _range(columns: Iterable[np.ndarray]) -> tuple[int, int]:
     """The least and greatest value of some columns together (a broadcast one: its value)."""
     lo = hi = None
     for c in columns:
-        a, b = (int(c[0]), int(c[0])) if c.strides[0] == 0 else (int(least(c)), int(greatest(c)))
+        a, b = (int(c[0]), int(c[0])) if c.strides[0] == 0 else (int(np.minimum.reduce(c)), int(np.maximum.reduce(c)))
         lo = a if lo is None else min(lo, a)
         hi = b if hi is None else max(hi, b)
     assert lo is not None and hi is not None
