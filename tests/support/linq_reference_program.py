@@ -37,11 +37,13 @@ first, second = itemgetter(0), itemgetter(1)
 def force_tier(tier: str) -> None:
     """Every read of more than one key takes ``tier`` (this process, from now on); with
     ``compiled``, every consolidation of more than one row is also one compiled call
-    (`_kernels.FUSED_BELOW`), and with the others never."""
+    (`_kernels.FUSED_BELOW`, or `WORDS_FROM` for rows too wide for one int64), and with the
+    others never."""
     _kernels.FEW_KEYS = 1 << 40 if tier == "python" else 0
     for name in ("COMPILED_KEYS", "LOADED_KEYS"):
         setattr(_kernels, name, 1 if tier == "compiled" else 1 << 40)
     _kernels.FUSED_BELOW = 1 << 40 if tier == "compiled" else 0
+    _kernels.WORDS_FROM = 2 if tier == "compiled" else 1 << 40
     if tier == "compiled":
         _kernels.POLICY.eager = True
 

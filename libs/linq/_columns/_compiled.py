@@ -57,6 +57,7 @@ NO_FLOOR = np.iinfo(np.int64).min
 __all__ = [
     "consolidate_packed",
     "consolidate_rows",
+    "consolidate_words",
     "key_matches",
     "key_rows",
     "key_sums",
@@ -292,6 +293,85 @@ def consolidate_rows(rows: np.ndarray, diffs: np.ndarray) -> tuple:  # type: ign
             sums[m] = total
             m += 1
     return out, sums, m
+
+
+@njit(cache=True)
+def _before(words: np.ndarray, a: int, b: int) -> bool:
+    """Whether row ``a`` of ``words`` (one row of it per word) sorts strictly before row ``b``."""
+    for w in range(words.shape[0]):
+        x = words[w, a]
+        y = words[w, b]
+        if x != y:
+            return x < y  # type: ignore[no-any-return]
+    return False
+
+
+@njit(Tuple((OUT, OUT, i8))(MATRIX, IN), cache=True)
+def consolidate_words(words: np.ndarray, diffs: np.ndarray) -> tuple:  # type: ignore[type-arg]
+    """`_kernels.consolidate` of rows too wide for one int64, given as a few packed words
+    (`_kernels._words`, one row of ``words`` per word): one row of each run of equal rows
+    (its index), in sorted order, with the run's summed diff, zero sums left out, and how many
+    (the first ``m`` of each). A natural merge sort: the rows' ascending runs are found, then
+    merged pairwise, so a merge of two sorted batches (a spine's) is one linear pass where
+    `numpy.lexsort` sorts every word afresh."""
+    n = words.shape[1]
+    src = np.arange(n)
+    dst = np.empty(n, dtype=np.int64)
+    bounds = np.empty(n + 1, dtype=np.int64)
+    nb = 1
+    bounds[0] = 0
+    for i in range(1, n):
+        if _before(words, i, i - 1):
+            bounds[nb] = i
+            nb += 1
+    bounds[nb] = n
+    nb += 1
+    while nb > 2:  # more than one run: merge them in pairs
+        k = 0
+        kept = 0
+        while k + 1 < nb:
+            lo = bounds[k]
+            mid = bounds[k + 1]
+            hi = bounds[k + 2] if k + 2 < nb else mid
+            i, j, o = lo, mid, lo
+            while i < mid and j < hi:
+                if _before(words, src[j], src[i]):
+                    dst[o] = src[j]
+                    j += 1
+                else:  # ties from the left run first: stable
+                    dst[o] = src[i]
+                    i += 1
+                o += 1
+            while i < mid:
+                dst[o] = src[i]
+                i += 1
+                o += 1
+            while j < hi:
+                dst[o] = src[j]
+                j += 1
+                o += 1
+            bounds[kept] = lo
+            kept += 1
+            k += 2
+        bounds[kept] = n
+        nb = kept + 1
+        src, dst = dst, src
+    rows = np.empty(n, dtype=np.int64)
+    sums = np.empty(n, dtype=np.int64)
+    m = 0
+    i = 0
+    while i < n:
+        first = src[i]
+        total = diffs[first]
+        i += 1
+        while i < n and not _before(words, first, src[i]):
+            total += diffs[src[i]]
+            i += 1
+        if total != 0:
+            rows[m] = first
+            sums[m] = total
+            m += 1
+    return rows, sums, m
 
 
 @njit(i8(IN, i8, i8), cache=True, nogil=True)

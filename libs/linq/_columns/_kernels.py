@@ -22,6 +22,7 @@ __all__ = [
     "FEW_KEYS",
     "FUSED_BELOW",
     "POLICY",
+    "WORDS_FROM",
     "Policy",
     "compiled_keys",
     "compiled_rows",
@@ -78,6 +79,11 @@ of numpy's dozen calls or a Python pass. Measured (loaded 2-core machine, 2 and 
 5-6 us at 8-32 rows against Python's 7-19, 6-10 us at 48-200 rows against numpy's 30-41 and
 `consolidate_packed`'s 21-32, 14-24 us at 800; at 1,500 rows the radix sort of
 `consolidate_packed` catches up, and from 4,000 it is twice as fast."""
+WORDS_FROM = 2
+"""From this many rows, once the compiled loops are loaded, rows too wide for one int64 are
+consolidated by a compiled natural merge sort of their packed words instead of
+`numpy.lexsort`: a spine's merge of two sorted batches of them (triangles' paths) is then one
+linear pass."""
 FEW_KEYS = 8
 """Up to this many keys (an update's case), readers look them up one by one in Python values,
 with no arrays built per batch (`_trace`'s readers)."""
@@ -110,6 +116,11 @@ class Policy:
 
     def compiled_rows(self, n: int) -> bool:
         return n >= (LOADED_ROWS if self.eager else COMPILED_ROWS)
+
+    def compiled_words(self, n: int) -> bool:
+        """Whether ``n`` rows too wide for one int64 are sorted by the compiled natural merge
+        sort (`_compiled.consolidate_words`): once the loops are loaded, from `WORDS_FROM`."""
+        return self.eager and n >= WORDS_FROM
 
     def fused_rows(self, n: int) -> bool:
         """Whether ``n`` rows are consolidated by one compiled call (`_compiled.consolidate_rows`):
@@ -261,6 +272,12 @@ def consolidate(
         if done is not None:
             return done
     p = _pack(cols)
+    if p is None and POLICY.compiled_words(n):
+        from ._compiled import consolidate_words  # loaded: `compiled_words` says so
+
+        kept, sums, m = consolidate_words(np.array(_words(cols)), np.ascontiguousarray(diffs))
+        kept = kept[:m]
+        return [c[kept] for c in cols], sums[:m]
     if p is None:
         words = _words(cols)
         idx = np.lexsort(tuple(reversed(words)))
