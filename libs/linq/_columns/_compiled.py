@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 from numba.core.dispatcher import Dispatcher
-from numba.types import Array, Tuple, i8, int32, int64, void  # type: ignore[attr-defined]
+from numba.types import Array, Tuple, boolean, i8, int32, int64, void  # type: ignore[attr-defined]
 
 from ... import _numba_cache
 
@@ -295,7 +295,7 @@ def consolidate_rows(rows: np.ndarray, diffs: np.ndarray) -> tuple:  # type: ign
     return out, sums, m
 
 
-@njit(cache=True)
+@njit(boolean(MATRIX, i8, i8), cache=True)
 def _before(words: np.ndarray, a: int, b: int) -> bool:
     """Whether row ``a`` of ``words`` (one row of it per word) sorts strictly before row ``b``."""
     for w in range(words.shape[0]):
