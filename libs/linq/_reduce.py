@@ -348,7 +348,7 @@ class Reduce(Stateful):
             return
         answer: Output | None = None
         if self.reducer.summed:
-            totals, _, later = self.input_trace.totals(keys, t)
+            totals, _, later = self.input_trace.totals(keys, t, values=False)
             if not (totals < 0).any():  # else the general path names the record
                 answer = self.reducer.of_totals(keys, totals)
         if answer is None:

@@ -38,18 +38,28 @@ def _consolidated(cols: list[np.ndarray], diffs: np.ndarray, runs: bool) -> list
     return list(zip(*(c.tolist() for c in out), sums.tolist()))
 
 
-@pytest.mark.parametrize("form", ["python", "numpy", "compiled"])
+@pytest.mark.parametrize("form", ["python", "numpy", "compiled", "fused"])
 @pytest.mark.parametrize("runs", [False, True])
 @settings(max_examples=150, deadline=None)
 @given(rows=ROWS, spread=st.sampled_from([1, 1 << 20, 1 << 40, 1 << 56]))
 def test_consolidation_sorts_sums_and_drops_zeros(form: str, runs: bool, rows: list, spread: int) -> None:
     """Also with a wide column (``spread``: keys far apart, so that wider rows no longer pack
-    into one int64 with their diff and the forms fall back to sorting by columns)."""
+    into one int64 with their diff and the forms fall back to sorting by columns: by
+    `numpy.lexsort`, or with the compiled loops loaded by their natural merge sort). ``fused``:
+    one compiled call for the whole consolidation (`_compiled.consolidate_rows`), as a program
+    that loaded the compiled loops takes for fewer than `FUSED_BELOW` rows."""
     rows = [(k * spread, v, t, d) for k, v, t, d in rows]
     with pytest.MonkeyPatch.context() as patch:
+        fused = form == "fused"
+        loaded = form in ("compiled", "fused")
+        patch.setattr(_kernels.POLICY, "eager", loaded or _kernels.POLICY.eager)
+        patch.setattr(_kernels, "FUSED_BELOW", 1 << 40 if fused else 0)
+        patch.setattr(_kernels, "WORDS_FROM", 2 if loaded else 1 << 40)
         patch.setattr(_kernels, "SMALL", 1 << 40 if form == "python" else 0)
         patch.setattr(_kernels, "COMPILED_ROWS", 2 if form == "compiled" else 1 << 40)
         patch.setattr(_kernels, "LOADED_ROWS", 2 if form == "compiled" else 1 << 40)
+        if loaded:
+            _kernels.preload()  # the compiled loops, as a program that asked for them
         if runs:  # a few sorted runs, as a merge of batches gives
             half = len(rows) // 2
             rows = sorted(rows[:half]) + sorted(rows[half:])

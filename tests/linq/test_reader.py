@@ -67,6 +67,10 @@ def test_reads_at_a_time_match_a_scan_of_every_row(tier: str) -> None:
             for k, _, _, _, d in now:
                 per_key[k] += d
             assert totals.tolist() == [per_key[k] for k in asked.tolist()]
+            # a count's read (no values gathered): the same sums and later times
+            sums_only, no_values, later_sums = spine.totals(asked, t, values=False)
+            assert sums_only.tolist() == totals.tolist() and no_values == []
+            assert later_sums.keys.tolist() == later_totals.keys.tolist()
 
             # the times not <= t: every key's (key, time) with rows there, as a scan finds them
             # (rows the spine summed to zero may be gone: compare what a scan keeps summed)

@@ -9,9 +9,9 @@ operator under test, each result tagged by name and concatenated (`query`); `ref
 same on whole multisets. Every process feeds the changes ``i`` with ``i % processes ==
 process_index`` and reports per epoch what its output reported.
 
-``tier`` forces the tier of every read of more than one key (the tier policy's thresholds are
-set in each process, since real processes do not share the test's patches): ``python``,
-``numpy`` or ``compiled``.
+``tier`` forces the tier of every read of more than one key, and whether consolidations are
+one compiled call (the tier policy's thresholds are set in each process, since real processes
+do not share the test's patches): ``python``, ``numpy`` or ``compiled``.
 """
 
 from __future__ import annotations
@@ -36,10 +36,17 @@ first, second = itemgetter(0), itemgetter(1)
 
 
 def force_tier(tier: str) -> None:
-    """Every read of more than one key takes ``tier`` (this process, from now on)."""
+    """Every read of more than one key takes ``tier`` (this process, from now on); with
+    ``compiled``, every consolidation of more than one row is also one compiled call
+    (`_kernels.FUSED_BELOW`, or `WORDS_FROM` for rows too wide for one int64), and with the
+    others never."""
     _kernels.FEW_KEYS = 1 << 40 if tier == "python" else 0
     for name in ("COMPILED_KEYS", "LOADED_KEYS"):
         setattr(_kernels, name, 1 if tier == "compiled" else 1 << 40)
+    _kernels.FUSED_BELOW = 1 << 40 if tier == "compiled" else 0
+    _kernels.WORDS_FROM = 2 if tier == "compiled" else 1 << 40
+    if tier == "compiled":
+        _kernels.POLICY.eager = True
 
 
 def inputs(seed: int) -> tuple[list[list[ref.Change]], list[list[ref.Change]]]:

@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from ..._hash import stable_hash
+from ._kernels import greatest, least
 
 __all__ = [
     "INTERNED",
@@ -275,7 +276,7 @@ def codes_of_ints(column: np.ndarray) -> np.ndarray:
     (those are interned, a batch at a time)."""
     if not len(column):
         return column
-    lo, hi = int(column.min()), int(column.max())
+    lo, hi = int(least(column)), int(greatest(column))
     if lo >= -PAIRS and hi < PAIRS:
         return column
     out = column.copy()
@@ -338,7 +339,7 @@ def values_of(codes: np.ndarray) -> list[Any]:
     """The Python values of codes."""
     if not len(codes):
         return []
-    if int(codes.max()) < PAIRS:
+    if int(greatest(codes)) < PAIRS:
         return codes.tolist()  # type: ignore[no-any-return]
     interned = codes >= INTERNED
     if interned.all():  # one lookup a code, made in C
@@ -363,7 +364,7 @@ def _objects(values: list[Any]) -> np.ndarray:
 
 def all_ints(codes: np.ndarray) -> bool:
     """Whether every code is a plain int (so the codes are the values, in order)."""
-    return not len(codes) or int(codes.max()) < PAIRS
+    return not len(codes) or int(greatest(codes)) < PAIRS
 
 
 _P1 = np.uint64(11400714785074694791)
@@ -390,7 +391,7 @@ def _pair_hash(codes: np.ndarray) -> np.ndarray:
 def route_of(codes: np.ndarray) -> np.ndarray:
     """The route (worker = route % peers) of each code: `stable_hash` of its value, an int's
     being the int itself, others' reduced to 62 bits."""
-    if not len(codes) or int(codes.max()) < PAIRS:
+    if not len(codes) or int(greatest(codes)) < PAIRS:
         return codes
     out = codes.copy()
     pairs = (codes >= PAIRS) & (codes < INTERNED)

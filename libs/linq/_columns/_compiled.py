@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 from numba.core.dispatcher import Dispatcher
-from numba.types import Array, Tuple, i8, int32, int64, void  # type: ignore[attr-defined]
+from numba.types import Array, Tuple, boolean, i8, int32, int64, void  # type: ignore[attr-defined]
 
 from ... import _numba_cache
 
@@ -56,6 +56,8 @@ NO_FLOOR = np.iinfo(np.int64).min
 
 __all__ = [
     "consolidate_packed",
+    "consolidate_rows",
+    "consolidate_words",
     "key_matches",
     "key_rows",
     "key_sums",
@@ -156,7 +158,7 @@ def _range(columns: Iterable[np.ndarray]) -> tuple[int, int]:
     """The least and greatest value of some columns together (a broadcast one: its value)."""
     lo = hi = None
     for c in columns:
-        a, b = (int(c[0]), int(c[0])) if c.strides[0] == 0 else (int(c.min()), int(c.max()))
+        a, b = (int(c[0]), int(c[0])) if c.strides[0] == 0 else (int(np.minimum.reduce(c)), int(np.maximum.reduce(c)))
         lo = a if lo is None else min(lo, a)
         hi = b if hi is None else max(hi, b)
     assert lo is not None and hi is not None
@@ -213,6 +215,163 @@ def consolidate_packed(
         shift += w
     out.reverse()
     return out, sums
+
+
+MATRIX = Array(int64, 2, "C", readonly=True)
+"""Rows as a matrix, one row of it per column (`numpy.stack` of the columns)."""
+
+
+@njit(i8(i8), cache=True)
+def _bits(v: int) -> int:
+    """``int.bit_length`` of a non-negative int."""
+    w = 0
+    while v > 0:
+        v >>= 1
+        w += 1
+    return w
+
+
+@njit(Tuple((Array(int64, 2, "C"), OUT, i8))(MATRIX, IN), cache=True)
+def consolidate_rows(rows: np.ndarray, diffs: np.ndarray) -> tuple:  # type: ignore[type-arg]
+    """`_kernels.consolidate` of a few hundred rows in one call: `consolidate_packed` makes a
+    dozen calls (each column's range, its packing, the sort, the sums, each column's
+    unpacking), and at these sizes their fixed cost is most of its time. ``rows`` holds one
+    row per column; the answer is the consolidated columns (the first ``m`` of each), their
+    sums and ``m``; ``m`` is -1 (nothing done) when the columns and diffs do not pack into
+    62 bits. Not ``nogil``: a call this short would wait longer to take the GIL back from the
+    merge thread than it runs."""
+    ncols, n = rows.shape
+    lows = np.empty(ncols, dtype=np.int64)
+    widths = np.empty(ncols, dtype=np.int64)
+    bits = 0
+    for j in range(ncols):
+        lo = rows[j, 0]
+        hi = lo
+        for i in range(1, n):
+            v = rows[j, i]
+            if v < lo:
+                lo = v
+            elif v > hi:
+                hi = v
+        lows[j] = lo
+        widths[j] = _bits(hi - lo)
+        bits += widths[j]
+    dlo = diffs[0]
+    dhi = dlo
+    for i in range(1, n):
+        d = diffs[i]
+        if d < dlo:
+            dlo = d
+        elif d > dhi:
+            dhi = d
+    dbits = _bits(dhi - dlo)
+    out = np.empty((ncols, n), dtype=np.int64)
+    sums = np.empty(n, dtype=np.int64)
+    if bits + dbits > 62:
+        return out, sums, -1
+    packed = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        x = 0
+        for j in range(ncols):
+            x = (x << widths[j]) | (rows[j, i] - lows[j])
+        packed[i] = (x << dbits) | (diffs[i] - dlo)
+    packed.sort()
+    dmask = (1 << dbits) - 1
+    m = 0
+    i = 0
+    while i < n:
+        value = packed[i] >> dbits
+        total = 0
+        while i < n and (packed[i] >> dbits) == value:
+            total += (packed[i] & dmask) + dlo
+            i += 1
+        if total != 0:
+            for j in range(ncols - 1, -1, -1):
+                w = widths[j]
+                out[j, m] = (value & ((1 << w) - 1)) + lows[j]
+                value >>= w
+            sums[m] = total
+            m += 1
+    return out, sums, m
+
+
+@njit(boolean(MATRIX, i8, i8), cache=True)
+def _before(words: np.ndarray, a: int, b: int) -> bool:
+    """Whether row ``a`` of ``words`` (one row of it per word) sorts strictly before row ``b``."""
+    for w in range(words.shape[0]):
+        x = words[w, a]
+        y = words[w, b]
+        if x != y:
+            return x < y  # type: ignore[no-any-return]
+    return False
+
+
+@njit(Tuple((OUT, OUT, i8))(MATRIX, IN), cache=True)
+def consolidate_words(words: np.ndarray, diffs: np.ndarray) -> tuple:  # type: ignore[type-arg]
+    """`_kernels.consolidate` of rows too wide for one int64, given as a few packed words
+    (`_kernels._words`, one row of ``words`` per word): one row of each run of equal rows
+    (its index), in sorted order, with the run's summed diff, zero sums left out, and how many
+    (the first ``m`` of each). A natural merge sort: the rows' ascending runs are found, then
+    merged pairwise, so a merge of two sorted batches (a spine's) is one linear pass where
+    `numpy.lexsort` sorts every word afresh."""
+    n = words.shape[1]
+    src = np.arange(n)
+    dst = np.empty(n, dtype=np.int64)
+    bounds = np.empty(n + 1, dtype=np.int64)
+    nb = 1
+    bounds[0] = 0
+    for i in range(1, n):
+        if _before(words, i, i - 1):
+            bounds[nb] = i
+            nb += 1
+    bounds[nb] = n
+    nb += 1
+    while nb > 2:  # more than one run: merge them in pairs
+        k = 0
+        kept = 0
+        while k + 1 < nb:
+            lo = bounds[k]
+            mid = bounds[k + 1]
+            hi = bounds[k + 2] if k + 2 < nb else mid
+            i, j, o = lo, mid, lo
+            while i < mid and j < hi:
+                if _before(words, src[j], src[i]):
+                    dst[o] = src[j]
+                    j += 1
+                else:  # ties from the left run first: stable
+                    dst[o] = src[i]
+                    i += 1
+                o += 1
+            while i < mid:
+                dst[o] = src[i]
+                i += 1
+                o += 1
+            while j < hi:
+                dst[o] = src[j]
+                j += 1
+                o += 1
+            bounds[kept] = lo
+            kept += 1
+            k += 2
+        bounds[kept] = n
+        nb = kept + 1
+        src, dst = dst, src
+    rows = np.empty(n, dtype=np.int64)
+    sums = np.empty(n, dtype=np.int64)
+    m = 0
+    i = 0
+    while i < n:
+        first = src[i]
+        total = diffs[first]
+        i += 1
+        while i < n and not _before(words, first, src[i]):
+            total += diffs[src[i]]
+            i += 1
+        if total != 0:
+            rows[m] = first
+            sums[m] = total
+            m += 1
+    return rows, sums, m
 
 
 @njit(i8(IN, i8, i8), cache=True, nogil=True)

@@ -17,6 +17,7 @@ from itertools import pairwise
 import numpy as np
 
 from .._columns import EMPTY, FEW_KEYS, compiled_keys, consolidate, ranges, selector, summed_rows
+from .._columns._kernels import greatest, least
 from ._frontier import Description
 
 __all__ = ["FEW_KEYS", "Batch", "Keys", "Rows", "concat_rows", "le_time", "lub_time", "time_columns"]
@@ -152,7 +153,7 @@ class Batch(Rows):
             change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
             self.starts = np.concatenate([[0], change, [n]]).astype(np.int64)
             self.ukeys = keys[self.starts[:-1]]
-            self.latest = tuple(int(t.max()) for t in self.times)
+            self.latest = tuple(int(greatest(t)) for t in self.times)
         self.kmin = int(keys[0])
         self.kmax = int(keys[-1])
         self.index = Keys(self.ukeys)
@@ -381,7 +382,7 @@ class Keys:
             table = self.dense_table()
         if table is not None:
             rel = values - low
-            if not len(rel) or (int(rel.min()) >= 0 and int(rel.max()) < len(table)):
+            if not len(rel) or (int(least(rel)) >= 0 and int(greatest(rel)) < len(table)):
                 return table[rel].astype(np.int64)
             out = table[np.clip(rel, 0, len(table) - 1)].astype(np.int64)
             out[(rel < 0) | (rel >= len(table))] = -1  # outside the table (inside, it says -1)

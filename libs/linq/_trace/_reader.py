@@ -211,13 +211,16 @@ def accumulate(batches: list[Batch], keys: np.ndarray, t: Time, nvals: int, ntim
 
 
 def key_totals(
-    batches: list[Batch], keys: np.ndarray, t: Time, nvals: int, ntimes: int
+    batches: list[Batch], keys: np.ndarray, t: Time, nvals: int, ntimes: int, values: bool = True
 ) -> tuple[np.ndarray, list[np.ndarray], Rows]:
     """For each of ``keys`` (sorted, distinct): the sum of the diffs of its rows at times
     ``<= t``, the values of one of its rows (any: where the key is the record, every row of
-    it holds the same values), and the (key, time) of its rows at times not ``<= t``.
-    `accumulate` for keys of one record each, summed with no sort; a few keys (an update's)
-    in Python values, span by span; many by one compiled pass per batch."""
+    it holds the same values; none, ``[]``, unless ``values``), and the (key, time) of its
+    rows at times not ``<= t``. `accumulate` for keys of one record each, summed with no
+    sort; a few keys (an update's) in Python values, span by span; many by one compiled pass
+    per batch."""
+    if not values:
+        nvals = 0  # a count needs only the sums: no gather of values per batch
     n = len(keys)
     if not n:
         return keys, [keys for _ in range(nvals)], Rows.empty(0, ntimes)
@@ -238,14 +241,16 @@ def key_totals(
         row = np.full(n, -1, dtype=np.int64)
         t1 = t[1] if ntimes == 2 else 0
         for b in batches:
-            row.fill(-1)
-            second = b.times[1] if ntimes == 2 else np.broadcast_to(np.int64(0), len(b))
+            if vals:
+                row.fill(-1)
+            second = b.times[1] if ntimes == 2 else _zeros(len(b))  # no second coordinate
             rank, idx = key_sums(keys_c, *b.key_index(n), b.times[0], second, b.diffs, t[0], t1, totals, row)
             if len(idx):  # rows at later times
                 later.append(Rows(keys[rank], (), [c[idx] for c in b.times], b.diffs[idx]))
-            has = np.flatnonzero(row >= 0)
-            for out, col in zip(vals, b.vals):
-                out[has] = col[row[has]]
+            if vals:
+                has = np.flatnonzero(row >= 0)
+                for out, col in zip(vals, b.vals):
+                    out[has] = col[row[has]]
         return totals, vals, concat_rows(later, 0, ntimes)
     for b in batches:
         found = b.lookup(query)
@@ -263,6 +268,20 @@ def key_totals(
             rank, diffs = rank[now], diffs[now]
         totals += np.bincount(rank, weights=diffs, minlength=n).round().astype(np.int64)
     return totals, vals, concat_rows(later, 0, ntimes)
+
+
+_ZEROS = np.zeros(0, dtype=np.int64)
+
+
+def _zeros(n: int) -> np.ndarray:
+    """``n`` zeros, read-only: a slice of one array kept for the purpose (grown, never
+    shrunk; its untouched pages cost no memory), for a loop that reads a second time
+    coordinate where there is none. A third of `numpy.broadcast_to`'s cost."""
+    global _ZEROS
+    if len(_ZEROS) < n:
+        _ZEROS = np.zeros(max(n, 2 * len(_ZEROS)), dtype=np.int64)
+        _ZEROS.flags.writeable = False
+    return _ZEROS[:n]
 
 
 def later_times(batches: list[Batch], keys: np.ndarray, t: Time, ntimes: int) -> Rows:

@@ -362,10 +362,11 @@ class Spine:
         and the (key, time) of their rows at times not ``<= t`` (`_reader.accumulate`)."""
         return accumulate(self.batches(), keys, t, self.nvals, self.ntimes)
 
-    def totals(self, keys: np.ndarray, t: Time) -> tuple[np.ndarray, list[np.ndarray], Rows]:
+    def totals(self, keys: np.ndarray, t: Time, values: bool = True) -> tuple[np.ndarray, list[np.ndarray], Rows]:
         """Per key of ``keys`` (sorted, distinct): its diffs at times ``<= t`` summed, the values
-        of one of its rows, and the (key, time) of rows not ``<= t`` (`_reader.key_totals`)."""
-        return key_totals(self.batches(), keys, t, self.nvals, self.ntimes)
+        of one of its rows (``[]`` unless ``values``), and the (key, time) of rows not ``<= t``
+        (`_reader.key_totals`)."""
+        return key_totals(self.batches(), keys, t, self.nvals, self.ntimes, values)
 
     def times(self, keys: np.ndarray, t: Time) -> Rows:
         """The (key, time) of the rows of ``keys`` (sorted, distinct) at times not ``<= t``."""
