@@ -104,6 +104,19 @@ def _expected(stages: int, rounds: int) -> int:
     return sum(range(RECORDS)) + RECORDS * maps * rounds
 
 
+def _feed(build: Callable[[timely.Scope], timely.Input], epochs: int) -> float:
+    """Seconds to feed ``epochs`` epochs of `RECORDS` numbers into the graph ``build`` makes,
+    timed from when the graph is built: what follows is per epoch."""
+    records = list(range(RECORDS))
+    gc.collect()
+    with timely.execute(build, timeout=600) as (_, source):
+        started = CLOCK()
+        for epoch in range(epochs):
+            source.send(records)
+            source.advance_to(epoch + 1)
+    return CLOCK() - started
+
+
 def run_pipeline(stages: int, epochs: int) -> float:
     """Seconds for ``epochs`` epochs through ``stages`` stages, one epoch ahead of the end."""
     sums: dict[int, int] = {}
@@ -117,14 +130,7 @@ def run_pipeline(stages: int, epochs: int) -> float:
         source.throttle(stream.probe(), 1)
         return source
 
-    records = list(range(RECORDS))
-    gc.collect()
-    with timely.execute(build, timeout=600) as (_, source):
-        started = CLOCK()  # the graph is built: what follows is per epoch
-        for epoch in range(epochs):
-            source.send(records)
-            source.advance_to(epoch + 1)
-    elapsed = CLOCK() - started
+    elapsed = _feed(build, epochs)
     _check(f"pipeline of {stages}", sums, epochs, _expected(stages, 1))
     return elapsed
 
@@ -141,14 +147,7 @@ def run_wide(stages: int, epochs: int) -> float:
         source.throttle(stream.probe(), 1)
         return source
 
-    records = list(range(RECORDS))
-    gc.collect()
-    with timely.execute(build, timeout=600) as (_, source):
-        started = CLOCK()  # the graph is built: what follows is per epoch
-        for epoch in range(epochs):
-            source.send(records)
-            source.advance_to(epoch + 1)
-    elapsed = CLOCK() - started
+    elapsed = _feed(build, epochs)
     maps = sum(1 for i in range(stages) if _kind(i) == "map")
     _check(f"{stages} side by side", sums, epochs, stages * sum(range(RECORDS)) + RECORDS * maps)
     return elapsed
@@ -204,14 +203,7 @@ def run_loop(stages: int, epochs: int, iterations: int) -> float:
             if time[-1] == iterations - 1:
                 self.send_by(self.outputs[0], records, time)
 
-    records = list(range(RECORDS))
-    gc.collect()
-    with timely.execute(build, timeout=600) as (_, source):
-        started = CLOCK()  # the graph is built: what follows is per epoch
-        for epoch in range(epochs):
-            source.send(records)
-            source.advance_to(epoch + 1)
-    elapsed = CLOCK() - started
+    elapsed = _feed(build, epochs)
     _check(f"loop of {stages}", sums, epochs, _expected(stages, iterations))
     return elapsed
 
