@@ -540,15 +540,6 @@ class _Table(Vertex):
         try:
             append = answers.append
             if not self.late_inserts:  # the common case: no later inserts, so no lookup is kept
-                if len(specs) == 1:
-                    ((join, (fn, outer)),) = specs.items()
-                    for _, k, probe in lookups:
-                        fact = stored.get(k)
-                        if fact is not None:
-                            append((join, fn(probe, fact)))
-                        elif outer:
-                            append((join, fn(probe, None)))
-                    return
                 for join, k, probe in lookups:
                     fn, outer = specs[join]
                     fact = stored.get(k)
@@ -561,9 +552,9 @@ class _Table(Vertex):
                 fn, outer = specs[join]
                 fact = stored.get(k)
                 if fact is not None:
-                    answers.append((join, fn(probe, fact)))
+                    append((join, fn(probe, fact)))
                 elif outer:
-                    answers.append((join, fn(probe, None)))
+                    append((join, fn(probe, None)))
                 seen = probed.get(k)
                 if seen is None:
                     probed[k] = [(join, probe)]
