@@ -1,7 +1,7 @@
 """Run a timely computation inside Spark: one barrier task per timely process.
 
 Spark reads and writes the data; `run` feeds DataFrames into a timely dataflow running as a
-Spark barrier stage (the tasks find each other with one ``allGather`` and connect over
+Spark barrier stage (the tasks find each other through the driver and connect over
 authenticated TCP) and returns the output stream's records as a DataFrame. `run_epochs` feeds
 a sequence of epochs into one running computation and returns each epoch's output.
 See docs/spark.md.

@@ -41,7 +41,8 @@ from pyspark.sql.types import IntegerType, StructField, StructType
 import timely
 
 from ._errors import SparkBridgeError
-from ._progress import ConsoleProgress, ProgressCallback, monitor
+from ._progress import ConsoleProgress, ProgressCallback, driver_host, monitor
+from ._rendezvous import BookAddress, address_book
 from ._session import quiet_pandas_warning
 from ._task import OUTPUT_DIR, TAG, TaskPlan, input_column, run_task
 
@@ -337,9 +338,10 @@ def _launch(
     figures = session.sparkContext.accumulator({}, _Slowest())
     callback = ConsoleProgress() if progress is True else (progress or None)
     began, began_at = time.perf_counter(), time.time()
-    with monitor(session.sparkContext, _label(build), callback, processes=n, epochs=len(epochs)) as listener:
+    sc = session.sparkContext
+    with address_book(driver_host(sc), n) as book, monitor(sc, _label(build), callback, n, len(epochs)) as listener:
         result = _run_stage(session, build, epochs, names, n, timeout, out, arrow, figures, listener,
-                            epochs_column, checkpoint_dir, checkpoint_every, columns, encrypt)  # fmt: skip
+                            epochs_column, checkpoint_dir, checkpoint_every, columns, encrypt, book)  # fmt: skip
     total = time.perf_counter() - began
     tasks: dict[str, Any] = figures.value
     if seconds is not None:
@@ -399,6 +401,7 @@ def _run_stage(
     checkpoint_every: int,
     columns: bool,
     encrypt: bool | None = None,
+    book: BookAddress | None = None,
 ) -> DataFrame:
     plan = TaskPlan(
         build=build,
@@ -414,6 +417,7 @@ def _run_stage(
         progress=listener,
         columns=columns,
         encrypt=encrypt,
+        book=book,
     )
     packed = _pack(epochs, names, n, sort=epochs_column)
     with quiet_pandas_warning():

@@ -1,8 +1,8 @@
 """The barrier task: one Spark task is one timely process.
 
-Each task reserves a port, learns every task's address with one ``allGather`` (the only
-barrier call: each costs about a second, as Spark polls once per second), joins the timely
-cluster over authenticated TCP, feeds its partition into the named inputs epoch by epoch, and
+Each task reserves a port, learns every task's address from the driver's address book
+(`_rendezvous.py`: Spark's ``allGather`` would cost a second more, as it polls once per
+second; it remains the way when no book is given), joins the timely cluster over authenticated TCP, feeds its partition into the named inputs epoch by epoch, and
 yields what the output stream delivers on this process as Arrow batches.
 
 With a checkpoint directory (`run_epochs`'s ``checkpoint_dir``) the process checkpoints, and
@@ -34,6 +34,7 @@ import timely
 from ._convert import BATCH_ROWS, columns_of, output_rows, rows_of, to_batches
 from ._errors import SparkBridgeError
 from ._progress import TaskReporter
+from ._rendezvous import BookAddress, gather
 
 __all__ = [
     "ATTEMPTS_DIR",
@@ -87,6 +88,9 @@ class TaskPlan:
     """Inputs and output as numpy columns, a record per batch, instead of a tuple per row."""
     encrypt: bool | None = None
     """Seal the connections between the processes (None: when any of them is off loopback)."""
+    book: BookAddress | None = None
+    """The driver's address book for this run (`_rendezvous.AddressBook`), or None: Spark's
+    ``allGather``."""
 
 
 def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -102,7 +106,7 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
         if plan.checkpoint_dir is not None:
             log = _OutputLog(plan, index, f"task-{ctx.taskAttemptId()}", ctx.stageId())
             yield from log.reemit()  # before anything can be delivered again
-        cluster = rendezvous(ctx, plan.processes, plan.secret, index)
+        cluster = rendezvous(ctx, plan.processes, plan.secret, index, plan.book, plan.timeout)
         yield from _compute(plan, cluster, batches, log, entered)
     except SparkBridgeError as e:
         raise SparkBridgeError(f"{where}: {e}") from e
@@ -124,8 +128,17 @@ def task_host(ctx: Any, index: int) -> str:
         return host
 
 
-def rendezvous(ctx: Any, processes: int, secret: bytes, index: int) -> timely.ClusterConfig:
-    """Every task's address, learnt with one ``allGather``: the cluster of timely processes."""
+def rendezvous(
+    ctx: Any,
+    processes: int,
+    secret: bytes,
+    index: int,
+    book: BookAddress | None = None,
+    timeout: float | None = None,
+) -> timely.ClusterConfig:
+    """Every task's address, learnt from the driver's ``book`` (waiting at most ``timeout``
+    seconds for the others), or without one with an ``allGather``: the cluster of timely
+    processes."""
     host = task_host(ctx, index)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # The port stays bound until every task has published its own: tasks on one machine cannot
@@ -133,7 +146,12 @@ def rendezvous(ctx: Any, processes: int, secret: bytes, index: int) -> timely.Cl
     with contextlib.closing(socket.socket(family, socket.SOCK_STREAM)) as reserved:
         reserved.bind((host, 0))
         mine = json.dumps([host, reserved.getsockname()[1]])
-        gathered = ctx.allGather(mine) if processes > 1 else [mine]
+        if processes == 1:
+            gathered = [mine]
+        elif book is not None:
+            gathered = gather(book, ctx.stageId(), ctx.taskAttemptId(), index, processes, mine, timeout)
+        else:
+            gathered = ctx.allGather(mine)
     addresses = [(str(h), int(p)) for h, p in map(json.loads, gathered)]
     return timely.ClusterConfig(processes, index, addresses, workers=1, secret=secret)
 
