@@ -94,6 +94,14 @@ FEW_KEYS = 8
 with no arrays built per batch (`_trace`'s readers)."""
 
 
+SPINE_KEYS = 1
+"""From this many keys, once the compiled loops are loaded, a read takes every batch of a
+spine in one compiled call (`Policy.spine_read`)."""
+SPINE_BELOW = 1024
+"""Reads of this many keys or more go batch by batch: a batch's key table (`Keys.dense_table`)
+finds each key in one step, and the per-batch calls are a small part of such a read."""
+
+
 class Policy:
     """Which tier computes over ``n`` keys or rows: Python values, numpy, or the compiled loops.
 
@@ -126,6 +134,12 @@ class Policy:
         """Whether ``n`` rows too wide for one int64 are sorted by the compiled natural merge
         sort (`_compiled.consolidate_words`): once the loops are loaded, from `WORDS_FROM`."""
         return self.eager and n >= WORDS_FROM
+
+    def spine_read(self, n: int) -> bool:
+        """Whether a read of ``n`` keys reads every batch of a spine in one compiled call
+        (`_compiled.spine_rows`, `spine_sums`): once the loops are loaded, from `SPINE_KEYS`
+        keys and below `SPINE_BELOW`."""
+        return self.eager and SPINE_KEYS <= n < SPINE_BELOW
 
     def fused_rows(self, n: int) -> bool:
         """Whether ``n`` rows are consolidated by one compiled call (`_compiled.consolidate_rows`):
