@@ -11,16 +11,21 @@ import numpy as np
 import pytest
 
 from timely_libs.linq._columns import _kernels
-from timely_libs.linq._trace import Batch, Rows, Spine, antichain, beyond
+from timely_libs.linq._trace import Batch, Rows, Spine, antichain, beyond, matches
 
-TIERS = ["python", "numpy", "compiled"]
+TIERS = ["python", "numpy", "compiled", "spine"]
 
 
 def _tier(patch: pytest.MonkeyPatch, tier: str) -> None:
-    """Force ``tier`` for every read of more than one key."""
+    """Force ``tier`` for every read of more than one key ("spine": every batch of the
+    spine in one compiled call, `Policy.spine_read`)."""
     patch.setattr(_kernels, "FEW_KEYS", 1 << 40 if tier == "python" else 0)
     for name in ("COMPILED_KEYS", "LOADED_KEYS"):
         patch.setattr(_kernels, name, 1 if tier == "compiled" else 1 << 40)
+    patch.setattr(_kernels, "SPINE_BELOW", 1 << 40 if tier == "spine" else 0)
+    if tier == "spine":
+        patch.setattr(_kernels, "SPINE_KEYS", 1)
+        patch.setattr(_kernels.POLICY, "eager", True)
 
 
 def _spine(rng: np.random.Generator) -> tuple[Spine, list[tuple[int, int, int, int, int]]]:
@@ -82,6 +87,57 @@ def test_reads_at_a_time_match_a_scan_of_every_row(tier: str) -> None:
             for rows in (later, later_totals, spine.times(asked, t)):
                 found = set(zip(rows.keys.tolist(), rows.times[0].tolist(), rows.times[1].tolist()))
                 assert must <= found <= may
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_matches_gives_every_row_of_the_keys_asked_with_its_key(tier: str) -> None:
+    """A join's read (`matches`: every batch's rows of the keys, gathered) against a scan,
+    with a large batch among small ones (its key table serves the whole-spine read)."""
+    rng = np.random.default_rng(11)
+    with pytest.MonkeyPatch.context() as patch:
+        _tier(patch, tier)
+        for trial in range(12):
+            spine, _ = _spine(rng)
+            if trial % 2:  # a large batch of dense keys: `Batch.address` gives its key table
+                n = 9000
+                big = Batch(
+                    Rows(
+                        rng.integers(0, 6000, n),
+                        [rng.integers(0, 3, n)],
+                        [rng.integers(0, 4, n)] * 2,
+                        np.ones(n, dtype=np.int64),
+                    )
+                )
+                spine.insert(big)
+            asked = rng.integers(0, 6100 if trial % 2 else 70, int(rng.integers(1, 60)))
+            if rng.random() < 0.5:
+                asked = np.sort(asked)
+            every = Counter(
+                (i, k, v, e, it, d)
+                for b in spine.batches()
+                for k, v, e, it, d in zip(
+                    b.keys.tolist(), b.vals[0].tolist(), b.times[0].tolist(), b.times[1].tolist(), b.diffs.tolist()
+                )
+                for i, a in enumerate(asked.tolist())
+                if a == k
+            )
+            found = matches(asked, spine.batches(), 1, 2)
+            if found is None:
+                assert not every
+                continue
+            rank, rows = found
+            assert rows.keys.tolist() == asked[rank].tolist()
+            got = Counter(
+                zip(
+                    rank.tolist(),
+                    rows.keys.tolist(),
+                    rows.vals[0].tolist(),
+                    rows.times[0].tolist(),
+                    rows.times[1].tolist(),
+                    rows.diffs.tolist(),
+                )
+            )
+            assert got == every
 
 
 @pytest.mark.parametrize("tier", TIERS)

@@ -1,7 +1,7 @@
 """Join, the reducers, distinct and a loop through the trace read interface, in each tier.
 
 The tier a read takes depends on the number of keys alone (`_kernels.POLICY`); here each tier
-is forced for every read of more than one key, and each operator's output after every epoch
+(and the whole-spine compiled reads, "spine") is forced for every read of more than one key, and each operator's output after every epoch
 is compared with the from-scratch reference (`tests.support.linq_reference`) on random
 additions and retractions, with 1 and 2 workers. The loops (reachability by `fixed_point`, also
 cut at 3 iterations, where each iteration's answer shows) read times of two coordinates.
@@ -24,14 +24,19 @@ from tests.support.linq_in_flight import assert_epoch, drive
 from timely_libs import linq
 from timely_libs.linq._columns import _kernels
 
-TIERS = ["python", "numpy", "compiled"]
+TIERS = ["python", "numpy", "compiled", "spine"]
 _first, _second = itemgetter(0), itemgetter(1)
 
 
 def _forced(patch: pytest.MonkeyPatch, tier: str) -> None:
+    """Force ``tier`` ("spine": every read of a whole spine in one compiled call)."""
     patch.setattr(_kernels, "FEW_KEYS", 1 << 40 if tier == "python" else 0)
     for name in ("COMPILED_KEYS", "LOADED_KEYS"):
         patch.setattr(_kernels, name, 1 if tier == "compiled" else 1 << 40)
+    patch.setattr(_kernels, "SPINE_BELOW", 1 << 40 if tier == "spine" else 0)
+    if tier == "spine":
+        patch.setattr(_kernels, "SPINE_KEYS", 1)
+        patch.setattr(_kernels.POLICY, "eager", True)
 
 
 def _pairs(seed: int, epochs: int = 8) -> list[list[ref.Change]]:

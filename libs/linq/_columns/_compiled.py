@@ -19,11 +19,13 @@ import logging
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numba import njit
 from numba.core.dispatcher import Dispatcher
-from numba.types import Array, Tuple, boolean, i8, int32, int64, void  # type: ignore[attr-defined]
+from numba.extending import intrinsic
+from numba.types import Array, CPointer, Tuple, boolean, i8, int32, int64, void  # type: ignore[attr-defined]
 
 from ... import _numba_cache
 
@@ -63,7 +65,11 @@ __all__ = [
     "key_sums",
     "key_table",
     "matched_rows",
+    "put_address",
+    "put_table",
     "radix_sorted",
+    "spine_rows",
+    "spine_sums",
 ]
 
 
@@ -528,6 +534,208 @@ def key_sums(
                 later += 1
         totals[i] += total
     return rank[:later], idx[:later]
+
+
+# Reads over every batch of a spine in one call ---------------------------------------------------
+#
+# A read of a few dozen keys visits every batch of a spine (5 to 10: its levels, its small tail
+# batches), and per batch a search, two returned arrays and a gather per column cost more than the
+# rows found. These loops take the spine's batches as one table (`Batch.address`: per batch its
+# row count, key range, and the address and stride of its distinct keys, key starts and columns)
+# and read every batch in one call. The table is only read while the spine holds the batches it
+# describes (`Spine.address_table` keeps them together), and batches never change their columns.
+
+ADDR_ROWS, ADDR_UKEYS, ADDR_STARTS, ADDR_TABLE, ADDR_COLUMNS = 0, 4, 6, 8, 10
+"""Where a batch's table row keeps its row count (then its distinct keys' count, least and
+greatest key), its distinct keys (address, stride), its key starts, its key table (address
+and size, 0 for none: `Keys.dense_table`, int32, from the least key), and then each column
+(key, values, times, diff; address, stride)."""
+
+ADDRESS_TABLE = Array(int64, 2, "C", readonly=True)
+"""A spine's batches as a table, one row per batch (`Batch.address`)."""
+
+
+@njit(void(OUT, i8, ANY), cache=True)
+def put_address(row: np.ndarray, at: int, column: np.ndarray) -> None:
+    """Write where ``column``'s values are (address, then stride in values) into ``row[at:]``."""
+    row[at] = column.ctypes.data
+    row[at + 1] = column.strides[0] // 8
+
+
+@njit(void(OUT, i8, TABLE), cache=True)
+def put_table(row: np.ndarray, at: int, table: np.ndarray) -> None:
+    """Write where a key table is (address, then its size) into ``row[at:]``."""
+    row[at] = table.ctypes.data
+    row[at + 1] = len(table)
+
+
+def _load_int64(typingctx, address, index):  # type: ignore[no-untyped-def]
+    """The int64 at ``address + 8 * index``: a column of a batch read through the table."""
+    sig = int64(int64, int64)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        pointer = builder.inttoptr(args[0], context.get_value_type(CPointer(int64)))
+        return builder.load(builder.gep(pointer, [args[1]]))
+
+    return sig, codegen
+
+
+_load: Any = intrinsic(_load_int64)
+
+
+def _load_int32(typingctx, address, index):  # type: ignore[no-untyped-def]
+    """The int32 at ``address + 4 * index``, as an int64: a batch's key table."""
+    sig = int64(int64, int64)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        pointer = builder.inttoptr(args[0], context.get_value_type(CPointer(int32)))
+        return builder.sext(builder.load(builder.gep(pointer, [args[1]])), context.get_value_type(int64))
+
+    return sig, codegen
+
+
+_load32: Any = intrinsic(_load_int32)
+
+
+@njit(i8(i8, i8, i8, i8, i8), cache=True)
+def _seek_at(address: int, stride: int, n: int, key: int, j: int) -> int:
+    """`_seek` over a column read through its address: the first index from ``j`` whose
+    value is not below ``key``."""
+    if j >= n or _load(address, j * stride) >= key:
+        return j
+    step = 1
+    lo = j
+    hi = j + 1
+    while hi < n and _load(address, hi * stride) < key:
+        lo = hi
+        step *= 2
+        hi = lo + step
+    if hi > n:
+        hi = n
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _load(address, mid * stride) < key:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+@njit(Tuple((Array(int64, 2, "C"), i8, i8))(IN, ADDRESS_TABLE), cache=True)
+def _spine_matches(keys: np.ndarray, table: np.ndarray) -> tuple:  # type: ignore[type-arg]
+    """Every (batch, key index, distinct key index) with ``keys[i]`` among the batch's keys
+    (``keys`` sorted, repeats allowed), batch by batch, as the rows of a matrix; how many,
+    and how many rows of the batches they cover."""
+    n = len(keys)
+    found = np.empty((table.shape[0] * n, 3), dtype=np.int64)
+    m = 0
+    rows = 0
+    if n == 0:
+        return found, 0, 0
+    first = keys[0]
+    last = keys[n - 1]
+    for b in range(table.shape[0]):
+        if table[b, 2] > last or table[b, 3] < first:
+            continue
+        nu = table[b, 1]
+        ukeys, us = table[b, ADDR_UKEYS], table[b, ADDR_UKEYS + 1]
+        starts, ss = table[b, ADDR_STARTS], table[b, ADDR_STARTS + 1]
+        index, size, low = table[b, ADDR_TABLE], table[b, ADDR_TABLE + 1], table[b, 2]
+        j = 0
+        for i in range(n):
+            key = keys[i]
+            if size:  # one read of the key table, not a search through a large batch's keys
+                rel = key - low
+                if rel < 0 or rel >= size:
+                    continue
+                j = _load32(index, rel)
+                if j < 0:
+                    continue
+            else:
+                j = _seek_at(ukeys, us, nu, key, j)
+                if j == nu:
+                    break
+                if _load(ukeys, j * us) != key:
+                    continue
+            found[m, 0] = b
+            found[m, 1] = i
+            found[m, 2] = j
+            m += 1
+            rows += _load(starts, (j + 1) * ss) - _load(starts, j * ss)
+    return found, m, rows
+
+
+@njit(Tuple((OUT, Array(int64, 2, "C")))(IN, ADDRESS_TABLE, i8), cache=True)
+def spine_rows(keys: np.ndarray, table: np.ndarray, ncols: int) -> tuple:  # type: ignore[type-arg]
+    """The rows of a spine's batches (``table``, `Batch.address`) whose key is among ``keys``
+    (sorted; repeats allowed: each repeat matches again), batch by batch: for each row the
+    index in ``keys`` of its key, and its first ``ncols`` columns (key, values, times, diff),
+    one row of the matrix per column. `_trace._reader.matches_each` and a gather of every
+    column, for every batch, in one call."""
+    found, m, total = _spine_matches(keys, table)
+    rank = np.empty(total, dtype=np.int64)
+    out = np.empty((ncols, total), dtype=np.int64)
+    r = 0
+    for p in range(m):
+        b = found[p, 0]
+        j = found[p, 2]
+        starts, ss = table[b, ADDR_STARTS], table[b, ADDR_STARTS + 1]
+        lo = _load(starts, j * ss)
+        hi = _load(starts, (j + 1) * ss)
+        for c in range(ncols):
+            address = table[b, ADDR_COLUMNS + 2 * c]
+            stride = table[b, ADDR_COLUMNS + 2 * c + 1]
+            for row in range(lo, hi):
+                out[c, r + row - lo] = _load(address, row * stride)
+        for row in range(lo, hi):
+            rank[r + row - lo] = found[p, 1]
+        r += hi - lo
+    return rank, out
+
+
+@njit(Tuple((OUT, Array(int64, 2, "C"), OUT, Array(int64, 2, "C"), i8))(IN, ADDRESS_TABLE, i8, i8, IN), cache=True)
+def spine_sums(keys: np.ndarray, table: np.ndarray, nvals: int, gather: int, t: np.ndarray) -> tuple:  # type: ignore[type-arg]
+    """`_trace._reader.key_totals` over every batch of a spine (``table``) in one call, for
+    ``keys`` sorted and distinct and times of ``len(t)`` coordinates: per key the sum of the
+    diffs of its rows at times ``<= t`` (product order) and the first ``gather`` of its
+    ``nvals`` values, from one of its rows (zeros for a key with none); and the rows at other times: the index in
+    ``keys`` of each one's key, and its time columns and diff (one row of the matrix each),
+    the first ``k`` of each (the last answer)."""
+    n = len(keys)
+    ntimes = len(t)
+    found, m, total = _spine_matches(keys, table)
+    totals = np.zeros(n, dtype=np.int64)
+    vals = np.zeros((gather, n), dtype=np.int64)
+    rank = np.empty(total, dtype=np.int64)
+    later = np.empty((ntimes + 1, total), dtype=np.int64)
+    k = 0
+    for p in range(m):
+        b = found[p, 0]
+        i = found[p, 1]
+        j = found[p, 2]
+        starts, ss = table[b, ADDR_STARTS], table[b, ADDR_STARTS + 1]
+        lo = _load(starts, j * ss)
+        hi = _load(starts, (j + 1) * ss)
+        for c in range(gather):
+            vals[c, i] = _load(table[b, ADDR_COLUMNS + 2 + 2 * c], lo * table[b, ADDR_COLUMNS + 3 + 2 * c])
+        first_time = ADDR_COLUMNS + 2 * (1 + nvals)
+        diff_at = first_time + 2 * ntimes
+        for row in range(lo, hi):
+            now = True
+            for c in range(ntimes):
+                if _load(table[b, first_time + 2 * c], row * table[b, first_time + 2 * c + 1]) > t[c]:
+                    now = False
+                    break
+            d = _load(table[b, diff_at], row * table[b, diff_at + 1])
+            if now:
+                totals[i] += d
+            else:
+                rank[k] = i
+                for c in range(ntimes):
+                    later[c, k] = _load(table[b, first_time + 2 * c], row * table[b, first_time + 2 * c + 1])
+                later[ntimes, k] = d
+                k += 1
+    return totals, vals, rank, later, k
 
 
 def _say_if_compiled() -> None:

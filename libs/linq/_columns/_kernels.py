@@ -91,7 +91,19 @@ this many: larger ones (a first load's millions of paths) sorted by `numpy.lexso
 the time (large triangles' first answer: 0.96 s of CPU by merge sort, 0.65 s by lexsort)."""
 FEW_KEYS = 8
 """Up to this many keys (an update's case), readers look them up one by one in Python values,
-with no arrays built per batch (`_trace`'s readers)."""
+with no arrays built per batch (`_trace`'s readers), unless the compiled loops are loaded
+and read the whole spine at once (`Policy.spine_read`)."""
+
+
+SPINE_KEYS = 1
+"""From this many keys, once the compiled loops are loaded, a read takes every batch of a
+spine in one compiled call (`Policy.spine_read`), a few keys too: an update's read of 1 to 8
+keys visits 4 to 12 batches (kcore at medium scale), and Python values cost per key and
+batch. Paired rounds (alternating in one run, load 22-28): kcore 0.90x of batch by batch
+from 1 key, 1.01x from 9; triangles 0.88x and 0.89x."""
+SPINE_BELOW = 1024
+"""Reads of this many keys or more go batch by batch: a batch's key table (`Keys.dense_table`)
+finds each key in one step, and the per-batch calls are a small part of such a read."""
 
 
 class Policy:
@@ -126,6 +138,12 @@ class Policy:
         """Whether ``n`` rows too wide for one int64 are sorted by the compiled natural merge
         sort (`_compiled.consolidate_words`): once the loops are loaded, from `WORDS_FROM`."""
         return self.eager and n >= WORDS_FROM
+
+    def spine_read(self, n: int) -> bool:
+        """Whether a read of ``n`` keys reads every batch of a spine in one compiled call
+        (`_compiled.spine_rows`, `spine_sums`): once the loops are loaded, from `SPINE_KEYS`
+        keys and below `SPINE_BELOW`."""
+        return self.eager and SPINE_KEYS <= n < SPINE_BELOW
 
     def fused_rows(self, n: int) -> bool:
         """Whether ``n`` rows are consolidated by one compiled call (`_compiled.consolidate_rows`):

@@ -28,6 +28,9 @@ NO_TABLE = np.zeros(0, dtype=np.int32)
 """The key table of a batch that has none (`Batch.key_index`): the compiled loops then search."""
 DENSITY = 8
 """A batch's keys are dense when they span less than this many ints per distinct key."""
+TABLE_FOR_SPINE = 4096
+"""A batch with this many distinct keys or more builds its key table for the compiled reads of
+a whole spine (`Batch.address`): a search of its keys would miss the cache at most steps."""
 SPAN_TABLE = 1024
 """A batch with up to this many distinct keys answers `Batch.span` from a dict built on the
 first ask (a tenth of a binary search's cost; an update asks the small batches of a spine
@@ -124,10 +127,12 @@ class Batch(Rows):
     ``since``: the logical compaction frontier its times were advanced by (set by the spine
     that merged it; ``()`` for a batch as an operator made it)."""
 
-    __slots__ = ("index", "kmax", "kmin", "latest", "since", "spans", "starts", "ukeys", "views")
+    __slots__ = ("addresses", "index", "kmax", "kmin", "latest", "since", "spans", "starts", "ukeys", "views")
 
     def __init__(self, rows: Rows, tidy: bool = False) -> None:
         self.since: tuple[tuple[int, ...], ...] = ()
+        self.addresses: np.ndarray | None = None
+        """Where its arrays are, for the compiled reads of a whole spine (`address`)."""
         self.spans: dict[int, tuple[int, int]] | None = None
         """Key to its rows' span, for a batch of at most `SPAN_TABLE` keys (built by `span`)."""
         self.views: tuple[memoryview | None, memoryview, memoryview] | None = None
@@ -314,6 +319,31 @@ class Batch(Rows):
         if table is None:
             return self.ukeys, self.starts, NO_TABLE, 0
         return self.ukeys, self.starts, table, int(self.ukeys[0])
+
+    def address(self) -> np.ndarray:
+        """This batch's row of a spine's address table (`_compiled.spine_rows`): its row
+        count, distinct keys' count, least and greatest key, then the address and stride of
+        its distinct keys, its key starts and each column (key, values, times, diff). Made on
+        the first compiled read and kept: a batch's arrays never change, and the table is
+        only read while the batch is alive."""
+        row = self.addresses
+        if row is None:
+            from .._columns._compiled import ADDR_COLUMNS, put_address, put_table  # loaded: a compiled read asks
+
+            cols = (self.keys, *self.vals, *self.times, self.diffs)
+            row = np.zeros(ADDR_COLUMNS + 2 * len(cols), dtype=np.int64)
+            row[:4] = (len(self.diffs), len(self.ukeys), self.kmin, self.kmax)
+            put_address(row, 4, self.ukeys)
+            put_address(row, 6, self.starts)
+            # a large batch's keys are found through its key table (kept with the batch),
+            # not by a search whose every step misses the cache
+            table = self.index.dense_table() if len(self.ukeys) >= TABLE_FOR_SPINE else None
+            if table is not None:
+                put_table(row, 8, table)
+            for i, c in enumerate(cols):
+                put_address(row, ADDR_COLUMNS + 2 * i, c)
+            self.addresses = row
+        return row
 
     def key_ranges(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each of ``keys`` (any order, repeats allowed): where its rows begin and end."""

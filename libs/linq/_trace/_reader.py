@@ -100,7 +100,19 @@ def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> 
     for each, the index in ``keys`` of the key it matched (None: no match): `matches_each`,
     its rows gathered. Each column is gathered straight into one array of all the matches
     (one gather per batch and column, no rows per batch to concatenate after), and the
-    key column is read from ``keys``: a small probe's fixed cost is these calls."""
+    key column is read from ``keys``: a small probe's fixed cost is these calls. Where the
+    policy says so (`Policy.spine_read`), every batch is read in one compiled call."""
+    n = len(keys)
+    if n and POLICY.spine_read(n) and batches:
+        ordered = bool((keys[1:] >= keys[:-1]).all())
+        perm = None if ordered else np.argsort(keys, kind="stable")
+        probe = np.ascontiguousarray(keys if perm is None else keys[perm])
+        rank, cols = _spine_rows(probe, batches, 2 + nvals + ntimes)
+        if not len(rank):
+            return None
+        if perm is not None:
+            rank = perm[rank]
+        return rank, Rows(cols[0], list(cols[1 : 1 + nvals]), list(cols[1 + nvals : -1]), cols[-1])
     found = list(matches_each(keys, batches))
     if not found:
         return None
@@ -110,6 +122,17 @@ def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> 
     rank = np.concatenate([r for _, _, r in found])
     vals, times, diffs = _gathered([(b, idx) for b, idx, _ in found], len(rank), nvals, ntimes)
     return rank, Rows(keys[rank], vals, times, diffs)
+
+
+def address_table(batches: Sequence[Batch]) -> np.ndarray:
+    """The batches as the compiled whole-spine reads take them (`Batch.address`)."""
+    return np.array([b.address() for b in batches])
+
+
+def _spine_rows(keys: np.ndarray, batches: Sequence[Batch], ncols: int) -> tuple[np.ndarray, np.ndarray]:
+    from .._columns._compiled import spine_rows  # loaded: `Policy.spine_read` says so
+
+    return spine_rows(keys, address_table(batches), ncols)  # type: ignore[no-any-return]
 
 
 def _gathered(
@@ -185,6 +208,12 @@ def accumulate(batches: list[Batch], keys: np.ndarray, t: Time, nvals: int, ntim
     with the times of finished epochs moved to the first open one (`Spine.advance_to`), so it
     grows with the distinct loop positions of the key, never with the number of epochs. A few
     rows in all (an update's case) are summed in Python."""
+    if len(keys) and POLICY.spine_read(len(keys)) and batches:
+        _, table = _spine_rows(np.ascontiguousarray(keys), batches, 2 + nvals + ntimes)
+        rows = Rows(table[0], list(table[1 : 1 + nvals]), list(table[1 + nvals : -1]), table[-1])
+        if len(rows) <= FEW_ROWS:
+            return _accumulate_few([rows] if len(rows) else [], t, nvals, ntimes)
+        return _accumulated(rows.keys, list(rows.vals), list(rows.times), rows.diffs, t)
     found: list[tuple[Batch, slice | np.ndarray]] = []
     total = 0
     if len(keys):
@@ -199,7 +228,14 @@ def accumulate(batches: list[Batch], keys: np.ndarray, t: Time, nvals: int, ntim
     # every batch's rows in one set of columns (in batch order: a few sorted runs), then one
     # time filter and one consolidation for them all
     cols, times, diffs = _gathered(found, total, nvals, ntimes, with_keys=True)
-    keys_, vals = cols[0], cols[1:]
+    return _accumulated(cols[0], cols[1:], times, diffs, t)
+
+
+def _accumulated(
+    keys_: np.ndarray, vals: list[np.ndarray], times: list[np.ndarray], diffs: np.ndarray, t: Time
+) -> tuple[Rows, Rows]:
+    """`accumulate`'s answer from the rows of its keys (a few sorted runs)."""
+    nvals, ntimes = len(vals), len(times)
     now = le_time(times, t)
     if now.all():
         return Rows(keys_, vals, (), diffs).consolidated(runs=True), Rows.empty(0, ntimes)
@@ -219,9 +255,21 @@ def key_totals(
     rows at times not ``<= t``. `accumulate` for keys of one record each, summed with no
     sort; a few keys (an update's) in Python values, span by span; many by one compiled pass
     per batch."""
+    n = len(keys)
+    if POLICY.spine_read(n) and batches:
+        from .._columns._compiled import spine_sums  # loaded: `Policy.spine_read` says so
+
+        t_ = np.array(t, dtype=np.int64)
+        table = address_table(batches)
+        totals, vals_, rank, later_, k = spine_sums(
+            np.ascontiguousarray(keys), table, nvals, nvals if values else 0, t_
+        )
+        later_rows = (
+            Rows(keys[rank[:k]], (), list(later_[:ntimes, :k]), later_[ntimes, :k]) if k else Rows.empty(0, ntimes)
+        )
+        return totals, list(vals_), later_rows
     if not values:
         nvals = 0  # a count needs only the sums: no gather of values per batch
-    n = len(keys)
     if not n:
         return keys, [keys for _ in range(nvals)], Rows.empty(0, ntimes)
     batches = _in_range(batches, int(keys[0]), int(keys[-1]))
