@@ -141,8 +141,8 @@ class Propagate(Stateful):
         """The time of the notification being handled: with peers, the later times of its line
         that `_iterate` reaches are not complete yet."""
         self.rises: set[tuple[int, ...]] = set()
-        """Times at which an edge or node was removed or a label rose, until their epoch is
-        complete: with peers, `_iterate` runs ahead only on lines none of them reaches."""
+        """Times at which a label of this worker rose, until their epoch is complete: with
+        peers, `_iterate` runs ahead only on lines none of them reaches."""
 
     # Receiving ---------------------------------------------------------------------------------
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
@@ -151,8 +151,6 @@ class Propagate(Stateful):
         if not len(block):
             return
         t = tuple(time)
-        if edge != PROPOSALS and self.peers > 1 and (block.diffs < 0).any():
-            self.rises.add(t)
         if edge == EDGES:
             self._edges(block, t)
         elif edge == NODES:
@@ -266,9 +264,10 @@ class Propagate(Stateful):
 
         Speculation runs ahead only while labels only fall. Where labels rise (an edge
         removed), a stale low label could go round a cycle ahead of the exact evaluations that
-        undo it, for ever (count to infinity). So once this worker has seen a removal among its
-        inputs or a rise among its labels (`_rising`) at an outer time at or before the line's,
-        in an epoch still open, the line goes a time per notification, as in timely's loop.
+        undo it, for ever (count to infinity). So once a label of this worker has risen
+        (`_rising`) at an outer time at or before the line's, in an epoch still open, the line
+        goes a time per notification, as in timely's loop. (A removed edge that moves no label
+        stops nothing: most removals in a large component.)
         While every label this worker makes falls, a run of falls ends: a label that first
         reaches a node at ``x`` first reached a neighbour at ``x - 1``, so the run is at most
         as many iterations long as there are nodes. A fall made from a peer's stale label is
