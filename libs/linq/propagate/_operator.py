@@ -140,6 +140,10 @@ class Propagate(Stateful):
         self.complete: tuple[int, ...] = ()
         """The time of the notification being handled: with peers, the later times of its line
         that `_iterate` reaches are not complete yet."""
+        self.entries: set[tuple[int, ...]] = set()
+        """With peers, the later times at which nodes' own labels enter (``at``): `_iterate`
+        stops before each, so that the lower labels of every worker have flooded first (the
+        schedule ``at`` is for), and goes on from its notification."""
         self.rises: set[tuple[int, ...]] = set()
         """Times at which a label of this worker rose, until their epoch is complete: with
         peers, `_iterate` runs ahead only on lines none of them reaches."""
@@ -200,6 +204,8 @@ class Propagate(Stateful):
         for offset, rows in _runs(np.asarray(self.at(label), dtype=np.int64)):
             u = (*t[:-1], t[-1] + offset)
             self._stage(Rows.at(node[rows], [label[rows]], u, block.diffs[rows]), u)
+            if offset and self.peers > 1:
+                self.entries.add(u)
 
     def _stage(self, rows: Rows | np.ndarray, t: tuple[int, ...]) -> None:
         """Rows to absorb (or keys to evaluate) at ``t``; the notification is asked for by
@@ -231,6 +237,7 @@ class Propagate(Stateful):
     def on_notify(self, time: Timestamp) -> None:
         t = tuple(time)
         self.requested.discard(t)
+        self.entries.discard(t)
         self.complete = t
         self._process(t)
         self._iterate(t)
@@ -274,7 +281,8 @@ class Propagate(Stateful):
         undone when that peer's rise reaches here, and that rise stops the running ahead.
 
         A time of ``staged`` at or before the next one (another epoch in flight) stops it, as
-        does `ITERATE_SECONDS`."""
+        do, with peers, a time at which nodes' labels enter (``entries``) and
+        `ITERATE_SECONDS`."""
         if self.peers > 1 and any(all(map(le, s[:-1], t[:-1])) for s in self.rises):
             return
         deadline = perf_counter() + ITERATE_SECONDS
@@ -290,6 +298,8 @@ class Propagate(Stateful):
             for s in chain(self.staged, self.staged_edges):
                 if s != u and all(map(le, s, u)):
                     return
+            if u in self.entries:  # labels enter: wait until the peers' lower ones are in
+                return
             self._process(u)
             t = u
 
