@@ -1,14 +1,13 @@
-"""`propagate` running a line's iterations ahead on several processes, against NetworkX.
+"""`propagate` on rings split across two processes, against NetworkX.
 
-On several workers `Propagate` evaluates later loop iterations before its peers' proposals
-for them have arrived, while its labels only fall, and falls back to one iteration per
-notification once one of its labels rises. The graphs here are rings whose nodes alternate
-between the two processes (an int node's worker is the node modulo the workers), joined to
-the least node by bridges: removing a bridge makes a whole ring's labels rise, the case in
-which a stale low label could chase its own correction round the ring for ever. Epochs of
-additions only come before and after the removals, so lines run ahead both in a fresh
-graph and in one whose labels rose in an earlier epoch. Two OS processes over loopback TCP;
-every epoch's reported change and the final contents must be NetworkX's.
+The rings' nodes alternate between the two processes (an int node's worker is the node
+modulo the workers) and are joined to the least node by bridges: removing a bridge makes a
+whole ring's labels rise. That is the case any evaluation of loop iterations ahead of a
+peer's proposals must survive: a stale low label can chase its own correction round the
+ring for ever (an in-process run of this workload with such a speculation and no check for
+rising labels stalls at the removal epoch). Epochs of additions only come before and after
+the removals. Two OS processes over loopback TCP; every epoch's reported change and the
+final contents must be NetworkX's.
 """
 
 from __future__ import annotations

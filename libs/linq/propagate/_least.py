@@ -123,23 +123,22 @@ def split_line(rows: Rows, t: Time) -> tuple[Rows, Rows]:
     return rows.take(mask), rows.take(~mask)
 
 
-def line_changes(proposals: Rows, labels: Rows, keys: np.ndarray, t: Time, op: str, strict: bool = True) -> Rows:
+def line_changes(proposals: Rows, labels: Rows, keys: np.ndarray, t: Time, op: str) -> Rows:
     """The label changes of ``keys`` along ``t``'s line: rows ``(key, label, time, diff)`` at
     times ``(t[:-1], x)``, ``x >= t[-1]``, in no order and not consolidated (a `Batch` of them
     is). ``proposals`` and ``labels`` are the keys' rows on the line (`split_line`). Refuses a
-    negative count of a proposal at ``t`` (unless not ``strict``: ``t`` is not complete yet,
-    and a removal may arrive before the addition it undoes)."""
+    negative count of a proposal at ``t``."""
     td = t[-1]
     pos_p = np.maximum(proposals.times[-1], td) if len(proposals) else EMPTY
     pos_l = np.maximum(labels.times[-1], td) if len(labels) else EMPTY
     n = len(proposals) + len(labels)
     ints = all_ints(proposals.vals[0]) and all_ints(labels.vals[0])
     if ints and n > FEW_ROWS:
-        out = _line_columns(proposals, pos_p, labels, pos_l, keys, t, op, strict)
+        out = _line_columns(proposals, pos_p, labels, pos_l, keys, t, op)
         if out is not None:
             k, label, pos, d = out
             return _at_line(k, label, pos, d, t)
-    k, label, pos, d = _line_python(proposals, pos_p, labels, pos_l, keys, t, ints, op, strict)
+    k, label, pos, d = _line_python(proposals, pos_p, labels, pos_l, keys, t, ints, op)
     return _at_line(k, label, pos, d, t)
 
 
@@ -157,7 +156,7 @@ NONE = np.iinfo(np.int64).max
 
 
 def _line_columns(
-    p: Rows, pos_p: np.ndarray, lab: Rows, pos_l: np.ndarray, keys: np.ndarray, t: Time, op: str, strict: bool
+    p: Rows, pos_p: np.ndarray, lab: Rows, pos_l: np.ndarray, keys: np.ndarray, t: Time, op: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """`line_changes` over columns, for int labels; None if the cells or pairs would be too many.
 
@@ -173,7 +172,7 @@ def _line_columns(
     (k, label, pos), diffs = consolidate([p.keys, p.vals[0], pos_p], p.diffs, runs=True)
     count = _running(diffs, k, label)
     negative = (pos == td) & (count < 0)
-    if strict and negative.any():
+    if negative.any():
         i = int(np.flatnonzero(negative)[0])
         raise _negative(op, int(k[i]), int(label[i]), int(count[i]), t)
     offsets = np.concatenate([pos, pos_l]) - td
@@ -258,15 +257,7 @@ def _running(diffs: np.ndarray, *groups: np.ndarray) -> np.ndarray:
 
 
 def _line_python(
-    p: Rows,
-    pos_p: np.ndarray,
-    lab: Rows,
-    pos_l: np.ndarray,
-    keys: np.ndarray,
-    t: Time,
-    ints: bool,
-    op: str,
-    strict: bool,
+    p: Rows, pos_p: np.ndarray, lab: Rows, pos_l: np.ndarray, keys: np.ndarray, t: Time, ints: bool, op: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """`line_changes` one key at a time: its rows sorted by line position, replayed."""
     history: dict[int, list[tuple[int, int, int, int]]] = {}
@@ -278,11 +269,11 @@ def _line_python(
             else:
                 h.append((x, side, label, d))
     order = None if ints else _value_order(p.vals[0], op)
-    return _replay(history, keys.tolist(), t, order, op, strict)
+    return _replay(history, keys.tolist(), t, order, op)
 
 
 def few_line_changes(
-    proposals: Spine, labels: Spine, keys: list[int], t: Time, op: str, strict: bool = True
+    proposals: Spine, labels: Spine, keys: list[int], t: Time, op: str
 ) -> tuple[Rows, dict[Time, np.ndarray]] | None:
     """`line_changes` for a few ``keys`` (sorted, distinct) read from the ``proposals`` and
     ``labels`` arrangements as Python values, with no array per batch (an update's case:
@@ -319,17 +310,12 @@ def few_line_changes(
                     h.append((time[-1] if time[-1] > td else td, side, label, d))
                 else:
                     later.setdefault(tuple(map(max, time, t)), set()).add(k)
-    changes = _at_line(*_replay(history, keys, t, None, op, strict), t)
+    changes = _at_line(*_replay(history, keys, t, None, op), t)
     return changes, {u: np.array(sorted(ks), dtype=np.int64) for u, ks in later.items()}
 
 
 def _replay(
-    history: dict[int, list[tuple[int, int, int, int]]],
-    keys: list[int],
-    t: Time,
-    order: _Order | None,
-    op: str,
-    strict: bool = True,
+    history: dict[int, list[tuple[int, int, int, int]]], keys: list[int], t: Time, order: _Order | None, op: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Each key's ``history`` (``(line position, 0 for a proposal / 1 for a label, label,
     diff)``, in any order) replayed along the line: the label changes ``(key, label,
@@ -355,7 +341,7 @@ def _replay(
                 acc = proposed if side == 0 else so_far
                 acc[label] = acc.get(label, 0) + d
                 i += 1
-            if strict and x == td:
+            if x == td:
                 for label, c in proposed.items():
                     if c < 0:
                         raise _negative(op, k, label, c, t)

@@ -137,16 +137,6 @@ class Propagate(Stateful):
         """Per time: edge changes, arranged when the time is complete."""
         self.requested: set[tuple[int, ...]] = set()
         """Times of ``staged`` whose notification has been asked for and not yet delivered."""
-        self.complete: tuple[int, ...] = ()
-        """The time of the notification being handled: with peers, the later times of its line
-        that `_iterate` reaches are not complete yet."""
-        self.entries: set[tuple[int, ...]] = set()
-        """With peers, the later times at which nodes' own labels enter (``at``): `_iterate`
-        stops before each, so that the lower labels of every worker have flooded first (the
-        schedule ``at`` is for), and goes on from its notification."""
-        self.rises: set[tuple[int, ...]] = set()
-        """Times at which a label of this worker rose, until their epoch is complete: with
-        peers, `_iterate` runs ahead only on lines none of them reaches."""
 
     # Receiving ---------------------------------------------------------------------------------
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
@@ -204,8 +194,6 @@ class Propagate(Stateful):
         for offset, rows in _runs(np.asarray(self.at(label), dtype=np.int64)):
             u = (*t[:-1], t[-1] + offset)
             self._stage(Rows.at(node[rows], [label[rows]], u, block.diffs[rows]), u)
-            if offset and self.peers > 1:
-                self.entries.add(u)
 
     def _stage(self, rows: Rows | np.ndarray, t: tuple[int, ...]) -> None:
         """Rows to absorb (or keys to evaluate) at ``t``; the notification is asked for by
@@ -217,11 +205,16 @@ class Propagate(Stateful):
             staged.append(rows)
 
     def _request(self) -> None:
-        """A notification for the first staged time of each line not behind a requested one:
-        `_iterate` goes on from there along the line, and asks again for what it leaves (a
-        notification per time it covered would be delivered to an empty ``staged``, a runtime
-        round each). A peer's proposals at a line time earlier than every requested one make
-        it the line's first, and so get their own."""
+        """A notification for every staged time; with one worker, only for the first staged
+        time of each line not behind a requested one: `_iterate` goes on from there along the
+        line, and asks again for what it leaves (a notification per time it covered would be
+        delivered to an empty ``staged``, a runtime round each)."""
+        if self.peers > 1:
+            for t in self.staged:
+                if t not in self.requested:
+                    self.requested.add(t)
+                    self.notify_at(t)  # type: ignore[arg-type]
+            return
         first: dict[tuple[int, ...], int] = {}
         for t in chain(self.requested, self.staged):
             x = first.get(t[:-1])
@@ -237,54 +230,24 @@ class Propagate(Stateful):
     def on_notify(self, time: Timestamp) -> None:
         t = tuple(time)
         self.requested.discard(t)
-        self.entries.discard(t)
-        self.complete = t
         self._process(t)
-        self._iterate(t)
+        if self.peers == 1:
+            self._iterate(t)
         self._request()
         epoch = self.epoch_completed(t)
         if epoch is not None:
             if self.staged or self.staged_edges:
                 epoch = min(epoch, *(s[0] for s in self.staged), *(s[0] for s in self.staged_edges))
-            if self.rises:
-                self.rises = {s for s in self.rises if s[0] >= epoch}
             if self.compaction(epoch):
                 for spine in (self.edges, self.proposals, self.labels):
                     spine.advance_to(epoch)
 
     def _iterate(self, t: tuple[int, ...]) -> None:
-        """The later times of ``t``'s line, in order, in this callback: a *wave* of loop
-        iterations per notification rather than one. The proposals this vertex makes for its
-        own nodes stay here (`_send_at`), so the line's next time is staged before the
-        callback returns; inputs enter at loop counter 0, so once ``t`` is complete every input
-        at or before ``(t[:-1], x)`` has arrived, except proposals from other workers.
-
-        With one worker nothing else can arrive, and the wave is the loop itself. With peers it
-        is speculative but exact (as `_least`'s evaluation of later line times is): a peer's
-        proposal that arrives later at ``u <= x`` is staged at ``u``, `_request` asks for ``u``
-        (now the line's first time), and evaluating its key at ``u`` covers every later time
-        of the key's history, ``x`` among them; the label changes that makes go on through the
-        join as any others. Every evaluation is a difference against what the traces hold, so
-        the order only changes how much work is redone, never the accumulated result. So on
-        several workers an exchange round carries what crosses between workers, and the
-        iterations inside one worker's nodes take no round of timely's loop each.
-
-        Speculation runs ahead only while labels only fall. Where labels rise (an edge
-        removed), a stale low label could go round a cycle ahead of the exact evaluations that
-        undo it, for ever (count to infinity). So once a label of this worker has risen
-        (`_rising`) at an outer time at or before the line's, in an epoch still open, the line
-        goes a time per notification, as in timely's loop. (A removed edge that moves no label
-        stops nothing: most removals in a large component.)
-        While every label this worker makes falls, a run of falls ends: a label that first
-        reaches a node at ``x`` first reached a neighbour at ``x - 1``, so the run is at most
-        as many iterations long as there are nodes. A fall made from a peer's stale label is
-        undone when that peer's rise reaches here, and that rise stops the running ahead.
-
-        A time of ``staged`` at or before the next one (another epoch in flight) stops it, as
-        do, with peers, a time at which nodes' labels enter (``entries``) and
-        `ITERATE_SECONDS`."""
-        if self.peers > 1 and any(all(map(le, s[:-1], t[:-1])) for s in self.rises):
-            return
+        """With one worker, the later times of ``t``'s line, in order, while nothing else can
+        arrive before them: inputs enter at loop counter 0, so once ``t`` is complete any input
+        at or before ``(t[:-1], x)`` has arrived, and the proposals this vertex sends round the
+        loop come back to itself (it keeps them, `_send_at`). A time of ``staged`` at or before
+        the next one (another epoch in flight) stops it, as does `ITERATE_SECONDS`."""
         deadline = perf_counter() + ITERATE_SECONDS
         prefix = t[:-1]
         while perf_counter() < deadline:
@@ -298,8 +261,6 @@ class Propagate(Stateful):
             for s in chain(self.staged, self.staged_edges):
                 if s != u and all(map(le, s, u)):
                     return
-            if u in self.entries:  # labels enter: wait until the peers' lower ones are in
-                return
             self._process(u)
             t = u
 
@@ -353,10 +314,8 @@ class Propagate(Stateful):
         values, by `few_line_changes`)."""
         if not len(keys):
             return
-        # t is complete (with one worker, every time `_iterate` reaches is): a negative count is an error
-        strict = self.peers == 1 or t[:-1] != self.complete[:-1] or t[-1] <= self.complete[-1]
         few = (
-            few_line_changes(self.proposals, self.labels, keys.tolist(), t, self.op, strict)
+            few_line_changes(self.proposals, self.labels, keys.tolist(), t, self.op)
             if POLICY.keys_tier(len(keys)) == "python"
             else None
         )
@@ -365,11 +324,9 @@ class Propagate(Stateful):
         else:
             on_p, off_p = split_line(rows_of(self.proposals, keys), t)
             on_l, off_l = split_line(rows_of(self.labels, keys) if labels is None else labels, t)
-            found = line_changes(on_p, on_l, keys, t, self.op, strict)
+            found = line_changes(on_p, on_l, keys, t, self.op)
             later = later_keys([off_p, off_l], t)
         changes = Batch(found)
-        if self.peers > 1 and len(changes) and _rising(changes):
-            self.rises.add(t)
         if len(changes):
             self.labels.insert(changes)
             self._emit(changes)
@@ -476,24 +433,15 @@ class Propagate(Stateful):
                 self._send_at(np.concatenate(dsts), np.concatenate(labels), np.concatenate(diffs_), v)
 
     def _send_at(self, dst: np.ndarray, label: np.ndarray, diffs: np.ndarray, u: tuple[int, ...]) -> None:
-        """Proposals at ``u``, for the next iteration: those for this worker's nodes are kept
-        (the feedback would bring them back here; `_iterate` goes on with them), the others
-        sent round the loop to their nodes' workers."""
-        v = (*u[:-1], u[-1] + 1)
+        """Proposals at ``u``, for the next iteration: kept (one worker: the feedback would
+        bring them back here, `_iterate`), or sent round the loop to their nodes' workers."""
         peers = self.peers
         if peers == 1:
+            v = (*u[:-1], u[-1] + 1)
             self._stage(Rows.at(dst, [label], v, diffs), v)
             return
-        dest = route_of(dst) % peers
-        mine = dest == self.worker_index
-        if mine.all():
-            self._stage(Rows.at(dst, [label], v, diffs), v)
-            return
-        if mine.any():
-            self._stage(Rows.at(dst[mine], [label[mine]], v, diffs[mine]), v)
-            dst, label, diffs, dest = dst[~mine], label[~mine], diffs[~mine], dest[~mine]
         block = block_of_codes([dst, label], 2, diffs)  # values, not codes (ints are both)
-        self.send_by(self.outputs[0], split_by(block, dest, peers), u)  # type: ignore[arg-type]
+        self.send_by(self.outputs[0], split_by(block, route_of(dst) % peers, peers), u)  # type: ignore[arg-type]
 
     # Checkpoints -------------------------------------------------------------------------------
     def checkpoint(self) -> KeyedState | None:
@@ -540,24 +488,6 @@ class Propagate(Stateful):
                         u = tuple(int(c[i]) for c in rows.times)
                         item: Any = rows.take(slice(i, i + 1)) if tag == 3 else rows.keys[i : i + 1]
                         self.staged.setdefault(u, []).append(item)
-
-
-def _rising(changes: Batch) -> bool:
-    """Whether some key's label rises (or goes) at some time of ``changes``: a label removed
-    there with none lower added. Labels that are not ints count as rising (codes are not
-    ordered as their values)."""
-    if not (changes.diffs < 0).any():
-        return False
-    labels = changes.vals[0]
-    if not all_ints(labels):
-        return True
-    keys, pos, diffs = changes.keys, changes.times[-1], changes.diffs
-    idx = np.lexsort((pos, keys))
-    starts = group_starts([keys[idx], pos[idx]])
-    top = np.iinfo(np.int64).max
-    added = np.minimum.reduceat(np.where(diffs[idx] > 0, labels[idx], top), starts)
-    removed = np.minimum.reduceat(np.where(diffs[idx] < 0, labels[idx], top), starts)
-    return bool(((removed < top) & (added > removed)).any())
 
 
 def _at_or_before(batch: Batch, u: tuple[int, ...]) -> bool:
