@@ -440,7 +440,7 @@ def _wait(options: StreamOptions, writer: StreamWriter | None, collector: _Colle
     deadline = None if not options.duration else time.monotonic() + options.duration
     try:
         while deadline is None or time.monotonic() < deadline:
-            if stream.query is not None and stream.query.exception() is not None:
+            if stream.failed:
                 return
             if writer is not None and writer.error is not None:
                 raise JobError(f"the generator failed: {writer.error}")
