@@ -7,15 +7,16 @@ micro-batch runs in the slots left (at least one more is needed). ``foreachBatch
 micro-batch ``b`` into epoch ``b``: its feeder tasks hand their partitions' Arrow batches to
 the processes and the driver commits the epoch once they all succeeded. The processes compute
 it while the driver's *writer* thread waits for it, and then fetcher tasks read its output
-back into a DataFrame for ``write``. The epochs are pipelined: micro-batch ``b`` returns once
-epoch ``b - 1`` is written, so Spark reads and feeds micro-batch ``b + 1`` while the processes
-compute epoch ``b``, and the processes compute ``b + 1`` while epoch ``b`` is written. See
+back into a DataFrame for ``write``. Micro-batch ``b`` returns once epoch ``b`` is written, or,
+with ``pipeline``, once epoch ``b - 1`` is: then Spark reads and feeds micro-batch ``b + 1``
+while the processes compute epoch ``b``, and they compute ``b + 1`` while ``b`` is written. See
 _stream_task.py for the protocol and why every row is taken once even when Spark retries a task
 or a micro-batch.
 
-Spark commits micro-batch ``b`` before epoch ``b`` is written, so with a checkpoint directory
-the driver keeps a *written mark* (the last epoch ``write`` returned for) beside the output
-log: started again, it first writes, from the log, every epoch Spark committed after the mark.
+With ``pipeline`` Spark commits micro-batch ``b`` before epoch ``b`` is written, so with a
+checkpoint directory the driver keeps a *written mark* (the last epoch ``write`` returned for)
+beside the output log: started again, it first writes, from the log, every epoch Spark
+committed after the mark.
 """
 
 from __future__ import annotations
@@ -84,8 +85,8 @@ class EpochReport:
     feeding: float
     """Of which: the feeder tasks (Spark reading the micro-batch and handing it over)."""
     computing: float
-    """Of which: from the commit until every process had passed the epoch (the processes may
-    first finish the epoch before it: epochs are pipelined)."""
+    """Of which: from the commit until every process had passed the epoch (with ``pipeline``,
+    the processes may first finish the epoch before it)."""
 
 
 def run_stream(
@@ -102,6 +103,7 @@ def run_stream(
     encrypt: bool | None = None,
     checkpoint_dir: str | os.PathLike[str] | None = None,
     checkpoint_every: int = 10,
+    pipeline: bool = False,
 ) -> StreamRun:
     """Start a stream: each micro-batch of the streaming DataFrames ``inputs`` is one epoch of one
     long-running computation, and ``write(output, epoch)`` receives the epoch's output rows (a
@@ -120,9 +122,15 @@ def run_stream(
     after the driver or a process died, the computation resumes where its input log ends and
     Spark resumes at its first uncommitted micro-batch; a micro-batch the computation had
     already taken in is not fed again, and its output comes from the log, so ``write`` sees
-    every epoch's rows, the same ones, exactly once per completed micro-batch (Spark's
-    ``foreachBatch`` may call it again for the micro-batch cut short: write idempotently per
+    every epoch's rows, the same ones, exactly once per completed micro-batch (it may see
+    again the epoch whose micro-batch or ``write`` a crash cut short: write idempotently per
     epoch, e.g. overwrite a directory per epoch).
+
+    ``write`` runs on a thread of the driver, for one epoch after another, in order. With
+    ``pipeline`` a micro-batch ends once the epoch before it is written (not its own), so Spark
+    feeds the next micro-batch while the processes compute this one: more throughput where
+    cores are spare, but the computing then shares the machine with Spark's feeding (on a busy
+    2-core machine it made each epoch's computing slower; see docs/streaming.md).
 
     Returns a running `StreamRun`: ``stop()`` it (or use it as a context manager) to end the
     stream and the computation.
@@ -158,7 +166,9 @@ def run_stream(
         root = claim(os.path.join(base, "timely"), n, STREAM_EPOCHS, list(inputs), to_arrow_schema(out))
         if checkpoint_location is None:
             checkpoint_location = os.path.join(os.path.abspath(base.removeprefix("file://")), "spark")
-    run = StreamRun(session, build, list(inputs), out, n, write, timeout, columns, encrypt, root, checkpoint_every)
+    run = StreamRun(
+        session, build, list(inputs), out, n, write, timeout, columns, encrypt, root, checkpoint_every, pipeline
+    )
     run.start(_packed(inputs), trigger_seconds, checkpoint_location)
     return run
 
@@ -200,6 +210,7 @@ class StreamRun:
         encrypt: bool | None = None,
         checkpoint_dir: str | None = None,
         checkpoint_every: int = 10,
+        pipeline: bool = False,
     ) -> None:
         self.session = session
         self.processes = processes
@@ -231,6 +242,7 @@ class StreamRun:
         """The epoch the computation resumed at (0: a fresh start)."""
         self._first_epoch: int | None = None
         self._stage: threading.Thread | None = None
+        self.pipeline = pipeline
         self._writes: queue.Queue[tuple[int, float, float, float] | None] = queue.Queue()
         """Epochs committed, for the writer: ``(epoch, began, fed, committed)`` (perf_counter)."""
         self._writer: threading.Thread | None = None
@@ -310,9 +322,9 @@ class StreamRun:
 
     # Each micro-batch -----------------------------------------------------------------------------------
     def _epoch(self, batch: DataFrame, batch_id: int) -> None:
-        """Feed micro-batch ``batch_id`` as its epoch (while the processes may still compute the
-        epoch before), commit it, hand it to the writer, and return once the epoch before it is
-        written."""
+        """Feed micro-batch ``batch_id`` as its epoch (with ``pipeline``, while the processes may
+        still compute the epoch before), commit it, hand it to the writer, and return once it is
+        written (with ``pipeline``: once the epoch before it is)."""
         epoch = int(batch_id)
         began = time.perf_counter()
         addresses = [p.data for p in self._state if p.data is not None]
@@ -342,7 +354,7 @@ class StreamRun:
                     or all(max(p.sealed, p.passed) >= epoch for p in self._state)
                 )
             )
-        self._await_written(epoch - 1)
+        self._await_written(epoch - 1 if self.pipeline else epoch)
 
     def _commit(self, epoch: int, began: float, fed: float) -> None:
         """Tell the processes to compute ``epoch`` (after the epochs before it), and the writer
