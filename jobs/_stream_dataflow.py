@@ -176,7 +176,8 @@ class Parse(timely.Vertex):
                 if sep:
                     i += 1
                 elif sign == "@":
-                    if word[0] == "u" and 1 < len(word) <= 19 and word[1:].isdigit():  # fits in int64
+                    # ASCII digits only (str.isdigit takes "²", which int() refuses); fits in int64
+                    if word[0] == "u" and 1 < len(word) <= 19 and word.isascii() and word[1:].isdigit():
                         mention_post.append(i)
                         mentioned.append(int(word[1:]))
                 else:

@@ -89,6 +89,9 @@ class StreamOptions:
     """Where Spark and timely checkpoint (`run_stream`'s ``checkpoint_dir``): started again on
     it, with the same ``output``, the job resumes; None: no checkpoints."""
     checkpoint_every: int = 10
+    pipeline: bool = False
+    """Spark feeds the next micro-batch while timely computes this one (`run_stream`'s
+    ``pipeline``)."""
 
 
 @dataclass
@@ -397,6 +400,7 @@ def run_job(options: StreamOptions, session: Any = None, out: Any = None) -> Str
             timeout=options.timeout,
             checkpoint_dir=options.checkpoint_dir,
             checkpoint_every=options.checkpoint_every,
+            pipeline=options.pipeline,
         )
         if stream.resumed_at:
             say(f"resumed from {options.checkpoint_dir} at epoch {stream.resumed_at}")
@@ -440,7 +444,7 @@ def _wait(options: StreamOptions, writer: StreamWriter | None, collector: _Colle
     deadline = None if not options.duration else time.monotonic() + options.duration
     try:
         while deadline is None or time.monotonic() < deadline:
-            if stream.query is not None and stream.query.exception() is not None:
+            if stream.failed:
                 return
             if writer is not None and writer.error is not None:
                 raise JobError(f"the generator failed: {writer.error}")
@@ -601,6 +605,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--checkpoint-every", type=int, default=d.checkpoint_every, help="epochs between timely's checkpoints"
+    )
+    run.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="Spark reads and feeds the next micro-batch while timely computes this one (more throughput "
+        "where cores are spare; on a busy machine the computing, and so fresh answers, get slower)",
     )
     run.add_argument("--trigger", type=float, default=d.trigger, help="seconds between micro-batches")
     run.add_argument("--files-per-batch", type=int, default=d.files_per_batch, help="new files per source per epoch")

@@ -5,9 +5,18 @@ The timely processes run in a barrier stage that lasts as long as the stream (a 
 started on a thread of the driver), so they hold ``processes`` task slots the whole time; each
 micro-batch runs in the slots left (at least one more is needed). ``foreachBatch`` turns
 micro-batch ``b`` into epoch ``b``: its feeder tasks hand their partitions' Arrow batches to
-the processes, the driver commits the epoch once they all succeeded, the processes compute it,
-and fetcher tasks read its output back into a DataFrame for ``write``. See _stream_task.py for
-the protocol and why every row is taken once even when Spark retries a task or a micro-batch.
+the processes and the driver commits the epoch once they all succeeded. The processes compute
+it while the driver's *writer* thread waits for it, and then fetcher tasks read its output
+back into a DataFrame for ``write``. Micro-batch ``b`` returns once epoch ``b`` is written, or,
+with ``pipeline``, once epoch ``b - 1`` is: then Spark reads and feeds micro-batch ``b + 1``
+while the processes compute epoch ``b``, and they compute ``b + 1`` while ``b`` is written. See
+_stream_task.py for the protocol and why every row is taken once even when Spark retries a task
+or a micro-batch.
+
+With ``pipeline`` Spark commits micro-batch ``b`` before epoch ``b`` is written, so with a
+checkpoint directory the driver keeps a *written mark* (the last epoch ``write`` returned for)
+beside the output log: started again, it first writes, from the log, every epoch Spark
+committed after the mark.
 """
 
 from __future__ import annotations
@@ -15,12 +24,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import queue
 import secrets
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pyspark import StorageLevel
@@ -33,8 +44,16 @@ from ._driver import Build, claim, failure, output_struct, quoted, task_slots
 from ._errors import SparkBridgeError
 from ._progress import driver_host
 from ._session import quiet_pandas_warning
-from ._stream_task import StreamPlan, feed_partition, fetch_output, read_line, send_line, stream_process
-from ._task import TAG, input_column
+from ._stream_task import (
+    STREAM_OUTPUT_DIR,
+    StreamPlan,
+    feed_partition,
+    fetch_output,
+    read_line,
+    send_line,
+    stream_process,
+)
+from ._task import TAG, _write_atomic, input_column
 
 __all__ = ["EpochReport", "StreamRun", "run_stream"]
 
@@ -44,6 +63,12 @@ STREAM_EPOCHS = -1
 """The epoch count a stream's checkpoint directory is labelled with (it has no end)."""
 START_TIMEOUT = 300.0
 """Seconds for the processes to start and register (Spark may first have to start Python workers)."""
+WRITTEN_MARK = "written"
+"""Under the output log's directory: the last epoch whose ``write`` returned (the driver's)."""
+
+_QUIET = threading.Lock()
+"""Held while a Spark Arrow UDF is made: the warnings filter `quiet_pandas_warning` sets is
+process-wide, and the micro-batch thread and the writer thread both make them."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +85,8 @@ class EpochReport:
     feeding: float
     """Of which: the feeder tasks (Spark reading the micro-batch and handing it over)."""
     computing: float
-    """Of which: from the commit until every process had passed the epoch."""
+    """Of which: from the commit until every process had passed the epoch (with ``pipeline``,
+    the processes may first finish the epoch before it)."""
 
 
 def run_stream(
@@ -77,6 +103,7 @@ def run_stream(
     encrypt: bool | None = None,
     checkpoint_dir: str | os.PathLike[str] | None = None,
     checkpoint_every: int = 10,
+    pipeline: bool = False,
 ) -> StreamRun:
     """Start a stream: each micro-batch of the streaming DataFrames ``inputs`` is one epoch of one
     long-running computation, and ``write(output, epoch)`` receives the epoch's output rows (a
@@ -95,9 +122,15 @@ def run_stream(
     after the driver or a process died, the computation resumes where its input log ends and
     Spark resumes at its first uncommitted micro-batch; a micro-batch the computation had
     already taken in is not fed again, and its output comes from the log, so ``write`` sees
-    every epoch's rows, the same ones, exactly once per completed micro-batch (Spark's
-    ``foreachBatch`` may call it again for the micro-batch cut short: write idempotently per
+    every epoch's rows, the same ones, exactly once per completed micro-batch (it may see
+    again the epoch whose micro-batch or ``write`` a crash cut short: write idempotently per
     epoch, e.g. overwrite a directory per epoch).
+
+    ``write`` runs on a thread of the driver, for one epoch after another, in order. With
+    ``pipeline`` a micro-batch ends once the epoch before it is written (not its own), so Spark
+    feeds the next micro-batch while the processes compute this one: more throughput where
+    cores are spare, but the computing then shares the machine with Spark's feeding (on a busy
+    2-core machine it made each epoch's computing slower; see docs/streaming.md).
 
     Returns a running `StreamRun`: ``stop()`` it (or use it as a context manager) to end the
     stream and the computation.
@@ -133,7 +166,9 @@ def run_stream(
         root = claim(os.path.join(base, "timely"), n, STREAM_EPOCHS, list(inputs), to_arrow_schema(out))
         if checkpoint_location is None:
             checkpoint_location = os.path.join(os.path.abspath(base.removeprefix("file://")), "spark")
-    run = StreamRun(session, build, list(inputs), out, n, write, timeout, columns, encrypt, root, checkpoint_every)
+    run = StreamRun(
+        session, build, list(inputs), out, n, write, timeout, columns, encrypt, root, checkpoint_every, pipeline
+    )
     run.start(_packed(inputs), trigger_seconds, checkpoint_location)
     return run
 
@@ -151,8 +186,10 @@ def _packed(inputs: Mapping[str, DataFrame]) -> DataFrame:
 class _Process:
     data: tuple[str, int] | None = None
     passed: int = -1
-    rows_in: int = 0
-    rows_out: int = 0
+    sealed: int = -1
+    """The last epoch whose rows the process has fed and logged."""
+    rows: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """epoch -> rows fed in and rows output (until the epoch is written)."""
     error: str | None = None
 
 
@@ -173,6 +210,7 @@ class StreamRun:
         encrypt: bool | None = None,
         checkpoint_dir: str | None = None,
         checkpoint_every: int = 10,
+        pipeline: bool = False,
     ) -> None:
         self.session = session
         self.processes = processes
@@ -204,6 +242,14 @@ class StreamRun:
         """The epoch the computation resumed at (0: a fresh start)."""
         self._first_epoch: int | None = None
         self._stage: threading.Thread | None = None
+        self.pipeline = pipeline
+        self._writes: queue.Queue[tuple[int, float, float, float] | None] = queue.Queue()
+        """Epochs committed, for the writer: ``(epoch, began, fed, committed)`` (perf_counter)."""
+        self._writer: threading.Thread | None = None
+        self._committed = -1
+        """The last epoch committed to the processes (or before a restart, by Spark)."""
+        self._written = -1
+        """The last epoch written (``write`` returned for it and every epoch before)."""
 
     # Starting ---------------------------------------------------------------------------------------
     def start(self, packed: DataFrame, trigger_seconds: float, checkpoint_location: str | None) -> None:
@@ -217,6 +263,9 @@ class StreamRun:
         if self._failure is not None or not ready:
             self._close_processes()
             raise self._failure_error("the timely processes did not start")
+        self._written = self._committed = self._read_mark()
+        self._writer = threading.Thread(target=self._write_epochs, name="timely-stream-writer", daemon=True)
+        self._writer.start()
         writer = packed.writeStream.foreachBatch(self._epoch).trigger(processingTime=f"{trigger_seconds} seconds")
         if checkpoint_location is not None:
             writer = writer.option("checkpointLocation", checkpoint_location)
@@ -262,14 +311,20 @@ class StreamRun:
                     process = self._state[index]
                     if "error" in message:
                         process.error = str(message["error"])
+                    elif "sealed" in message:
+                        process.sealed = max(process.sealed, int(message["sealed"]))
                     elif "passed" in message:
-                        process.passed = max(process.passed, int(message["passed"]))
+                        epoch = int(message["passed"])
+                        process.passed = max(process.passed, epoch)
                         if not message.get("again"):
-                            process.rows_in, process.rows_out = int(message["rows_in"]), int(message["rows_out"])
+                            process.rows[epoch] = (int(message["rows_in"]), int(message["rows_out"]))
                     self._changed.notify_all()
 
     # Each micro-batch -----------------------------------------------------------------------------------
     def _epoch(self, batch: DataFrame, batch_id: int) -> None:
+        """Feed micro-batch ``batch_id`` as its epoch (with ``pipeline``, while the processes may
+        still compute the epoch before), commit it, hand it to the writer, and return once it is
+        written (with ``pipeline``: once the epoch before it is)."""
         epoch = int(batch_id)
         began = time.perf_counter()
         addresses = [p.data for p in self._state if p.data is not None]
@@ -281,11 +336,57 @@ class StreamRun:
                     f"Spark's checkpoint resumes at micro-batch {epoch} but timely's at epoch {self.resumed_at}: "
                     "the two checkpoints are not of the same run (give the same checkpoint_dir, or a fresh one)"
                 )
+            # Spark committed every micro-batch before this one; write those not written yet.
+            for earlier in range(self._written + 1, epoch):
+                self._commit(earlier, began, began)
+            self._await_written(epoch - 1)
         if epoch >= self.resumed_at:  # else the computation took it in before a restart
-            with quiet_pandas_warning():
-                batch.mapInArrow(functools.partial(feed_partition, self.plan, epoch, addresses), "rows long").collect()
-        fed = time.perf_counter()
-        self._broadcast({"commit": epoch})
+            with _QUIET, quiet_pandas_warning():
+                feeding = batch.mapInArrow(functools.partial(feed_partition, self.plan, epoch, addresses), "rows long")
+            feeding.collect()
+        self._commit(epoch, began, time.perf_counter())
+        # Spark commits the micro-batch when this returns: the processes must hold it by then.
+        with self._changed:
+            self._changed.wait_for(
+                lambda: (
+                    self._failure is not None
+                    or any(p.error for p in self._state)
+                    or all(max(p.sealed, p.passed) >= epoch for p in self._state)
+                )
+            )
+        self._await_written(epoch - 1 if self.pipeline else epoch)
+
+    def _commit(self, epoch: int, began: float, fed: float) -> None:
+        """Tell the processes to compute ``epoch`` (after the epochs before it), and the writer
+        to write it once they have."""
+        self._check()
+        self._broadcast({"commit": epoch, "written": self._written})
+        self._committed = max(self._committed, epoch)
+        self._writes.put((epoch, began, fed, time.perf_counter()))
+
+    def _await_written(self, epoch: int) -> None:
+        with self._changed:
+            self._changed.wait_for(
+                lambda: self._failure is not None or any(p.error for p in self._state) or self._written >= epoch
+            )
+        self._check()
+
+    def _write_epochs(self) -> None:
+        """The writer thread: each committed epoch, in order, once every process passed it."""
+        while (item := self._writes.get()) is not None:
+            try:
+                self._write_epoch(*item)
+            except SparkBridgeError as e:
+                self._fail(e)
+                return
+            except BaseException as e:
+                error = SparkBridgeError(f"writing epoch {item[0]} failed: {type(e).__name__}: {e}")
+                error.__cause__ = e
+                self._fail(error)
+                return
+
+    def _write_epoch(self, epoch: int, began: float, fed: float, committed: float) -> None:
+        addresses = [p.data for p in self._state if p.data is not None]
         with self._changed:
             done = self._changed.wait_for(
                 lambda: (
@@ -300,7 +401,7 @@ class StreamRun:
             raise SparkBridgeError(f"epoch {epoch} did not complete within {self.plan.timeout} s")
         computed = time.perf_counter()
         ids = self.session.range(0, self.processes, 1, self.processes).select(F.col("id").cast("int"))
-        with quiet_pandas_warning():
+        with _QUIET, quiet_pandas_warning():
             output = ids.mapInArrow(functools.partial(fetch_output, self.plan, epoch, addresses), self.schema)
         # Persisted for write's own jobs (a collect and a write or more read it twice or more);
         # the processes already counted its rows, so no count() job of its own.
@@ -309,10 +410,43 @@ class StreamRun:
             self.write(output, epoch)
         finally:
             output.unpersist()
+        if self.plan.checkpoint_dir is not None:
+            _write_atomic(Path(self._mark_path()), str(epoch).encode(), fsync=False)
         with self._changed:
-            rows_in = sum(p.rows_in for p in self._state)
-            rows = sum(p.rows_out for p in self._state)
-        self.epochs.append(EpochReport(epoch, rows_in, rows, time.perf_counter() - began, fed - began, computed - fed))
+            counts = [p.rows.pop(epoch, (0, 0)) for p in self._state]
+            self._written = max(self._written, epoch)
+            self._changed.notify_all()
+        rows_in, rows_out = sum(c[0] for c in counts), sum(c[1] for c in counts)
+        self.epochs.append(
+            EpochReport(epoch, rows_in, rows_out, time.perf_counter() - began, fed - began, computed - committed)
+        )
+
+    def _mark_path(self) -> str:
+        assert self.plan.checkpoint_dir is not None
+        return os.path.join(self.plan.checkpoint_dir, STREAM_OUTPUT_DIR, WRITTEN_MARK)
+
+    def _read_mark(self) -> int:
+        """The last epoch written before a restart (-1: none). Without a mark (a fresh start, or
+        a directory from before marks were kept, when each epoch was written before Spark
+        committed it), the epoch before the one the computation resumed at."""
+        if self.plan.checkpoint_dir is None:
+            return -1
+        try:
+            with open(self._mark_path(), encoding="ascii") as f:
+                return int(f.read())
+        except FileNotFoundError:
+            return self.resumed_at - 1
+        except ValueError as e:
+            raise SparkBridgeError(f"{self._mark_path()}: not an epoch number ({e})") from e
+
+    @property
+    def failed(self) -> bool:
+        """Whether the stream has failed: a process, the writer or Spark's query (``stop()``
+        raises the error)."""
+        with self._changed:
+            if self._failure is not None or any(p.error for p in self._state):
+                return True
+        return self.query is not None and self.query.exception() is not None
 
     def _check(self) -> None:
         with self._changed:
@@ -324,6 +458,8 @@ class StreamRun:
         errors = [f"timely process {i}: {p.error}" for i, p in enumerate(self._state) if p.error]
         if errors:
             return SparkBridgeError(f"{what}: " + "; ".join(errors))
+        if isinstance(self._failure, SparkBridgeError):
+            return self._failure
         if self._failure is not None:
             return failure(self._failure) if isinstance(self._failure, Exception) else SparkBridgeError(what)
         return SparkBridgeError(f"{what} within {START_TIMEOUT:.0f} s")
@@ -340,6 +476,7 @@ class StreamRun:
         """Wait until ``count`` epochs are done (for tests and demos)."""
         deadline = time.monotonic() + timeout
         while len(self.epochs) < count:
+            self._check()  # a process or the writer failed (after its micro-batch returned)
             if self.query is not None and self.query.exception() is not None:
                 raise SparkBridgeError(f"the stream failed: {self.query.exception()}")
             if time.monotonic() > deadline:
@@ -353,6 +490,19 @@ class StreamRun:
         if self.query is not None:
             self.query.stop()
             query_error = self.query.exception()
+        with self._changed:  # the epochs committed are written first
+            self._changed.wait_for(
+                lambda: (
+                    self._failure is not None
+                    or any(p.error for p in self._state)
+                    or self._written >= self._committed
+                    or self._writer is None
+                    or not self._writer.is_alive()
+                )
+            )
+        self._writes.put(None)
+        if self._writer is not None:
+            self._writer.join()
         self._close_processes()
         if self._failure is not None or any(p.error for p in self._state):
             raise self._failure_error("the stream's computation failed")

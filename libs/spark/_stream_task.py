@@ -293,6 +293,7 @@ def _serve(plan: StreamPlan, index: int, cluster: timely.ClusterConfig, host: st
                         rows = _feed(epochs.take(epoch), inputs, epoch, width, plan.columns)
                     else:  # sealed before a restart: replayed from the input log, its rows fed already
                         epochs.take(epoch)
+                    send_line(to_driver, {"sealed": epoch})  # fed and logged: Spark may commit it
                     comp.wait_passed(probe, epoch)
                     batches, rows_out = produced.pop(epoch, ([], 0))
                     for earlier in [e for e in produced if e < epoch]:
@@ -301,8 +302,8 @@ def _serve(plan: StreamPlan, index: int, cluster: timely.ClusterConfig, host: st
                         batches = log.read(epoch)  # delivered before the restart
                         rows_out = sum(b.num_rows for b in batches)
                     epochs.keep_output(epoch, batches)
-                    if log is not None:
-                        log.forget_before(epoch)
+                    if log is not None:  # the driver wrote every epoch up to "written"
+                        log.forget_before(min(epoch, int(command.get("written", epoch - 1)) + 1))
                     send_line(to_driver, {"passed": epoch, "rows_in": rows, "rows_out": rows_out})
                     computed += 1
                 for handle in inputs:

@@ -232,12 +232,16 @@ def test_malformed_posts_are_counted_skipped_and_quoted() -> None:
         (0.3, 7, "control \x00\x07 bytes"),
         (0.4, 8, "x" * 100_000),
     ]
-    later = [(float("nan"), 9, "not a time"), (1.5, 10, "@u99999999999999999999999 is not a user id")]
+    later = [
+        (float("nan"), 9, "not a time"),
+        (1.5, 10, "@u99999999999999999999999 is not a user id"),
+        (1.6, 10, "nor are @u\u00b2 and @u\u0661\u0662 (digits int() refuses, or not ASCII)"),
+    ]
     epochs = [([good, *bad], [(1, 1, 0.9), (2, 2, 0.9)]), (later, [(3, 10, 1.9)])]
     out = run_dataflow(epochs, DataflowOptions(window=5, stale=None))
     rows = [r for _, r in out]
     assert sum(r[6] for r in rows if r[0] == "malformed") == len(bad) + 1
-    assert sum(r[6] for r in rows if r[0] == "posts") == 2
+    assert sum(r[6] for r in rows if r[0] == "posts") == 3
     quoted = [r[10] for r in rows if r[0] == "skipped"]
     assert len(quoted) == 5  # the first few, not all
     for reason in ("no user", "no time", "no text", "control bytes in the text", "text of 100000 characters"):

@@ -1,10 +1,11 @@
 """`run_stream` with ``checkpoint_dir`` resumes after a real kill: the driver SIGKILLs its whole
-process group (itself, Spark's JVM, the timely process) after writing an epoch and before Spark
-commits its micro-batch, the worst moment: the computation has taken the micro-batch in, Spark
-will run it again. Started again on the same directories, the stream must not feed that
-micro-batch twice, must write its changes again exactly as before (from the output log), and
-must compute every later epoch on the restored state: each epoch's written label changes are
-checked against labels recomputed from scratch with NetworkX before and after it."""
+process group (itself, Spark's JVM, the timely process) while it writes an epoch, the worst
+moment: the computation has taken the micro-batch in, and Spark will run it again (or, with
+``pipeline``, may have committed it, and the computation may have taken the next one in). Started again on the same
+directories, the stream must not feed any micro-batch twice, must write the cut-short epoch's
+changes again exactly as before (from the output log), and must compute every later epoch on
+the restored state: each epoch's written label changes are checked against labels recomputed
+from scratch with NetworkX before and after it."""
 
 from __future__ import annotations
 
@@ -51,16 +52,22 @@ def check_written(out: Path, batches: list[list[tuple[int, int, int]]]) -> None:
         assert set(got) == expected, f"epoch {epoch}"
 
 
-def test_a_driver_killed_before_spark_commits_resumes_without_feeding_twice(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pipeline", [False, True], ids=["sequential", "pipelined"])
+def test_a_driver_killed_while_writing_resumes_without_feeding_twice_or_losing_the_epoch(
+    tmp_path: Path, pipeline: bool
+) -> None:
     batches = change_batches()
     drop_all(tmp_path, batches)
-    first = driver(tmp_path, len(batches), "--kill", str(KILL_AT))
+    mode = ["--pipeline"] if pipeline else []
+    first = driver(tmp_path, len(batches), "--kill", str(KILL_AT), *mode)
     assert first.returncode == -9, first.stdout[-2000:] + first.stderr[-3000:]
     assert f"wrote {KILL_AT}" in first.stdout and f"wrote {KILL_AT + 1}" not in first.stdout
-    second = driver(tmp_path, len(batches))
+    second = driver(tmp_path, len(batches), *mode)
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-3000:]
-    # timely had sealed epoch KILL_AT; Spark runs its micro-batch again, and the rest after it
-    assert f"resumed at {KILL_AT + 1}" in second.stdout
+    # timely had sealed epoch KILL_AT (pipelined, perhaps the next too); epoch KILL_AT is
+    # written again, whether Spark runs its micro-batch again or had committed it, then the rest
+    resumed = int(second.stdout.split("resumed at ")[1].split()[0])
+    assert resumed in ((KILL_AT + 1, KILL_AT + 2) if pipeline else (KILL_AT + 1,))
     assert [int(x.split()[1]) for x in second.stdout.splitlines() if x.startswith("wrote")] == list(
         range(KILL_AT, len(batches))
     )
@@ -70,7 +77,7 @@ def test_a_driver_killed_before_spark_commits_resumes_without_feeding_twice(tmp_
     check_written(tmp_path / "out", batches)
     # Spark's checkpoint lost, timely's kept: refused with both positions, not run from scratch
     shutil.rmtree(tmp_path / "ck" / "spark")
-    third = driver(tmp_path, len(batches))
+    third = driver(tmp_path, len(batches), *mode)
     assert third.returncode == 1
     assert "Spark's checkpoint resumes at micro-batch 0 but timely's at epoch 4" in third.stderr, third.stderr[-3000:]
 

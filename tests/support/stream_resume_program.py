@@ -3,11 +3,12 @@ over a watched directory of edge-change files, each epoch's label changes writte
 directory of its own (overwritten: idempotent, as Spark's foreachBatch needs). With ``--kill
 E`` the driver SIGKILLs its own process group (itself, Spark's JVM, the timely process) once
 epoch E's changes are written and before ``write`` returns: the computation has sealed epoch
-E, Spark has not committed its micro-batch. With ``--kill-process E`` the timely process (the
+E; Spark has not committed its micro-batch, or, with ``--pipeline``, may have. With ``--kill-process E`` the timely process (the
 Python worker running the stream's Spark task) SIGKILLs itself when epoch E's edges reach it,
 once (a marker file under the checkpoint directory remembers).
 
     python -m tests.support.stream_resume_program INCOMING OUT CHECKPOINT_DIR EPOCHS [--kill E] [--kill-process E]
+        [--pipeline]
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def main() -> None:
     ap.add_argument("epochs", type=int)
     ap.add_argument("--kill", type=int)
     ap.add_argument("--kill-process", type=int)
+    ap.add_argument("--pipeline", action="store_true")
     a = ap.parse_args()
     spark = tspark.session(cores=2, app_name="stream-resume")
     source = spark.readStream.schema("src long, dst long, diff long").option("maxFilesPerTrigger", 1)
@@ -74,7 +76,7 @@ def main() -> None:
         build = functools.partial(killed_at, marker, a.kill_process)
     run = tspark.run_stream(
         spark, build, {"edges": edges}, LABELS, write, processes=1, trigger_seconds=0.1,
-        timeout=120.0, checkpoint_dir=a.checkpoint_dir, checkpoint_every=2,
+        timeout=120.0, checkpoint_dir=a.checkpoint_dir, checkpoint_every=2, pipeline=a.pipeline,
     )  # fmt: skip
     print(f"resumed at {run.resumed_at}", flush=True)
     with run:
