@@ -43,6 +43,7 @@ from pyspark.sql.types import IntegerType, StructField, StructType
 from ._driver import Build, claim, failure, output_struct, quoted, task_slots
 from ._errors import SparkBridgeError
 from ._progress import driver_host
+from ._rendezvous import AddressBook
 from ._session import quiet_pandas_warning
 from ._stream_task import (
     STREAM_OUTPUT_DIR,
@@ -221,9 +222,11 @@ class StreamRun:
         self._state = [_Process() for _ in range(processes)]
         self._changed = threading.Condition()
         self._failure: BaseException | None = None
-        self._server = socket.create_server((driver_host(session.sparkContext), 0))
+        host = driver_host(session.sparkContext)
+        self._server = socket.create_server((host, 0))
         self._connections: list[tuple[socket.socket, Any]] = []
         token = secrets.token_hex(16)
+        self._book = AddressBook(host) if processes > 1 else None
         self.plan = StreamPlan(
             build=build,
             names=tuple(names),
@@ -237,6 +240,7 @@ class StreamRun:
             encrypt=encrypt,
             checkpoint_dir=checkpoint_dir,
             checkpoint_every=checkpoint_every,
+            book=self._book.address if self._book is not None else None,
         )
         self.resumed_at = 0
         """The epoch the computation resumed at (0: a fresh start)."""
@@ -515,6 +519,8 @@ class StreamRun:
             self._stage.join(timeout=60.0)
         with contextlib.suppress(OSError):
             self._server.close()
+        if self._book is not None:
+            self._book.close()
         with self._changed:
             for conn, out in self._connections:
                 with contextlib.suppress(OSError, ValueError):

@@ -2,8 +2,9 @@
 fetcher tasks each micro-batch runs.
 
 A stream's timely processes live in one barrier stage that lasts as long as the stream: each
-task joins the others (one ``allGather``), starts its computation, opens a *data port* and
-registers it with the driver's coordinator over a control connection. Then, per epoch:
+task joins the others (through the driver's address book, `_rendezvous.py`), starts its
+computation, opens a *data port* and registers it with the driver's coordinator over a
+control connection. Then, per epoch:
 
 1. the micro-batch's *feeder* tasks (any number, one per partition of the batch) send their
    Arrow batches to process ``partition % processes``'s data port, each as one delivery that
@@ -39,6 +40,7 @@ import timely
 
 from ._convert import columns_of, output_rows, rows_of, to_batches
 from ._errors import SparkBridgeError
+from ._rendezvous import BookAddress
 from ._server import Server
 from ._task import TAG, _write_atomic, input_column, rendezvous, task_host
 
@@ -69,6 +71,8 @@ class StreamPlan:
     checkpoint_dir: str | None = None
     """Where the processes checkpoint and log each epoch's output (an absolute path every task sees)."""
     checkpoint_every: int = 10
+    book: BookAddress | None = None
+    """The driver's address book the tasks meet through (`_rendezvous.py`), or None: ``allGather``."""
 
 
 def send_line(out: BinaryIO, message: dict[str, Any]) -> None:
@@ -167,7 +171,7 @@ def stream_process(plan: StreamPlan, partition: Iterator[Any]) -> Iterator[int]:
     index = ctx.partitionId()
     where = f"timely process {index} of {plan.processes} (Spark stage {ctx.stageId()}, partition {index})"
     try:
-        cluster = rendezvous(ctx, plan.processes, plan.secret, index)
+        cluster = rendezvous(ctx, plan.processes, plan.secret, index, plan.book, plan.timeout)
         yield _serve(plan, index, cluster, task_host(ctx, index))
     except SparkBridgeError as e:
         raise SparkBridgeError(f"{where}: {e}") from e
