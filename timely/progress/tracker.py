@@ -116,12 +116,10 @@ class ProgressTracker:
         for p, d in items:
             if not d:
                 continue
-            old = counts.get(p, 0)
+            old = counts.pop(p, 0)  # one lookup when the count goes to zero, the common retirement
             new = old + d
             if new:
                 counts[p] = new
-            else:
-                del counts[p]
             if old <= 0 < new:
                 rising.append(p)
             elif new <= 0 < old:
