@@ -224,9 +224,11 @@ class ProgressTracker:
 
     def _deactivate(self, p: Pointstamp) -> None:
         """``p`` is no longer active. Only if it was in the frontier can others join it: the
-        active pointstamps that ``p`` reached, no other frontier element reaches, and are
-        least among themselves. A location no path joins answers no at once (`reaches`), so a
-        wide graph's many incomparable pointstamps cost a list lookup each, not a call."""
+        active pointstamps that no other frontier element reaches (``p`` reached each of them,
+        since the frontier reached every active pointstamp, so that is not asked again: in a
+        loop it almost always does), least among themselves. A location no path joins answers
+        no at once (`reaches`), so a wide graph's many incomparable pointstamps cost a list
+        lookup each, not a call."""
         del self._active[p]
         frontier = self._frontier
         if p not in frontier:
@@ -244,7 +246,7 @@ class ProgressTracker:
         joined: list[Pointstamp] = []
         for q in self._active:  # plain loops: this runs once a loop stage, a generator costs
             loc = q[1]
-            if not downstream[loc] or not cri(p, q):
+            if not downstream[loc]:
                 continue
             for f in frontier:
                 if reaches[f[1]][loc] and cri(f, q):
