@@ -357,11 +357,12 @@ def test_tracker_with_negative_counts_matches_bruteforce_frontier_reference(data
 @settings(deadline=None, max_examples=150, suppress_health_check=SLOW)
 @given(st.data())
 def test_tracker_moving_its_lone_pointstamp_matches_bruteforce_frontier_reference(data: st.DataObject) -> None:
-    """One epoch going round a loop: most batches retire the only active pointstamp and make one
-    successor (the shape the tracker applies without its general path); the others break that
-    shape in one way (the successor already has a negative count, the retired one a count of 2,
-    or a third change rides along), so the tracker must notice and fall back. Checked against
-    the reference after every batch, and the notifications that became deliverable are said."""
+    """One epoch going round a loop: most batches move the only active pointstamp's whole count
+    to one successor (the shape the tracker applies without its general path; a count of 2 is
+    two workers going round together); the others break that shape in one way (the successor
+    already has a negative count, only part of the count moves, or a third change rides along),
+    so the tracker must notice and fall back. Checked against the reference after every batch,
+    and the notifications that became deliverable are said."""
     graph = data.draw(graphs(), label="graph")
     note(describe(graph))
     ref = ReferenceModel(graph, min_cap=MAX_COORD + 1)
@@ -378,8 +379,12 @@ def test_tracker_moving_its_lone_pointstamp_matches_bruteforce_frontier_referenc
         if successor is None:
             break
         batch = ChangeBatch({successor: 1, lone: -1})
-        shape = data.draw(st.sampled_from(["move", "move", "move", "negative", "twice", "third"]), label="shape")
-        if shape == "negative" and successor not in counts:
+        shape = data.draw(st.sampled_from(["move", "move", "both", "negative", "twice", "third"]), label="shape")
+        if shape == "both":
+            tracker.update({lone: 1})  # the second worker's capability at the same pointstamp
+            counts[lone] += 1
+            batch = ChangeBatch({successor: counts[lone], lone: -counts[lone]})
+        elif shape == "negative" and successor not in counts:
             tracker.update({successor: -1})  # a peer's consumption that overtook the production
             counts[successor] -= 1
         elif shape == "twice":

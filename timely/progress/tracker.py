@@ -147,18 +147,19 @@ class ProgressTracker:
 
     # The global frontier alone (few active) ------------------------------------------------
     def _move_lone(self, changes: Mapping[Pointstamp, int]) -> bool:
-        """Apply a batch that retires the only active pointstamp (count 1) and makes one new one,
-        if ``changes`` is that; else change nothing and say so. It is what one epoch going round
-        a loop does at every iteration, and the new pointstamp is the frontier by itself: a
-        third of the general path's work, which is a third of such an iteration."""
+        """Apply a batch that moves the only active pointstamp's whole count to a new one, if
+        ``changes`` is that; else change nothing and say so. It is what one epoch going round
+        a loop does at every iteration (on each worker, when they go round together), and the
+        new pointstamp is the frontier by itself: a third of the general path's work, which is
+        a third of such an iteration."""
         (p, d), (q, e) = changes.items()
         if d < 0:
             p, d, q, e = q, e, p, d
         counts = self.counts
-        if d != 1 or e != -1 or counts.get(q) != 1 or p in counts:
+        if d + e or counts.get(q) != d or p in counts:
             return False
         del counts[q]
-        counts[p] = 1
+        counts[p] = d
         self.updates_applied += 1
         lone = self._active
         lone.clear()
