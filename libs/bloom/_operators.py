@@ -264,6 +264,12 @@ class _Join(Vertex):
         """Per input: key -> record -> earliest epoch (persistent) or set of epochs (scratch)."""
         self.horizon = -1
         """The latest epoch delivered here (see `_Distinct.horizon`)."""
+        self.sent: dict[Any, int] | None = {} if persistent == (True, True) else None
+        """Persistent results: result -> the earliest epoch this instance sent it at. Two pairs
+        often give one result (two paths to one node); the second is dropped here, before it
+        is routed, encoded and queued, and not by the collection it goes to. A cache, not
+        state: a result sent again is harmless, so it is not checkpointed (None: results are
+        per epoch, or one was unhashable)."""
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         if time[0] > self.horizon:
@@ -312,10 +318,30 @@ class _Join(Vertex):
                             later.setdefault(e, []).append(out)
             except Exception as exc:
                 raise BloomError(f"join {self.name!r}: the result function failed on {r!r}: {exc!r}") from exc
+        if self.sent is not None:
+            now = self._unsent(now, epoch)
+            later = {e: self._unsent(out, e) for e, out in later.items()}
         if now:
             self.send_by(self.outputs[0], now, time)
         for e, out in later.items():
-            self.send_by(self.outputs[0], out, _at(time, e))
+            if out:
+                self.send_by(self.outputs[0], out, _at(time, e))
+
+    def _unsent(self, results: list[Any], epoch: int) -> list[Any]:
+        """The ``results`` not sent yet at ``epoch`` or earlier; remembers them as sent."""
+        sent = self.sent
+        assert sent is not None
+        fresh = []
+        try:
+            for out in results:
+                seen = sent.get(out)
+                if seen is None or epoch < seen:
+                    sent[out] = epoch
+                    fresh.append(out)
+        except TypeError:  # an unhashable result (a later stage may make it hashable): send all
+            self.sent = None
+            return results
+        return fresh
 
     def checkpoint(self) -> Any:
         """``KeyedState`` of ``(input, key, ((record, first epoch), ...))`` items, routed by
