@@ -264,12 +264,17 @@ class _Join(Vertex):
         """Per input: key -> record -> earliest epoch (persistent) or set of epochs (scratch)."""
         self.horizon = -1
         """The latest epoch delivered here (see `_Distinct.horizon`)."""
-        self.sent: dict[Any, int] | None = {} if persistent == (True, True) else None
-        """Persistent results: result -> the earliest epoch this instance sent it at. Two pairs
-        often give one result (two paths to one node); the second is dropped here, before it
-        is routed, encoded and queued, and not by the collection it goes to. A cache, not
-        state: a result sent again is harmless, so it is not checkpointed (None: results are
-        per epoch, or one was unhashable)."""
+        self.sent: set[Any] | None = set() if persistent == (True, True) else None
+        """Persistent results this instance has sent at epoch `base` (or earlier: see `sent_at`).
+        Two pairs often give one result (two paths to one node); the second is dropped here,
+        before it is routed, encoded and queued, and not by the collection it goes to. A cache,
+        not state: a result sent again is harmless, so it is not checkpointed (None: results
+        are per epoch, or one was unhashable)."""
+        self.base = -1
+        """The epoch of the first result sent (-1: none yet); most joins see only it, and a set
+        lookup is cheaper than a dict's."""
+        self.sent_at: dict[Any, int] = {}
+        """Results first sent at an epoch other than `base`: result -> the earliest such epoch."""
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         if time[0] > self.horizon:
@@ -331,15 +336,26 @@ class _Join(Vertex):
         """The ``results`` not sent yet at ``epoch`` or earlier; remembers them as sent."""
         sent = self.sent
         assert sent is not None
+        if self.base < 0:
+            self.base = epoch
+        at = self.sent_at
         fresh = []
         try:
-            for out in results:
-                seen = sent.get(out)
-                if seen is None or epoch < seen:
-                    sent[out] = epoch
+            if epoch == self.base:
+                for out in results:
+                    if out not in sent and not (at and at.get(out, epoch + 1) <= epoch):
+                        sent.add(out)
+                        fresh.append(out)
+            else:
+                early = self.base <= epoch
+                for out in results:
+                    if (early and out in sent) or at.get(out, epoch + 1) <= epoch:
+                        continue
+                    at[out] = epoch
                     fresh.append(out)
         except TypeError:  # an unhashable result (a later stage may make it hashable): send all
             self.sent = None
+            self.sent_at = {}
             return results
         return fresh
 
