@@ -93,17 +93,24 @@ def _unhashable(op: str, record: Any, exc: BaseException) -> BloomError:
     return BloomError(f"{op}: record {record!r} cannot be kept in a set ({exc})")
 
 
+def _group_pairs(groups: dict[Any, list[Any]], pairs: Iterable[tuple[Any, Any]]) -> dict[Any, list[Any]]:
+    """Append each ``(key, item)`` of ``pairs`` to ``groups[key]`` (a new list for a new key);
+    ``groups``. One loop over a batch, not a call per record: outputs, aggregates and
+    checkpoints group every record they see this way."""
+    for key, item in pairs:
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [item]
+        else:
+            group.append(item)
+    return groups
+
+
 # Checkpoints -------------------------------------------------------------------------------------
 def _keyed(entries: Iterable[tuple[int, Any]]) -> KeyedState | None:
     """``(route, item)`` entries as a `KeyedState` with one piece (a list of items) per route;
     None if there are none (nothing to restore)."""
-    pieces: dict[int, list[Any]] = {}
-    for route, item in entries:
-        piece = pieces.get(route)
-        if piece is None:
-            pieces[route] = [item]
-        else:
-            piece.append(item)
+    pieces: dict[int, list[Any]] = _group_pairs({}, entries)
     return KeyedState(list(pieces.items())) if pieces else None
 
 
@@ -496,14 +503,8 @@ class _Aggregate(Vertex):
             self.send_by(self.outputs[0], records, _at(time, epoch))
 
     def _absorb(self, records: list[Any], epoch: int) -> dict[int, list[tuple[Any, Lattice]]]:
-        grouped: dict[Any, list[Lattice]] = {}
         try:
-            for key, value in records:
-                vs = grouped.get(key)
-                if vs is None:
-                    grouped[key] = [value]
-                else:
-                    vs.append(value)
+            grouped: dict[Any, list[Lattice]] = _group_pairs({}, records)
         except (TypeError, ValueError) as exc:
             bad = next((r for r in records if not (isinstance(r, tuple) and len(r) == 2)), records[0])
             raise BloomError(
