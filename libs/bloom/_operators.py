@@ -93,17 +93,24 @@ def _unhashable(op: str, record: Any, exc: BaseException) -> BloomError:
     return BloomError(f"{op}: record {record!r} cannot be kept in a set ({exc})")
 
 
+def _group_pairs(groups: dict[Any, list[Any]], pairs: Iterable[tuple[Any, Any]]) -> dict[Any, list[Any]]:
+    """Append each ``(key, item)`` of ``pairs`` to ``groups[key]`` (a new list for a new key);
+    ``groups``. One loop over a batch, not a call per record: outputs, aggregates and
+    checkpoints group every record they see this way."""
+    for key, item in pairs:
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [item]
+        else:
+            group.append(item)
+    return groups
+
+
 # Checkpoints -------------------------------------------------------------------------------------
 def _keyed(entries: Iterable[tuple[int, Any]]) -> KeyedState | None:
     """``(route, item)`` entries as a `KeyedState` with one piece (a list of items) per route;
     None if there are none (nothing to restore)."""
-    pieces: dict[int, list[Any]] = {}
-    for route, item in entries:
-        piece = pieces.get(route)
-        if piece is None:
-            pieces[route] = [item]
-        else:
-            piece.append(item)
+    pieces: dict[int, list[Any]] = _group_pairs({}, entries)
     return KeyedState(list(pieces.items())) if pieces else None
 
 
@@ -264,6 +271,17 @@ class _Join(Vertex):
         """Per input: key -> record -> earliest epoch (persistent) or set of epochs (scratch)."""
         self.horizon = -1
         """The latest epoch delivered here (see `_Distinct.horizon`)."""
+        self.sent: set[Any] | None = set() if persistent == (True, True) else None
+        """Persistent results this instance has sent at epoch `base` (or earlier: see `sent_at`).
+        Two pairs often give one result (two paths to one node); the second is dropped here,
+        before it is routed, encoded and queued, and not by the collection it goes to. A cache,
+        not state: a result sent again is harmless, so it is not checkpointed (None: results
+        are per epoch, or one was unhashable)."""
+        self.base = -1
+        """The epoch of the first result sent (-1: none yet); most joins see only it, and a set
+        lookup is cheaper than a dict's."""
+        self.sent_at: dict[Any, int] = {}
+        """Results first sent at an epoch other than `base`: result -> the earliest such epoch."""
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         if time[0] > self.horizon:
@@ -312,10 +330,41 @@ class _Join(Vertex):
                             later.setdefault(e, []).append(out)
             except Exception as exc:
                 raise BloomError(f"join {self.name!r}: the result function failed on {r!r}: {exc!r}") from exc
+        if self.sent is not None:
+            now = self._unsent(now, epoch)
+            later = {e: self._unsent(out, e) for e, out in later.items()}
         if now:
             self.send_by(self.outputs[0], now, time)
         for e, out in later.items():
-            self.send_by(self.outputs[0], out, _at(time, e))
+            if out:
+                self.send_by(self.outputs[0], out, _at(time, e))
+
+    def _unsent(self, results: list[Any], epoch: int) -> list[Any]:
+        """The ``results`` not sent yet at ``epoch`` or earlier; remembers them as sent."""
+        sent = self.sent
+        assert sent is not None
+        if self.base < 0:
+            self.base = epoch
+        at = self.sent_at
+        fresh = []
+        try:
+            if epoch == self.base:
+                for out in results:
+                    if out not in sent and not (at and at.get(out, epoch + 1) <= epoch):
+                        sent.add(out)
+                        fresh.append(out)
+            else:
+                early = self.base <= epoch
+                for out in results:
+                    if (early and out in sent) or at.get(out, epoch + 1) <= epoch:
+                        continue
+                    at[out] = epoch
+                    fresh.append(out)
+        except TypeError:  # an unhashable result (a later stage may make it hashable): send all
+            self.sent = None
+            self.sent_at = {}
+            return results
+        return fresh
 
     def checkpoint(self) -> Any:
         """``KeyedState`` of ``(input, key, ((record, first epoch), ...))`` items, routed by
@@ -454,14 +503,8 @@ class _Aggregate(Vertex):
             self.send_by(self.outputs[0], records, _at(time, epoch))
 
     def _absorb(self, records: list[Any], epoch: int) -> dict[int, list[tuple[Any, Lattice]]]:
-        grouped: dict[Any, list[Lattice]] = {}
         try:
-            for key, value in records:
-                vs = grouped.get(key)
-                if vs is None:
-                    grouped[key] = [value]
-                else:
-                    vs.append(value)
+            grouped: dict[Any, list[Lattice]] = _group_pairs({}, records)
         except (TypeError, ValueError) as exc:
             bad = next((r for r in records if not (isinstance(r, tuple) and len(r) == 2)), records[0])
             raise BloomError(

@@ -33,7 +33,7 @@ from timely import Feedback, LoopContext, Probe, Scope, Stream, Timestamp
 from .._hash import by_first, stable_hash
 from ._errors import BloomError
 from ._lattice import Lattice
-from ._operators import _TIMESTEP_LOOPS, _Aggregate, _pair, apply, join, not_in, when
+from ._operators import _TIMESTEP_LOOPS, _Aggregate, _group_pairs, _pair, apply, join, not_in, when
 from ._timestep import (
     Op,
     _Answers,
@@ -937,12 +937,7 @@ class Output:
             else:
                 batch.extend(records)
         else:
-            for step, record in records:
-                batch = batches.get(step)
-                if batch is None:
-                    batches[step] = [record]
-                else:
-                    batch.append(record)
+            _group_pairs(batches, records)
         if self.keep == "latest":  # called once per complete epoch, in order: all up to it is here
             self._settle(time[0])
 
