@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 from numba.core.dispatcher import Dispatcher
-from numba.types import Array, UniTuple, i8, int64, void  # type: ignore[attr-defined]
+from numba.types import Array, UniTuple, i8, int32, int64, void  # type: ignore[attr-defined]
 
 from ... import _numba_cache
 
@@ -28,12 +28,13 @@ if _numba_cache.will_compile(__file__, Path(__file__).read_text().count("\n@njit
     )
 
 VEC = Array(int64, 1, "C")
+INDEX = Array(int32, 1, "C")
 ROWS = Array(int64, 2, "C")
 KEYS = Array(int64, 2, "C", readonly=True)
 IN = Array(int64, 1, "C", readonly=True)
 
 
-@njit(UniTuple(i8, 2)(VEC, ROWS, VEC, KEYS, IN, IN, IN, i8, i8, VEC), cache=True)
+@njit(UniTuple(i8, 2)(INDEX, ROWS, VEC, KEYS, IN, IN, IN, i8, i8, VEC), cache=True)
 def find_or_add(
     index: np.ndarray,
     rows: np.ndarray,
@@ -54,7 +55,7 @@ def find_or_add(
     for r in range(len(keys)):
         s = homes[r]
         while True:
-            i = index[s]
+            i = int(index[s])
             if i < 0:
                 if nfree > 0:
                     nfree -= 1
@@ -79,7 +80,7 @@ def find_or_add(
     return size, nfree
 
 
-@njit(void(VEC, IN, IN), cache=True)
+@njit(void(INDEX, IN, IN), cache=True)
 def place(index: np.ndarray, ids: np.ndarray, homes: np.ndarray) -> None:
     """Put each of ``ids`` at the first empty slot of ``index`` from its home on."""
     mask = len(index) - 1

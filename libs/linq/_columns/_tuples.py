@@ -5,9 +5,9 @@ Python tuples spends about 150 bytes and a dict lookup from Python on each, and 
 block of them builds a tuple per row. Here a table of one width keeps its tuples as rows of
 an int64 array (``rows[id]``), each with its route beside it (``routes[id]``, `stable_hash`
 of the tuple), and finds them through an open-addressing index (linear probing, at most half
-full, ``index[slot]`` an id or -1) whose home slot is the route's Fibonacci hash. Coding a
+full, ``index[slot]`` an int32 id or -1) whose home slot is the route's Fibonacci hash. Coding a
 block is then a few numpy passes (the routes, column-wise) and one lookup-or-add over its
-rows, with no Python object per row, and a tuple costs about 50 bytes.
+rows, with no Python object per row, and a pair costs about 40 bytes (int32 index slots).
 
 Two tiers do the lookup-or-add: numpy probing rounds for small blocks (no numba import, as
 `_kernels.POLICY` asks), the compiled loop of `_tuple_loops` for large ones. They may number
@@ -46,6 +46,9 @@ EMPTY = -1
 """An index slot with no id."""
 MIN_BITS = 10
 """The index of a new table has ``2**MIN_BITS`` slots."""
+MAX_IDS = (1 << 31) - 1
+"""Ids a table hands out at most: its index holds them as int32 (half the memory and cache
+lines of int64; two billion tuples would need 32 GiB of rows first)."""
 
 
 def int_hashes(col: np.ndarray) -> np.ndarray:
@@ -101,7 +104,7 @@ class TupleTable:
         """Row ``id``: the fields of the tuple with that id (rows of freed ids are stale)."""
         self.routes = np.zeros(1024, dtype=np.int64)
         self.bits = MIN_BITS
-        self.index = np.full(1 << MIN_BITS, EMPTY, dtype=np.int64)
+        self.index = np.full(1 << MIN_BITS, EMPTY, dtype=np.int32)
         self.size = 0
         """Ids ever handed out: every id is below it."""
         self.free = np.zeros(0, dtype=np.int64)
@@ -141,15 +144,17 @@ class TupleTable:
             routes = np.zeros(cap, dtype=np.int64)
             routes[: self.size] = self.routes[: self.size]
             self.rows, self.routes = rows, routes
+        if top > MAX_IDS:
+            raise MemoryError(f"a table of tuples of {self.width} ints cannot hold over {MAX_IDS:,} of them")
         if 2 * (self.held + n) > 1 << self.bits:
-            # four times what is needed now: a growing table rebuilds its index a few times, not at every doubling
-            ids = self.index[self.index != EMPTY]
-            self.bits = (8 * (self.held + n) - 1).bit_length()
+            # twice what is needed now: a growing table rebuilds its index once per doubling
+            ids = self.index[self.index != EMPTY].astype(np.int64)
+            self.bits = (4 * (self.held + n) - 1).bit_length()
             self._rebuild(ids)
 
     def _rebuild(self, ids: np.ndarray) -> None:
         """A fresh index holding ``ids`` (at ``2**bits`` slots)."""
-        self.index = np.full(1 << self.bits, EMPTY, dtype=np.int64)
+        self.index = np.full(1 << self.bits, EMPTY, dtype=np.int32)
         homes = _homes(self.routes[ids], self.bits)
         if POLICY.compiled_rows(len(ids)):
             from ._tuple_loops import place
