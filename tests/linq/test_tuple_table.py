@@ -35,6 +35,9 @@ class Tier:
         self.calls += 1
         return bool(self.compiled) if self.compiled is not None else self.calls % 2 == 0
 
+    def fused_rows(self, n: int) -> bool:
+        return False  # compiled_rows alone decides
+
 
 TIERS = [pytest.param(False, id="numpy"), pytest.param(True, id="compiled"), pytest.param(None, id="alternating")]
 

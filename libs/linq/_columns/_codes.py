@@ -313,6 +313,11 @@ def codes_of_values(values: Iterable[Any], count: int = -1) -> np.ndarray:
     """The codes of Python values (raises TypeError naming nothing: callers name the value)."""
     values = values if type(values) is list else list(values)
     kinds = set(map(type, values))
+    if kinds == {int}:  # an object column of ints: converted in C, then coded as an int column
+        try:
+            return codes_of_ints(np.fromiter(values, dtype=np.int64, count=len(values)))
+        except OverflowError:  # an int beyond int64: each on its own below
+            pass
     if kinds == {tuple}:
         cols = _int_columns(values)
         if cols is not None:

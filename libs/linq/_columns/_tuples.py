@@ -87,6 +87,13 @@ def tuple_routes(cols: Sequence[np.ndarray]) -> np.ndarray:
         return h.view(np.int64)
 
 
+def _compiled(n: int) -> bool:
+    """Whether a block of ``n`` rows takes the compiled loop: from `COMPILED_ROWS` rows, and
+    at any size once a program has loaded the compiled loops (`preload`), where one call
+    (a few microseconds) costs a tenth of the numpy tier's probing rounds (about 100 us)."""
+    return POLICY.compiled_rows(n) or POLICY.fused_rows(n)
+
+
 def _homes(routes: np.ndarray, bits: int) -> np.ndarray:
     """The home slot of each route in an index of ``2**bits`` slots."""
     with np.errstate(over="ignore"):
@@ -120,7 +127,7 @@ class TupleTable:
         routes = tuple_routes(cols)
         self._reserve(n)
         homes = _homes(routes, self.bits)
-        if POLICY.compiled_rows(n):
+        if _compiled(n):
             from ._tuple_loops import find_or_add  # numba only once blocks are large
 
             out = np.empty(n, dtype=np.int64)
@@ -156,7 +163,7 @@ class TupleTable:
         """A fresh index holding ``ids`` (at ``2**bits`` slots)."""
         self.index = np.full(1 << self.bits, EMPTY, dtype=np.int32)
         homes = _homes(self.routes[ids], self.bits)
-        if POLICY.compiled_rows(len(ids)):
+        if _compiled(len(ids)):
             from ._tuple_loops import place
 
             place(self.index, ids, homes)
