@@ -117,18 +117,9 @@ def streaming_showcase(ctx: Context) -> None:
 
 def _dataflow_alone(ctx: Context) -> None:
     """The dataflow without Spark, with and without the urgent query path (see the module doc)."""
-    from timely_jobs._posts import StreamSpec, generate
     from timely_jobs._stream_dataflow import DataflowOptions
 
-    seconds = 5 if ctx.quick else 10
-    spec = StreamSpec(rate=RATE, query_rate=20.0)
-    ctx.progress(f"the dataflow alone: generating {seconds} s of posts")
-    data = []
-    for s in range(seconds):
-        second = generate(spec, s)
-        posts = list(zip(*(second.posts.column(c).to_pylist() for c in ("time", "user", "text")), strict=True))
-        queries = list(zip(*(second.queries.column(c).to_pylist() for c in ("query_id", "user")), strict=True))
-        data.append((posts, queries))
+    data = stream_seconds(ctx)
     runs = {}
     for priority in (False, True):
         runs[priority] = _feed_dataflow(data, DataflowOptions(window=WINDOW, stale=3600.0, query_priority=priority))
@@ -165,6 +156,23 @@ def _dataflow_alone(ctx: Context) -> None:
         target=">= 50,000 posts/s",
         met=exposure >= 50_000,
     )
+
+
+def stream_seconds(ctx: Context) -> list[tuple[list[Any], list[Any]]]:
+    """The generated stream the dataflow alone is fed: 10 s (``--quick``: 5 s) of posts at
+    `RATE` and queries, as ``(posts, queries)`` rows per second."""
+    from timely_jobs._posts import StreamSpec, generate
+
+    seconds = 5 if ctx.quick else 10
+    spec = StreamSpec(rate=RATE, query_rate=20.0)
+    ctx.progress(f"the dataflow alone: generating {seconds} s of posts")
+    data = []
+    for s in range(seconds):
+        second = generate(spec, s)
+        posts = list(zip(*(second.posts.column(c).to_pylist() for c in ("time", "user", "text")), strict=True))
+        queries = list(zip(*(second.queries.column(c).to_pylist() for c in ("query_id", "user")), strict=True))
+        data.append((posts, queries))
+    return data
 
 
 def _feed_dataflow(data: list[tuple[list[Any], list[Any]]], options: Any) -> dict[str, list[float]]:

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 from timely_libs._hash import stable_hash
 from timely_libs.linq._columns import Block, _codes
-from timely_libs.linq._columns._codes import code_of, codes_of_ints, codes_of_tuples, route_of, values_of
+from timely_libs.linq._columns._codes import (
+    code_of,
+    codes_of_ints,
+    codes_of_tuples,
+    codes_of_values,
+    route_of,
+    values_of,
+)
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROUTE = (1 << 62) - 1
@@ -65,6 +72,10 @@ def test_big_ints_as_each_value_alone() -> None:
     values = [5, 2**62, -(2**62), 2**62, 7, -(2**63)]
     got = codes_of_ints(np.asarray(values, dtype=np.int64))
     assert got.tolist() == [code_of(v) for v in values]
+    assert codes_of_values(values).tolist() == got.tolist()  # a list of them, as an object column gives
+    beyond = [*values, 2**70]
+    assert codes_of_values(beyond).tolist() == [code_of(v) for v in beyond]
+    assert values_of(codes_of_values(beyond)) == beyond
     assert values_of(got) == values
     assert route_of(got).tolist() == [stable_hash(v) & ROUTE for v in values]
 

@@ -10,12 +10,17 @@ value                                       code
 ==========================================  =============================================
 int in ``[-2**61, 2**61)``                  the int itself
 pair of ints, each in ``[0, 2**30)``        ``2**61 + (a << 30 | b)``  (edges, labels)
+other tuple of 1 to 63 int64s               ``3 * 2**61 + (width << 55) + id``, ``id`` from
+                                            the width's `TupleTable`
 anything else hashable                      ``2**62 + id``, ``id`` from the process's interner
 ==========================================  =============================================
 
-The three ranges are disjoint, so ``5`` and ``(0, 5)`` never share a code. Interned ids are
-process-local: a code never leaves its process (blocks travel with their values, and routing
-uses `route_of`, a stable hash, never an id).
+The ranges are disjoint, so ``5``, ``(0, 5)`` and ``(5,)`` never share a code. Interned ids
+are process-local: a code never leaves its process (blocks travel with their values, and
+routing uses `route_of`, a stable hash, never an id). Tuples of ints are the records a
+stream keeps millions of (``(user, hashtag)``): their tables hold them as rows of int64
+arrays, coded a block at a time by one compiled lookup, with no Python tuple kept per value
+(`_tuples`).
 
 Equality is exact, type included, as in the wire codec (and Arrow, and differential
 dataflow's Rust types): ``1``, ``1.0`` and ``True`` are three values with three codes (only
@@ -52,11 +57,13 @@ import numpy as np
 
 from ..._hash import stable_hash
 from ._kernels import greatest, least
+from ._tuples import TupleTable
 
 __all__ = [
     "INTERNED",
     "PAIRS",
     "SWEEP_MIN",
+    "TUPLES",
     "codes_of_ints",
     "codes_of_tuples",
     "codes_of_values",
@@ -71,6 +78,13 @@ PAIRS = 1 << 61
 """First code of a packed pair of small ints."""
 INTERNED = 1 << 62
 """First code of an interned value."""
+TUPLES = INTERNED + (1 << 61)
+"""First code of a tuple of ints held in a `TupleTable`: ``TUPLES + (width << WIDTH_SHIFT) + id``."""
+WIDTH_SHIFT = 55
+MAX_WIDTH = 63
+"""The widest tuple of ints a table holds (wider ones are interned as objects)."""
+_ID_MASK = (1 << WIDTH_SHIFT) - 1
+_INT64 = (-(1 << 63), 1 << 63)
 _SMALL = 1 << 30
 _ROUTE_MASK = (1 << 62) - 1
 
@@ -82,7 +96,7 @@ class _Interner:
     """Values <-> dense ids, with each value's stable hash (its route) kept beside it, the ids
     freed by the last sweep (reused first), and the operators whose state holds codes."""
 
-    __slots__ = ("floats", "free", "hashes", "held", "holders", "ids", "kept", "size", "values")
+    __slots__ = ("floats", "free", "hashes", "held", "holders", "ids", "kept", "size", "tables", "values")
 
     def __init__(self) -> None:
         self.ids: dict[Any, int] = {}
@@ -95,7 +109,9 @@ class _Interner:
         self.free: list[int] = []
         """Ids the last sweep freed, not yet reused."""
         self.held = 0
-        """Values held now (``size - len(free)``)."""
+        """Values held now (``size - len(free)``), tuples of ints in `tables` included."""
+        self.tables: dict[int, TupleTable] = {}
+        """Tuples of ints, by width."""
         self.kept = 0
         """Values the last sweep kept: the next runs once twice as many are held."""
         self.holders: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
@@ -155,16 +171,32 @@ class _Interner:
         found[miss] = np.fromiter(map(ids.__getitem__, missed), dtype=np.int64, count=len(missed))
         return found
 
-    def sweep(self, live: np.ndarray) -> int:
-        """Free every id not marked in ``live`` (one flag per id below `size`); the freed count."""
+    def tuple_codes(self, cols: Sequence[np.ndarray]) -> np.ndarray:
+        """The codes of the tuples whose fields are the rows of the int64 ``cols``, from the
+        table of their width (made at its first tuple)."""
+        width = len(cols)
+        table = self.tables.get(width)
+        if table is None:
+            table = self.tables[width] = TupleTable(width)
+        before = table.held
+        ids = table.ids(cols)
+        self.held += table.held - before
+        return ids + (TUPLES + (width << WIDTH_SHIFT))
+
+    def sweep(self, live: np.ndarray, tuples: dict[int, np.ndarray]) -> int:
+        """Free every id not marked in ``live`` (one flag per id below `size`) and every tuple
+        not marked in ``tuples`` (flags per table, by width); the freed count."""
         self.ids, self.floats = _kept(self.ids, live), _kept(self.floats, live)
         held = len(self.ids) + len(self.floats)
-        freed = self.held - held
         values = self.values
         self.free = np.flatnonzero(~live).tolist()
         for i in self.free:
             values[i] = None  # the value itself may now be collected
         self.free.reverse()  # reuse low ids first (pop takes from the end)
+        for width, table in self.tables.items():
+            table.sweep(tuples[width])
+            held += table.held
+        freed = self.held - held
         self.held = self.kept = held
         return freed
 
@@ -226,10 +258,10 @@ def code_of(value: Any) -> int:
     if t is int:
         if -PAIRS <= value < PAIRS:
             return value  # type: ignore[no-any-return]
-    elif t is tuple and len(value) == 2:
-        a, b = value
-        if type(a) is int and type(b) is int and 0 <= a < _SMALL and 0 <= b < _SMALL:
-            return PAIRS + (a << 30 | b)
+    elif t is tuple:
+        code = _int_tuple_code(value)
+        if code is not None:
+            return code
     if t is float:
         return INTERNED + _interner.intern(value, value, _interner.floats)
     return INTERNED + _interner.intern(value, value if t in _PLAIN else _exact(value))
@@ -245,11 +277,25 @@ def _code_of_plain(value: Any) -> int:
     if t is int:
         if -PAIRS <= value < PAIRS:
             return value  # type: ignore[no-any-return]
-    elif t is tuple and len(value) == 2:
+    elif t is tuple:
+        code = _int_tuple_code(value)
+        if code is not None:
+            return code
+    return INTERNED + _interner.intern(value, value)
+
+
+def _int_tuple_code(value: tuple[Any, ...]) -> int | None:
+    """`code_of` for a tuple whose fields are all int64s (a packed pair, or from its width's
+    table); None for any other tuple."""
+    if len(value) == 2:
         a, b = value
         if type(a) is int and type(b) is int and 0 <= a < _SMALL and 0 <= b < _SMALL:
-            return PAIRS + (a << 30 | b)
-    return INTERNED + _interner.intern(value, value)
+            return PAIRS + (a << 30 | b)  # the common case first, with no call
+    if not 0 < len(value) <= MAX_WIDTH or set(map(type, value)) != {int}:
+        return None
+    if min(value) < _INT64[0] or max(value) >= _INT64[1]:
+        return None
+    return int(_int_tuple_codes([np.array([x], dtype=np.int64) for x in value])[0])
 
 
 def _all_plain(values: list[Any], kinds: set[type]) -> bool:
@@ -267,8 +313,49 @@ def codes_of_values(values: Iterable[Any], count: int = -1) -> np.ndarray:
     """The codes of Python values (raises TypeError naming nothing: callers name the value)."""
     values = values if type(values) is list else list(values)
     kinds = set(map(type, values))
+    if kinds == {int}:  # an object column of ints: converted in C, then coded as an int column
+        try:
+            return codes_of_ints(np.fromiter(values, dtype=np.int64, count=len(values)))
+        except OverflowError:  # an int beyond int64: each on its own below
+            pass
+    if kinds == {tuple}:
+        cols = _int_columns(values)
+        if cols is not None:
+            return _int_tuple_codes(cols)
     code = _code_of_float if kinds == {float} else _code_of_plain if _all_plain(values, kinds) else code_of
     return np.fromiter(map(code, values), dtype=np.int64, count=count)
+
+
+def _int_columns(values: list[tuple[Any, ...]]) -> list[np.ndarray] | None:
+    """The fields of ``values`` (tuples) as int64 columns, when every tuple has one width (1
+    to `MAX_WIDTH`) and only int64 fields: checked and converted in C."""
+    widths = set(map(len, values))
+    if len(widths) != 1:
+        return None
+    (width,) = widths
+    if not 0 < width <= MAX_WIDTH or set(map(type, chain.from_iterable(values))) != {int}:
+        return None
+    try:
+        flat = np.fromiter(chain.from_iterable(values), dtype=np.int64, count=width * len(values))
+    except OverflowError:  # an int beyond int64: interned as an object, as `code_of` does
+        return None
+    rows = flat.reshape(-1, width)
+    return [np.ascontiguousarray(rows[:, j]) for j in range(width)]
+
+
+def _int_tuple_codes(cols: Sequence[np.ndarray]) -> np.ndarray:
+    """The codes of the tuples whose fields are the rows of the int64 ``cols`` (1 to
+    `MAX_WIDTH` of them): pairs of small ints packed, the others from their width's table."""
+    if len(cols) == 2:
+        a, b = cols
+        small = (a >= 0) & (a < _SMALL) & (b >= 0) & (b < _SMALL)
+        if small.all():
+            return (a << 30 | b) + PAIRS
+        out = np.where(small, (a << 30 | b) + PAIRS, 0)
+        rest = np.flatnonzero(~small)
+        out[rest] = _interner.tuple_codes([a[rest], b[rest]])
+        return out
+    return _interner.tuple_codes(cols)
 
 
 def codes_of_ints(column: np.ndarray) -> np.ndarray:
@@ -289,11 +376,6 @@ def _int_hashes(values: list[int]) -> np.ndarray:
     return np.asarray(values, dtype=np.int64)  # an int's `stable_hash` is itself
 
 
-def _pair_hashes(values: list[tuple[int, int]]) -> np.ndarray:
-    # `stable_hash` of a pair of ints is Python's own (unsalted) hash of the pair
-    return np.fromiter(map(hash, values), dtype=np.int64, count=len(values))
-
-
 def _stable_hashes(values: list[Any]) -> np.ndarray:
     return np.fromiter(map(stable_hash, values), dtype=np.int64, count=len(values))
 
@@ -304,10 +386,13 @@ _TEXT = frozenset({str, bytes, type(None)})
 
 def codes_of_tuples(cols: Sequence[np.ndarray]) -> np.ndarray | None:
     """The codes of the tuples whose fields are the rows of ``cols`` (what `code_of` gives
-    each tuple), column-wise: pairs of small ints packed, the other tuples interned a batch at
-    a time, with no Python call per record. None when a column is neither int64 nor made of
-    strings, bytes and None only (floats, nested values: `codes_of_values` then)."""
+    each tuple), column-wise: tuples of ints packed (pairs of small ones) or looked up in
+    their width's table, the other tuples interned a batch at a time, with no Python call per
+    record. None when a column is neither int64 nor made of strings, bytes and None only
+    (floats, nested values: `codes_of_values` then)."""
     n = len(cols[0]) if cols else 0
+    if cols and len(cols) <= MAX_WIDTH and all(c.dtype == np.int64 for c in cols):
+        return _int_tuple_codes(cols) if n else np.zeros(0, dtype=np.int64)
     lists = []
     for c in cols:
         if c.dtype == np.int64:
@@ -321,16 +406,6 @@ def codes_of_tuples(cols: Sequence[np.ndarray]) -> np.ndarray | None:
             return None
     if not n:
         return np.zeros(0, dtype=np.int64)
-    if len(cols) == 2 and cols[0].dtype == np.int64 and cols[1].dtype == np.int64:
-        a, b = cols
-        small = (a >= 0) & (a < _SMALL) & (b >= 0) & (b < _SMALL)
-        if small.all():
-            return (a << 30 | b) + PAIRS
-        out = np.where(small, (a << 30 | b) + PAIRS, 0)
-        rest = np.flatnonzero(~small)
-        keys = list(zip(a[rest].tolist(), b[rest].tolist()))
-        out[rest] = INTERNED + _interner.intern_plain(keys, _pair_hashes)
-        return out
     keys = list(zip(*lists))
     return INTERNED + _interner.intern_plain(keys, _stable_hashes)
 
@@ -339,22 +414,47 @@ def values_of(codes: np.ndarray) -> list[Any]:
     """The Python values of codes."""
     if not len(codes):
         return []
-    if int(greatest(codes)) < PAIRS:
+    hi = int(greatest(codes))
+    if hi < PAIRS:
         return codes.tolist()  # type: ignore[no-any-return]
-    interned = codes >= INTERNED
-    if interned.all():  # one lookup a code, made in C
+    lo = int(least(codes))
+    if lo >= INTERNED and hi < TUPLES:  # one lookup a code, made in C
         return list(map(_interner.values.__getitem__, (codes - INTERNED).tolist()))
+    if lo >= TUPLES and (lo - TUPLES) >> WIDTH_SHIFT == (hi - TUPLES) >> WIDTH_SHIFT:
+        return _tuple_table(lo).values(codes & _ID_MASK)  # tuples of one width
     # by kind, each column-wise, then merged in an object array (no Python call per code)
     out = np.empty(len(codes), dtype=object)
     ints = codes < PAIRS
     out[ints] = codes[ints].tolist()
+    interned = codes >= INTERNED
     pairs = ~ints & ~interned
     if pairs.any():
         c = codes[pairs] - PAIRS
         out[pairs] = _objects(list(zip((c >> 30).tolist(), (c & (_SMALL - 1)).tolist())))
+    tuples = codes >= TUPLES
+    interned &= ~tuples
     if interned.any():
         out[interned] = _objects(list(map(_interner.values.__getitem__, (codes[interned] - INTERNED).tolist())))
+    for width_code, part in _by_width(codes, tuples):
+        out[part] = _objects(_tuple_table(width_code).values(codes[part] & _ID_MASK))
     return out.tolist()  # type: ignore[no-any-return]
+
+
+def _tuple_table(code: int) -> TupleTable:
+    """The table of the tuple coded ``code``."""
+    return _interner.tables[(code - TUPLES) >> WIDTH_SHIFT]
+
+
+def _by_width(codes: np.ndarray, tuples: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """The tuple codes among ``codes`` (the mask ``tuples``) split by width: for each width
+    present, one of its codes and the indices of its codes."""
+    idx = np.flatnonzero(tuples)
+    if not len(idx):
+        return []
+    widths = (codes[idx] - TUPLES) >> WIDTH_SHIFT
+    if int(least(widths)) == int(greatest(widths)):
+        return [(int(codes[idx[0]]), idx)]
+    return [(int(codes[idx[widths == w][0]]), idx[widths == w]) for w in np.unique(widths).tolist()]
 
 
 def _objects(values: list[Any]) -> np.ndarray:
@@ -397,9 +497,12 @@ def route_of(codes: np.ndarray) -> np.ndarray:
     pairs = (codes >= PAIRS) & (codes < INTERNED)
     if pairs.any():
         out[pairs] = _pair_hash(codes[pairs])
-    interned = codes >= INTERNED
+    tuples = codes >= TUPLES
+    interned = (codes >= INTERNED) & ~tuples
     if interned.any():
         out[interned] = _interner.hashes[codes[interned] - INTERNED]
+    for width_code, part in _by_width(codes, tuples):
+        out[part] = _tuple_table(width_code).routes[codes[part] & _ID_MASK]
     return out
 
 
@@ -432,7 +535,7 @@ def release_unused(force: bool = False) -> int:
     holders = list(it.holders.items())
     if any(thread != me for _, thread in holders):
         return 0
-    return it.sweep(_live([h for h, _ in holders], it.size))
+    return it.sweep(*_live([h for h, _ in holders], it.size, {w: t.size for w, t in it.tables.items()}))
 
 
 _LEAVES = frozenset({int, float, str, bytes, bool, complex, type(None)})
@@ -441,23 +544,35 @@ _NOT_STATE = frozenset({"_timely", "outputs"})
 """A vertex's attributes that belong to the runtime, not to its state."""
 
 
-def _live(roots: list[Any], size: int) -> np.ndarray:
-    """One flag per id below ``size``: whether some int64 array or int reachable from ``roots``
+def _live(roots: list[Any], size: int, sizes: dict[int, int]) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+    """One flag per id below ``size``, and per id of each tuple table (``sizes``: each
+    width's ids handed out): whether some int64 array or int reachable from ``roots``
     (through attributes, slots, dicts and containers; not through functions, classes or
     timely's own objects) holds its code. Anything that merely looks like a code is marked
     too, which only keeps a value longer."""
     live = np.zeros(size, dtype=bool)
     top = INTERNED + size
+    tuples = {w: np.zeros(n, dtype=bool) for w, n in sizes.items()}
 
     def mark(codes: np.ndarray) -> None:
-        codes = codes[(codes >= INTERNED) & (codes < top)]
-        if len(codes):
-            live[codes - INTERNED] = True
+        codes = codes[codes >= INTERNED]
+        if not len(codes):
+            return
+        objects = codes[codes < top]
+        if len(objects):
+            live[objects - INTERNED] = True
+        if tuples and int(greatest(codes)) >= TUPLES:
+            codes = codes[codes >= TUPLES]
+            for width_code, part in _by_width(codes, np.ones(len(codes), dtype=bool)):
+                flags = tuples.get((width_code - TUPLES) >> WIDTH_SHIFT)
+                if flags is not None:
+                    ids = codes[part] & _ID_MASK
+                    flags[ids[ids < len(flags)]] = True
 
     def mark_ints(items: list[Any]) -> None:
-        ints = [x for x in items if type(x) is int and INTERNED <= x < top]
+        ints = [x for x in items if type(x) is int and INTERNED <= x < _INT64[1]]
         if ints:
-            live[np.asarray(ints, dtype=np.int64) - INTERNED] = True
+            mark(np.asarray(ints, dtype=np.int64))
 
     def scan(items: list[Any]) -> None:
         """Mark the ints among ``items`` in one pass when they are all leaves (a dict of ints, a
@@ -483,8 +598,8 @@ def _live(roots: list[Any], size: int) -> np.ndarray:
                 mark(obj.ravel())
             continue
         if t in _LEAVES:
-            if t is int and INTERNED <= obj < top:
-                live[obj - INTERNED] = True
+            if t is int and INTERNED <= obj < _INT64[1]:
+                mark(np.array([obj], dtype=np.int64))
             continue
         if isinstance(obj, np.integer):
             stack.append(int(obj))
@@ -509,4 +624,4 @@ def _live(roots: list[Any], size: int) -> np.ndarray:
                 if not slot.startswith("__") and slot not in _NOT_STATE and hasattr(obj, slot):
                     items.append(getattr(obj, slot))
         scan(items)
-    return live
+    return live, tuples
