@@ -19,13 +19,16 @@ of a first compile (seconds) is announced before it starts rather than explained
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
-__all__ = ["ENV", "cache_dir", "restore", "use_cache_dir", "will_compile"]
+__all__ = ["ENV", "begin", "cache_dir", "finish", "restore", "use_cache_dir", "will_compile"]
 
 ENV = "NUMBA_CACHE_DIR"
 """numba's own variable: where the user wants compiled code cached."""
@@ -100,3 +103,37 @@ def will_compile(source: str, loops: int) -> bool:
     except Exception:  # an unreadable or foreign index: numba will compile
         return True
     return fresh < loops
+
+
+def begin(source: str, announce: str) -> tuple[str, float]:
+    """What a module of cached loops does before it defines them: `use_cache_dir`, and when
+    any of its loops (its ``@njit(`` lines) will compile, ``announce`` on the ``timely.compile``
+    logger with where they go, so that the pause is expected, not taken for a hang. Returns
+    what to give `finish` once the loops are defined."""
+    started = time.perf_counter()
+    saved = use_cache_dir()
+    if will_compile(source, Path(source).read_text().count("\n@njit(")):
+        logging.getLogger("timely.compile").warning("%s into %s", announce, cache_dir())
+    return saved, started
+
+
+def finish(begun: tuple[str, float], namespace: dict[str, Any], module: str, who: str, loops: str) -> None:
+    """What a module of cached loops does once it has defined them: `restore` numba's cache
+    directory, and when any of the module's own loops (its ``namespace``'s dispatchers defined
+    in ``module``) compiled, say once how many and in how long: the first import on a machine
+    pauses for seconds inside whatever step first met a large array."""
+    from numba.core.dispatcher import Dispatcher
+
+    saved, started = begun
+    restore(saved)
+    mine = [f for f in namespace.values() if isinstance(f, Dispatcher) and f.py_func.__module__ == module]
+    compiled = [f for f in mine if f.stats.cache_misses]
+    if compiled:
+        logging.getLogger("timely.compile").warning(
+            "%s compiled %d %s with numba in %.1f s; once per machine (cached in %s)",
+            who,
+            len(compiled),
+            loops,
+            time.perf_counter() - started,
+            compiled[0].stats.cache_path,
+        )

@@ -15,31 +15,21 @@ once loaded, they also serve a thousand rows or a few dozen keys (`LOADED_ROWS`,
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numba import njit
-from numba.core.dispatcher import Dispatcher
 from numba.extending import intrinsic
 from numba.types import Array, CPointer, Tuple, boolean, i8, int32, int64, void  # type: ignore[attr-defined]
 
 from ... import _numba_cache
 
-_STARTED = time.perf_counter()
-"""When the loops began to compile or load (numba itself imported)."""
-
 # The loops are cached in the per-user cache directory (or NUMBA_CACHE_DIR), never beside this
-# file; a first compile is announced before it starts. `_say_if_compiled` (the end) restores numba's.
-_NUMBA_CACHE_DIR = _numba_cache.use_cache_dir()
-if _numba_cache.will_compile(__file__, Path(__file__).read_text().count("\n@njit(")):
-    logging.getLogger("timely.compile").warning(
-        "timely_libs.linq: compiling its numeric loops with numba, once per machine (about 10 s) into %s",
-        _numba_cache.cache_dir(),
-    )
+# file; a first compile is announced before it starts, and `_numba_cache.finish` (the end) restores numba's.
+_BEGUN = _numba_cache.begin(
+    __file__, "timely_libs.linq: compiling its numeric loops with numba, once per machine (about 10 s)"
+)
 
 OUT = Array(int64, 1, "C")
 """An int64 array the loop writes."""
@@ -738,19 +728,4 @@ def spine_sums(keys: np.ndarray, table: np.ndarray, nvals: int, gather: int, t: 
     return totals, vals, rank, later, k
 
 
-def _say_if_compiled() -> None:
-    """The first import on a machine compiles every loop (a few seconds inside whatever step
-    first met a large array): say so once, rather than leave the pause unexplained."""
-    _numba_cache.restore(_NUMBA_CACHE_DIR)
-    loops = [f for f in globals().values() if isinstance(f, Dispatcher)]
-    compiled = [f for f in loops if f.stats.cache_misses]
-    if compiled:
-        logging.getLogger("timely.compile").warning(
-            "timely_libs.linq compiled %d numeric loops with numba in %.1f s; once per machine (cached in %s)",
-            len(compiled),
-            time.perf_counter() - _STARTED,
-            compiled[0].stats.cache_path,
-        )
-
-
-_say_if_compiled()
+_numba_cache.finish(_BEGUN, globals(), __name__, "timely_libs.linq", "numeric loops")

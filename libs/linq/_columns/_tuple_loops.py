@@ -8,24 +8,17 @@ end (and adds it, if missing) is several times cheaper. Loaded only for large bl
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
-
 import numpy as np
 from numba import njit
-from numba.core.dispatcher import Dispatcher
 from numba.types import Array, UniTuple, i8, int32, int64, void  # type: ignore[attr-defined]
 
 from ... import _numba_cache
 
 __all__ = ["find_or_add", "place"]
 
-_NUMBA_CACHE_DIR = _numba_cache.use_cache_dir()
-if _numba_cache.will_compile(__file__, Path(__file__).read_text().count("\n@njit(")):
-    logging.getLogger("timely.compile").warning(
-        "timely_libs.linq: compiling its tuple table's loops with numba, once per machine, into %s",
-        _numba_cache.cache_dir(),
-    )
+_BEGUN = _numba_cache.begin(
+    __file__, "timely_libs.linq: compiling its tuple table's loops with numba, once per machine"
+)
 
 VEC = Array(int64, 1, "C")
 INDEX = Array(int32, 1, "C")
@@ -91,13 +84,4 @@ def place(index: np.ndarray, ids: np.ndarray, homes: np.ndarray) -> None:
         index[s] = ids[r]
 
 
-def _restore_cache_dir() -> None:
-    _numba_cache.restore(_NUMBA_CACHE_DIR)
-    compiled = [f for f in globals().values() if isinstance(f, Dispatcher) and f.stats.cache_misses]
-    if compiled:
-        logging.getLogger("timely.compile").warning(
-            "timely_libs.linq compiled %d tuple-table loops with numba; once per machine", len(compiled)
-        )
-
-
-_restore_cache_dir()
+_numba_cache.finish(_BEGUN, globals(), __name__, "timely_libs.linq", "tuple-table loops")

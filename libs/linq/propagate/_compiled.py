@@ -11,25 +11,16 @@ tier (or `linq.preload`).
 
 from __future__ import annotations
 
-import logging
-import time
-from pathlib import Path
-
 import numpy as np
 from numba import njit
-from numba.core.dispatcher import Dispatcher
 from numba.types import Tuple, i8, void  # type: ignore[attr-defined]
 
 from ... import _numba_cache
 from .._columns._compiled import ANY, IN, OUT, TABLE, key_matches, matched_rows
 
-_STARTED = time.perf_counter()
-_NUMBA_CACHE_DIR = _numba_cache.use_cache_dir()
-if _numba_cache.will_compile(__file__, Path(__file__).read_text().count("\n@njit(")):
-    logging.getLogger("timely.compile").warning(
-        "timely_libs.linq.propagate: compiling its loops with numba, once per machine (a few seconds) into %s",
-        _numba_cache.cache_dir(),
-    )
+_BEGUN = _numba_cache.begin(
+    __file__, "timely_libs.linq.propagate: compiling its loops with numba, once per machine (a few seconds)"
+)
 
 __all__ = [
     "consistent_slots",
@@ -269,18 +260,4 @@ def join_values(
     return left, right, product, last
 
 
-def _say_if_compiled() -> None:
-    """Say once that the loops were compiled (a pause of seconds inside a first large step)."""
-    _numba_cache.restore(_NUMBA_CACHE_DIR)
-    mine = [f for f in globals().values() if isinstance(f, Dispatcher) and f.py_func.__module__ == __name__]
-    compiled = [f for f in mine if f.stats.cache_misses]
-    if compiled:
-        logging.getLogger("timely.compile").warning(
-            "timely_libs.linq.propagate compiled %d loops with numba in %.1f s; once per machine (cached in %s)",
-            len(compiled),
-            time.perf_counter() - _STARTED,
-            compiled[0].stats.cache_path,
-        )
-
-
-_say_if_compiled()
+_numba_cache.finish(_BEGUN, globals(), __name__, "timely_libs.linq.propagate", "loops")
