@@ -429,6 +429,10 @@ class _Protocol:
       at random moments or when it must. Participants also *spawn*: create later pointstamps
       from one they keep (an input's records, a notification requested under a capability),
       a batch with no negative in it.
+      A peer's batches go first into the receiver's ``arrived`` batch (merged, as
+      `ClusterLink.arrived` merges the frames of one pass of the event loop), which the
+      receiver applies either alone or merged into its own next batch after releasing that to
+      its accumulator: one tracker update for both, as `ProcessRuntime.step` does.
     - ``settled``: ``held``, and once the steps are over the participants run to the end as
       the runtime does out of work: each keeps its buffer while it waits on others
       (`ProgressAccumulator.waits_on_others`, with its own view's `ProgressTracker.blocked`)
@@ -447,6 +451,7 @@ class _Protocol:
         self.pending = [ChangeBatch() for _ in range(self.n)]  # merged, not yet broadcast
         self.merged = [0] * self.n  # how many batches each pending one merges
         self.held = [ProgressAccumulator(graph.reachability) for _ in range(self.n)]
+        self.arrived = [ChangeBatch() for _ in range(self.n)]  # peers' batches not yet applied
         self.truth: Counter = Counter()  # (pointstamp, owner) -> count
         initial = data.draw(st.lists(pointstamps(ref.depths, 1), min_size=1, max_size=4), label="initial")
         for p in initial:
@@ -484,8 +489,15 @@ class _Protocol:
             if self.data.draw(st.booleans(), label="flush now"):
                 self.flush(i)
         else:
-            self.trackers[i].update(dict(batch))  # its own view at once
             self.held[i].add(batch)
+            if self.arrived[i] and self.data.draw(st.booleans(), label="with what arrived"):
+                event("a participant applies its peers' batches merged into its own")
+                own = ChangeBatch(batch)
+                own.merge(self.arrived[i])
+                self.arrived[i].clear()
+                self.trackers[i].update(dict(own))  # its own view at once, with what arrived
+            else:
+                self.trackers[i].update(dict(batch))  # its own view at once
             if not self.held[i].may_hold():
                 event("a batch that may not be held is released at once")
                 self.release(i)
@@ -514,7 +526,19 @@ class _Protocol:
                 self.channels[(i, j)].append(dict(changes))
 
     def deliver(self, i: int, j: int) -> None:
-        self.trackers[j].update(self.channels[(i, j)].popleft())
+        batch = self.channels[(i, j)].popleft()
+        if self.mode not in ("held", "settled"):
+            self.trackers[j].update(batch)
+            return
+        self.arrived[j].merge(batch)  # after any earlier one from i: FIFO kept
+        if self.data.draw(st.booleans(), label="apply what arrived now"):
+            self.apply_arrived(j)
+
+    def apply_arrived(self, j: int) -> None:
+        """Participant j's view takes every peer batch that arrived, as one batch."""
+        if self.arrived[j]:
+            self.trackers[j].update(dict(self.arrived[j]))
+            self.arrived[j].clear()
 
     def step(self) -> None:
         kinds = []
@@ -573,6 +597,8 @@ class _Protocol:
                 self.deliver(*self.data.draw(st.sampled_from(busy), label="settle"))
                 self.check_safety()
                 continue
+            for i in range(self.n):
+                self.apply_arrived(i)  # a step takes in what arrived before its flush
             released = False
             for i in range(self.n):
                 if not self.held[i]:
@@ -610,6 +636,8 @@ class _Protocol:
         while busy := sorted(k for k, q in self.channels.items() if q):
             self.deliver(*self.data.draw(st.sampled_from(busy), label="drain"))
             self.check_safety()
+        for i in range(self.n):
+            self.apply_arrived(i)
         active = self.active()
         for tracker in self.trackers:
             assert tracker.counts == dict(active)

@@ -97,8 +97,14 @@ class ClusterLink:
         self.outboxes: dict[int, list[list[Any]]] = {p: [] for p in self.peers}
         self.progress_out = ProgressAccumulator(tracker.reach)
         """This process's progress updates its peers have not been sent yet."""
+        self._waits: tuple[int, int, bool] = (-1, -1, False)
+        """(``progress_out``'s version, the tracker's version, `ProgressAccumulator.waits_on_others`'
+        answer then): a step that changed neither asks nothing again."""
         self._held_since: float | None = None
         """When a flush first held ``progress_out`` back (perf_counter); None while nothing is held."""
+        self.release_soon = False
+        """The next flush does not hold ``progress_out`` for being busy (``hold``): it carries
+        what a notification run did not wait to send (`Scheduler.deliver_notifications`)."""
         self.waiting = False
         """``progress_out`` is held while the process has nothing to do, because every
         retirement in it is of a pointstamp something else still holds back (`flush`'s
@@ -197,10 +203,12 @@ class ClusterLink:
         """The encoded progress batch this flush sends, or None (nothing to send, or held)."""
         out = self.progress_out
         self.waiting = False
+        if self.release_soon:
+            self.release_soon = hold = False
         if not out:
             return None
         limit = None
-        if (hold or settle) and out.waits_on_others(self._held_back):
+        if (hold or settle) and self._waits_on_others(out):
             limit, self.waiting = SETTLE_SECONDS, settle
         elif hold and out.may_hold():
             limit = HOLD_SECONDS
@@ -224,6 +232,15 @@ class ClusterLink:
         self.records_since_release = False
         changes = [[t, loc, d] for (t, loc), d in out.release()]
         return msgpack.packb(changes) if changes else None
+
+    def _waits_on_others(self, out: ProgressAccumulator) -> bool:
+        """`ProgressAccumulator.waits_on_others`, asked again only when the buffer or the
+        tracker's frontier changed (what `ProgressTracker.blocked` answers from)."""
+        version, seen, answer = self._waits
+        if version != out.version or seen != self.tracker.version:
+            answer = out.waits_on_others(self._held_back)
+            self._waits = (out.version, self.tracker.version, answer)
+        return answer
 
     def _held_back(self, p: Pointstamp) -> bool:
         return self.tracker.blocked(p, exclude_self=True)

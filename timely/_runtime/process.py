@@ -213,17 +213,21 @@ class ProcessRuntime:
         fence = self.fence
         pending = self.pending
         link = self.link
+        arrived = None if link is None else link.arrived
         while True:
-            if link is not None and link.arrived:
-                tracker.update(link.arrived)  # peers' batches first: their records' progress
-                link.arrived.clear()
             did = scheduler.drain(deadline)
             if pending:
                 if link is not None:
-                    link.publish(pending)
+                    link.publish(pending)  # this process's own changes only
+                if arrived:
+                    pending.merge(arrived)  # peers' batches: one tracker update for all
                 tracker.update(pending)
                 pending.clear()
                 did = True
+            elif arrived:
+                tracker.update(arrived)
+            if arrived:
+                arrived.clear()
             if tracker.version != self._seen_version:
                 self._seen_version = tracker.version
                 scheduler.frontier_moved(tracker.take_changed_locations())

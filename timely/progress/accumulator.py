@@ -50,6 +50,8 @@ class ProgressAccumulator:
         """Pointstamp -> summed delta of the updates held (zero entries are dropped on release)."""
         self._verdict: bool | None = None
         """`may_hold`'s answer for the buffer as it is (None: not asked since it changed)."""
+        self.version = 0
+        """Bumped whenever the buffer changes, so that a caller may keep an answer about it."""
 
     def __bool__(self) -> bool:
         return bool(self.buffer)
@@ -62,6 +64,7 @@ class ProgressAccumulator:
         for key, delta in batch.items():
             buffer[key] = buffer.get(key, 0) + delta
         self._verdict = None
+        self.version += 1
 
     def may_hold(self) -> bool:
         """Whether every positive update in the buffer is covered by a negative one in it
@@ -103,6 +106,7 @@ class ProgressAccumulator:
         atomic batch, but a reader of the wire should never see a count fall before it rises)."""
         buffer, self.buffer = self.buffer, {}
         self._verdict = None
+        self.version += 1
         changes = [(p, d) for p, d in buffer.items() if d > 0]
         changes.extend((p, d) for p, d in buffer.items() if d < 0)
         return changes

@@ -53,6 +53,18 @@ class ChangeBatch(dict):  # type: ignore[type-arg]
     def add(self, pointstamp: Pointstamp, delta: int) -> None:
         self[pointstamp] = self.get(pointstamp, 0) + delta
 
+    def merge(self, more: Mapping[Pointstamp, int]) -> None:
+        """Add ``more``'s changes, dropping the entries that net to zero: two consecutive atomic
+        batches merged are one atomic batch, and a ``+p`` in one meets the ``-p`` in the other
+        before any tracker sees either."""
+        get = self.get
+        for key, delta in more.items():
+            total = get(key, 0) + delta
+            if total:
+                self[key] = total
+            else:
+                self.pop(key, None)
+
     def drain(self) -> list[tuple[Pointstamp, int]]:
         items = [(p, d) for p, d in self.items() if d]
         self.clear()
