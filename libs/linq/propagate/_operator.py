@@ -433,15 +433,26 @@ class Propagate(Stateful):
                 self._send_at(np.concatenate(dsts), np.concatenate(labels), np.concatenate(diffs_), v)
 
     def _send_at(self, dst: np.ndarray, label: np.ndarray, diffs: np.ndarray, u: tuple[int, ...]) -> None:
-        """Proposals at ``u``, for the next iteration: kept (one worker: the feedback would
-        bring them back here, `_iterate`), or sent round the loop to their nodes' workers."""
+        """Proposals at ``u``, for the next iteration: those for this worker's own nodes are
+        kept, staged at ``u``'s next iteration (the feedback would bring them back here at that
+        time: `_iterate` with one worker; with peers, the notification `_request` asks for),
+        and the rest are sent round the loop to their nodes' workers."""
         peers = self.peers
+        v = (*u[:-1], u[-1] + 1)
         if peers == 1:
-            v = (*u[:-1], u[-1] + 1)
             self._stage(Rows.at(dst, [label], v, diffs), v)
             return
+        dest = route_of(dst) % peers
+        mine = dest == self.worker_index
+        if mine.any():
+            if mine.all():
+                self._stage(Rows.at(dst, [label], v, diffs), v)
+                return
+            self._stage(Rows.at(dst[mine], [label[mine]], v, diffs[mine]), v)
+            theirs = ~mine
+            dst, label, diffs, dest = dst[theirs], label[theirs], diffs[theirs], dest[theirs]
         block = block_of_codes([dst, label], 2, diffs)  # values, not codes (ints are both)
-        self.send_by(self.outputs[0], split_by(block, route_of(dst) % peers, peers), u)  # type: ignore[arg-type]
+        self.send_by(self.outputs[0], split_by(block, dest, peers), u)  # type: ignore[arg-type]
 
     # Checkpoints -------------------------------------------------------------------------------
     def checkpoint(self) -> KeyedState | None:
