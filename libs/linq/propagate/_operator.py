@@ -342,17 +342,13 @@ class Propagate(Stateful):
             self._stage(ks, u)
 
     def _emit(self, changes: Rows) -> None:
-        """The label changes out of the loop, one message per time."""
-        pos = changes.times[-1]
-        first = int(pos[0])
+        """The label changes out of the loop, in one message at the least of their times: they
+        lie on one line, and the loop's egress takes the loop counter off, so all of them leave
+        at the same time; a message per time would only cost a trip each through the egress
+        and what follows it."""
         prefix = tuple(int(c[0]) for c in changes.times[:-1])
-        if int(pos.min()) == int(pos.max()):
-            block = block_of_codes([changes.keys, changes.vals[0]], 2, changes.diffs)
-            self.send_by(self.outputs[1], [block], (*prefix, first))  # type: ignore[arg-type]
-            return
-        for x, rows in _runs(pos):
-            block = block_of_codes([changes.keys[rows], changes.vals[0][rows]], 2, changes.diffs[rows])
-            self.send_by(self.outputs[1], [block], (*prefix, x))  # type: ignore[arg-type]
+        block = block_of_codes([changes.keys, changes.vals[0]], 2, changes.diffs)
+        self.send_by(self.outputs[1], [block], (*prefix, int(changes.times[-1].min())))  # type: ignore[arg-type]
 
     def _join(self, delta: Batch, spine: Spine, edges_first: bool) -> None:
         """Label changes with edges (or edge changes with labels): a proposal ``(dst, label
