@@ -16,6 +16,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 import timely
 from tests.linq.test_graph_processes import merged
 from tests.support.graph_workloads import answer, dataflow
@@ -69,6 +71,42 @@ def test_rings_on_two_processes_match_networkx() -> None:
     previous: dict[Any, int] = {}
     for e, epoch in enumerate(ring_epochs(seed, rings, size)):
         state = apply(state, epoch)
+        expected = answer("cc", state)
+        assert changes.get(e, {}) == difference(expected, previous), f"epoch {e}"
+        previous = expected
+    assert final == previous
+
+
+def named_program(seed: int, rings: int, size: int) -> Callable[[timely.Scope], GraphRun]:
+    """`program` with string nodes (``"n7"``): labels that are not ints travel between workers
+    as values, beside each proposal's place on its line (`propagate._exchange`)."""
+    epochs: list[tuple[list[Any], ...]] = [(named(changes),) for changes in ring_epochs(seed, rings, size)]
+    build = dataflow("cc")
+
+    def located(scope: timely.Scope) -> GraphRun:
+        inputs, output = build(scope)
+        return GraphRun(epochs, inputs, output, scope.process_index, scope.processes)
+
+    return located
+
+
+def named(changes: list[Change]) -> list[Change]:
+    return [((f"n{a}", f"n{b}"), d) for (a, b), d in changes]
+
+
+@pytest.mark.parametrize(
+    ("mode", "lag"), [(Mode("one", workers=2), 2), (Mode("tcp", processes=2), 1)], ids=["one-w2-in-flight", "tcp-p2"]
+)
+def test_rings_of_string_nodes_match_networkx(mode: Mode, lag: int) -> None:
+    """Several epochs in flight: a worker's proposals for a later epoch's times reach its peer
+    while an earlier epoch's are still on their way."""
+    seed, rings, size = 5, 8, 23
+    results = mode.run(named_program, seed, rings, size, lag=lag, timeout=100)
+    changes, final = merged(results)
+    state: dict[Any, int] = {}
+    previous: dict[Any, int] = {}
+    for e, epoch in enumerate(ring_epochs(seed, rings, size)):
+        state = apply(state, named(epoch))
         expected = answer("cc", state)
         assert changes.get(e, {}) == difference(expected, previous), f"epoch {e}"
         previous = expected
