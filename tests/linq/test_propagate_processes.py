@@ -7,7 +7,10 @@ peer's proposals must survive: a stale low label can chase its own correction ro
 ring for ever (an in-process run of this workload with such a speculation and no check for
 rising labels stalls at the removal epoch). Epochs of additions only come before and after
 the removals. Two OS processes over loopback TCP; every epoch's reported change and the
-final contents must be NetworkX's.
+final contents must be NetworkX's. The same rings with string nodes, on two workers of one
+process with epochs in flight and on two processes, check the proposals that travel between
+workers with their places on a line (a receiver that staged them all at the message's time
+fails both).
 """
 
 from __future__ import annotations
