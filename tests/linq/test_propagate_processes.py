@@ -7,7 +7,10 @@ peer's proposals must survive: a stale low label can chase its own correction ro
 ring for ever (an in-process run of this workload with such a speculation and no check for
 rising labels stalls at the removal epoch). Epochs of additions only come before and after
 the removals. Two OS processes over loopback TCP; every epoch's reported change and the
-final contents must be NetworkX's.
+final contents must be NetworkX's. The same rings with string nodes, on two workers of one
+process with epochs in flight and on two processes, check the proposals that travel between
+workers with their places on a line (a receiver that staged them all at the message's time
+fails both).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 import timely
 from tests.linq.test_graph_processes import merged
@@ -69,6 +74,42 @@ def test_rings_on_two_processes_match_networkx() -> None:
     previous: dict[Any, int] = {}
     for e, epoch in enumerate(ring_epochs(seed, rings, size)):
         state = apply(state, epoch)
+        expected = answer("cc", state)
+        assert changes.get(e, {}) == difference(expected, previous), f"epoch {e}"
+        previous = expected
+    assert final == previous
+
+
+def named_program(seed: int, rings: int, size: int) -> Callable[[timely.Scope], GraphRun]:
+    """`program` with string nodes (``"n7"``): labels that are not ints travel between workers
+    as values, beside each proposal's place on its line (`propagate._exchange`)."""
+    epochs: list[tuple[list[Any], ...]] = [(named(changes),) for changes in ring_epochs(seed, rings, size)]
+    build = dataflow("cc")
+
+    def located(scope: timely.Scope) -> GraphRun:
+        inputs, output = build(scope)
+        return GraphRun(epochs, inputs, output, scope.process_index, scope.processes)
+
+    return located
+
+
+def named(changes: list[Change]) -> list[Change]:
+    return [((f"n{a}", f"n{b}"), d) for (a, b), d in changes]
+
+
+@pytest.mark.parametrize(
+    ("mode", "lag"), [(Mode("one", workers=2), 2), (Mode("tcp", processes=2), 1)], ids=["one-w2-in-flight", "tcp-p2"]
+)
+def test_rings_of_string_nodes_match_networkx(mode: Mode, lag: int) -> None:
+    """Several epochs in flight: a worker's proposals for a later epoch's times reach its peer
+    while an earlier epoch's are still on their way."""
+    seed, rings, size = 5, 8, 23
+    results = mode.run(named_program, seed, rings, size, lag=lag, timeout=100)
+    changes, final = merged(results)
+    state: dict[Any, int] = {}
+    previous: dict[Any, int] = {}
+    for e, epoch in enumerate(ring_epochs(seed, rings, size)):
+        state = apply(state, named(epoch))
         expected = answer("cc", state)
         assert changes.get(e, {}) == difference(expected, previous), f"epoch {e}"
         previous = expected

@@ -55,6 +55,7 @@ from .._linear import Route, by_destination, changes_in, split_by
 from .._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
 from .._trace import Batch, Rows, Spine, concat_rows, indexed, latest, matches_each
 from ..collection import Collection, _lattices, lattice_of, operator_name
+from ._exchange import line_messages
 from ._least import (
     few_line_changes,
     later_keys,
@@ -149,8 +150,14 @@ class Propagate(Stateful):
             self._edges(block, t)
         elif edge == NODES:
             self._nodes(block, t)
-        else:
-            self._stage(Rows.at(codes_of(block.cols[0]), [codes_of(block.cols[1])], t, block.diffs), t)
+        else:  # proposals along t's line, each at t plus its offset (`_exchange.line_messages`)
+            dst, label, offsets = codes_of(block.cols[0]), codes_of(block.cols[1]), block.cols[2]
+            if not offsets.any():
+                self._stage(Rows.at(dst, [label], t, block.diffs), t)
+            else:
+                for d, rows in _runs(offsets):
+                    u = (*t[:-1], t[-1] + d)
+                    self._stage(Rows.at(dst[rows], [label[rows]], u, block.diffs[rows]), u)
         self._request()
 
     def _edges(self, block: Block, t: tuple[int, ...]) -> None:
@@ -246,7 +253,7 @@ class Propagate(Stateful):
         """With one worker, the later times of ``t``'s line, in order, while nothing else can
         arrive before them: inputs enter at loop counter 0, so once ``t`` is complete any input
         at or before ``(t[:-1], x)`` has arrived, and the proposals this vertex sends round the
-        loop come back to itself (it keeps them, `_send_at`). A time of ``staged`` at or before
+        loop come back to itself (it keeps them, `_send`). A time of ``staged`` at or before
         the next one (another epoch in flight) stops it, as does `ITERATE_SECONDS`."""
         deadline = perf_counter() + ITERATE_SECONDS
         prefix = t[:-1]
@@ -335,17 +342,13 @@ class Propagate(Stateful):
             self._stage(ks, u)
 
     def _emit(self, changes: Rows) -> None:
-        """The label changes out of the loop, one message per time."""
-        pos = changes.times[-1]
-        first = int(pos[0])
+        """The label changes out of the loop, in one message at the least of their times: they
+        lie on one line, and the loop's egress takes the loop counter off, so all of them leave
+        at the same time; a message per time would only cost a trip each through the egress
+        and what follows it."""
         prefix = tuple(int(c[0]) for c in changes.times[:-1])
-        if int(pos.min()) == int(pos.max()):
-            block = block_of_codes([changes.keys, changes.vals[0]], 2, changes.diffs)
-            self.send_by(self.outputs[1], [block], (*prefix, first))  # type: ignore[arg-type]
-            return
-        for x, rows in _runs(pos):
-            block = block_of_codes([changes.keys[rows], changes.vals[0][rows]], 2, changes.diffs[rows])
-            self.send_by(self.outputs[1], [block], (*prefix, x))  # type: ignore[arg-type]
+        block = block_of_codes([changes.keys, changes.vals[0]], 2, changes.diffs)
+        self.send_by(self.outputs[1], [block], (*prefix, int(changes.times[-1].min())))  # type: ignore[arg-type]
 
     def _join(self, delta: Batch, spine: Spine, edges_first: bool) -> None:
         """Label changes with edges (or edge changes with labels): a proposal ``(dst, label
@@ -425,23 +428,38 @@ class Propagate(Stateful):
                     part = order_[s:e]
                     v = tuple(int(c[s]) for c in times)
                     out.setdefault(v, []).append((dst[part], label[part], diffs[part]))
-        for v, parts in out.items():
-            dsts, labels, diffs_ = zip(*parts)
-            if len(parts) == 1:
-                self._send_at(dsts[0], labels[0], diffs_[0], v)
-            else:
-                self._send_at(np.concatenate(dsts), np.concatenate(labels), np.concatenate(diffs_), v)
+        self._send(out)
 
-    def _send_at(self, dst: np.ndarray, label: np.ndarray, diffs: np.ndarray, u: tuple[int, ...]) -> None:
-        """Proposals at ``u``, for the next iteration: kept (one worker: the feedback would
-        bring them back here, `_iterate`), or sent round the loop to their nodes' workers."""
+    def _send(self, out: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray, np.ndarray]]]) -> None:
+        """Proposals at their times, for the next iteration: those for this worker's own nodes
+        are kept, staged at the next iteration (the feedback would bring them back here at that
+        time: `_iterate` with one worker; with peers, the notification `_request` asks for), and
+        the rest go round the loop to their nodes' workers, one message per line (`_exchange`)."""
         peers = self.peers
-        if peers == 1:
+        away: list[tuple[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] = []
+        for u, parts in out.items():
+            if len(parts) == 1:
+                dst, label, diffs = parts[0]
+            else:
+                dst, label, diffs = (np.concatenate(c) for c in zip(*parts))
+            if not len(dst):
+                continue
             v = (*u[:-1], u[-1] + 1)
-            self._stage(Rows.at(dst, [label], v, diffs), v)
-            return
-        block = block_of_codes([dst, label], 2, diffs)  # values, not codes (ints are both)
-        self.send_by(self.outputs[0], split_by(block, route_of(dst) % peers, peers), u)  # type: ignore[arg-type]
+            if peers == 1:
+                self._stage(Rows.at(dst, [label], v, diffs), v)
+                continue
+            dest = route_of(dst) % peers
+            mine = dest == self.worker_index
+            if mine.any():
+                if mine.all():
+                    self._stage(Rows.at(dst, [label], v, diffs), v)
+                    continue
+                self._stage(Rows.at(dst[mine], [label[mine]], v, diffs[mine]), v)
+                theirs = ~mine
+                dst, label, diffs, dest = dst[theirs], label[theirs], diffs[theirs], dest[theirs]
+            away.append((u, (dst, label, diffs), dest))
+        for u, block, dest in line_messages(away):
+            self.send_by(self.outputs[0], split_by(block, dest, peers), u)  # type: ignore[arg-type]
 
     # Checkpoints -------------------------------------------------------------------------------
     def checkpoint(self) -> KeyedState | None:
