@@ -47,7 +47,8 @@ def test_consolidation_sorts_sums_and_drops_zeros(form: str, runs: bool, rows: l
     into one int64 with their diff and the forms fall back to sorting by columns: by
     `numpy.lexsort`, or with the compiled loops loaded by their natural merge sort). ``fused``:
     one compiled call for the whole consolidation (`_compiled.consolidate_rows`), as a program
-    that loaded the compiled loops takes for fewer than `FUSED_BELOW` rows."""
+    that loaded the compiled loops takes for fewer than `FUSED_BELOW` rows; rows too wide to
+    pack are then merge-sorted by their columns as they are (`_compiled.consolidate_words`)."""
     rows = [(k * spread, v, t, d) for k, v, t, d in rows]
     with pytest.MonkeyPatch.context() as patch:
         fused = form == "fused"

@@ -12,6 +12,8 @@ import pytest
 
 from timely_libs.linq._columns import _kernels
 from timely_libs.linq._trace import Batch, Rows, Spine, antichain, beyond, matches
+from timely_libs.linq._trace import _spine as spine_module
+from timely_libs.linq._trace._reader import address_table
 
 TIERS = ["python", "numpy", "compiled", "spine"]
 
@@ -183,3 +185,137 @@ def test_antichain_keeps_the_minimal_times() -> None:
     times = [(a, b) for a, b in product(range(4), range(4)) if a + b >= 3]
     assert antichain(times) == ((0, 3), (1, 2), (2, 1), (3, 0))
     assert beyond(antichain(times), (2, 2)) and not beyond(antichain(times), (1, 1))
+
+
+def _listed(spine: Spine) -> list[Batch]:
+    """The spine's batches walked from its levels and tail now (no kept list)."""
+    out = list(spine.tail)
+    for here in spine.levels:
+        if isinstance(here, spine_module._Merge):
+            out += [here.a, here.b]
+        elif here is not None:
+            out.append(here)
+    return out
+
+
+def test_the_kept_address_table_follows_every_change_of_the_spine() -> None:
+    """A spine keeps its batches' address table between reads; every change (an insert into
+    the tail, a tail merge, a level's batch, a merge finished by fuel or adopted from the merge
+    thread, compaction) must make
+    the next read see the batches as they are, not a kept table of the ones before."""
+    rng = np.random.default_rng(21)
+    with pytest.MonkeyPatch.context() as patch:
+        _tier(patch, "spine")
+        # small sizes, so tail merges, level merges and merges by fuel all happen in a few rows
+        # and merges of 60 rows or more on the merge thread, adopted when a read comes
+        sizes = (("TAIL", 12), ("TAIL_BATCHES", 3), ("SMALL", 4), ("MIN_CHUNK", 4), ("FUEL_PER_ROW", 1))
+        for name, value in (*sizes, ("BACKGROUND_ROWS", 60)):
+            patch.setattr(spine_module, name, value)
+        spine = Spine(1, 2)
+        everything: list[tuple[int, int, int, int, int]] = []
+        changes = Counter[str]()
+        merging = 0
+        for _ in range(200):
+            action = rng.choice(["tail", "level", "undo", "advance", "compact"], p=[0.4, 0.25, 0.2, 0.1, 0.05])
+            if action == "undo" and len(spine) > spine_module.TAIL:
+                # everything in one batch, then its negation at its level: a merge by fuel whose
+                # rows all cancel, so it has no result to place
+                spine.compact()
+                rows = spine.rows()
+                keys, vals, epochs, iters = rows.keys, rows.vals[0], rows.times[0], rows.times[1]
+                diffs = -rows.diffs
+            else:
+                n = int(rng.integers(1, 6)) if action == "tail" else int(rng.integers(13, 40))
+                keys, vals = rng.integers(0, 40, n), rng.integers(0, 3, n)
+                epochs = rng.integers(spine.epoch, spine.epoch + 3, n)
+                iters, diffs = rng.integers(0, 4, n), rng.choice([-1, 1, 2], n)
+            if action in ("tail", "level", "undo"):
+                spine.insert(Batch(Rows(keys, [vals], [epochs, iters], diffs)))
+                everything += zip(keys.tolist(), vals.tolist(), epochs.tolist(), iters.tolist(), diffs.tolist())
+            elif action == "advance":
+                spine.advance_to(spine.epoch + 1)
+            else:
+                spine.compact()
+            changes[str(action)] += 1
+            merging += any(isinstance(h, spine_module._Merge) for h in spine.levels)
+            while True:  # the merge thread's merges done and adopted: no race below
+                spine.batches()  # a read while they run (the spine keeps its list), then one that adopts them
+                running = [h.future for h in spine.levels if isinstance(h, spine_module._Merge) and h.future]
+                if not running:
+                    break
+                for future in running:
+                    future.result()
+            listed = _listed(spine)
+            kept = address_table(spine.batches())
+            assert all(a is b for a, b in zip(spine.batches(), listed)) and len(spine.batches()) == len(listed)
+            if listed:
+                assert np.array_equal(kept, np.array([b.address() for b in listed]))
+                assert address_table(spine.batches()) is kept  # no change since: the same table
+            # reads at times the compaction allows, against a scan of every row inserted
+            asked = np.unique(rng.integers(0, 42, int(rng.integers(2, 20))))
+            t = (spine.epoch + int(rng.integers(0, 3)), int(rng.integers(0, 4)))
+            keyset = set(asked.tolist())
+            want: Counter[tuple[int, int]] = Counter()
+            per_key: Counter[int] = Counter()
+            for k, v, e, it, d in everything:
+                if k in keyset and _le((max(e, spine.epoch), it), t):
+                    want[(k, v)] += d
+                    per_key[k] += d
+            acc, _ = spine.accumulate(asked, t)
+            assert dict(zip(zip(acc.keys.tolist(), acc.vals[0].tolist()), acc.diffs.tolist())) == {
+                kv: d for kv, d in want.items() if d
+            }
+            totals, _, _ = spine.totals(asked, t)
+            assert totals.tolist() == [per_key[k] for k in asked.tolist()]
+            found = matches(asked, spine.batches(), 1, 2)
+            rows_now = Counter(
+                (k, v, e, it, d)
+                for b in listed
+                for k, v, e, it, d in zip(
+                    b.keys.tolist(), b.vals[0].tolist(), b.times[0].tolist(), b.times[1].tolist(), b.diffs.tolist()
+                )
+                if k in keyset
+            )
+            got = (
+                Counter()
+                if found is None
+                else Counter(
+                    zip(
+                        found[1].keys.tolist(),
+                        found[1].vals[0].tolist(),
+                        found[1].times[0].tolist(),
+                        found[1].times[1].tolist(),
+                        found[1].diffs.tolist(),
+                    )
+                )
+            )
+            assert got == rows_now
+        # every kind of change happened, and merges went on by fuel between reads
+        assert len(changes) == 5 and merging > 10
+
+
+def test_a_caller_extending_its_list_of_batches_is_not_read_through_the_kept_table() -> None:
+    """A shared arrangement adds batches still in flight to the spine's list; the read must
+    cover them, not stop at the table the spine kept for its own batches."""
+    with pytest.MonkeyPatch.context() as patch:
+        _tier(patch, "spine")
+        spine = Spine(1, 1)
+        spine.insert(
+            Batch(
+                Rows(
+                    np.array([1, 2, 3]),
+                    [np.array([0, 0, 0])],
+                    [np.zeros(3, dtype=np.int64)],
+                    np.ones(3, dtype=np.int64),
+                )
+            )
+        )
+        address_table(spine.batches())  # the spine now keeps a table of its one batch
+        extra = Batch(
+            Rows(np.array([2, 5]), [np.array([7, 7])], [np.zeros(2, dtype=np.int64)], np.ones(2, dtype=np.int64))
+        )
+        batches = spine.batches()
+        batches.append(extra)
+        found = matches(np.array([2, 5]), batches, 1, 1)
+        assert found is not None
+        assert sorted(zip(found[1].keys.tolist(), found[1].vals[0].tolist())) == [(2, 0), (2, 7), (5, 7)]

@@ -378,16 +378,20 @@ def summed_rows(rows: Iterable[tuple[int, ...]], diffs: Iterable[int]) -> tuple[
 
 
 def _consolidate_fused(cols: Sequence[np.ndarray], diffs: np.ndarray) -> tuple[list[np.ndarray], np.ndarray] | None:
-    """`consolidate` in one compiled call (`POLICY.fused_rows`); None when the rows do not
-    pack into one int64 (or are not all int64)."""
-    from ._compiled import consolidate_rows  # loaded: `fused_rows` says so
+    """`consolidate` in one compiled call (`POLICY.fused_rows`); rows too wide for one int64
+    (a triangle's paths keyed by a pair) in two, the natural merge sort of their columns as
+    they are (`_compiled.consolidate_words`) and one gather, where packing them into words
+    first took a dozen numpy calls for their ranges. None when not all int64."""
+    from ._compiled import consolidate_rows, consolidate_words  # loaded: `fused_rows` says so
 
     rows = np.array(cols)  # equally long columns: a matrix (a quarter of numpy.stack's cost)
     if rows.dtype != np.int64 or rows.ndim != 2 or diffs.dtype != np.int64:
         return None
-    out, sums, m = consolidate_rows(rows, np.ascontiguousarray(diffs))
-    if m < 0:
-        return None
+    diffs = np.ascontiguousarray(diffs)
+    out, sums, m = consolidate_rows(rows, diffs)
+    if m < 0:  # too wide to pack
+        kept, sums, m = consolidate_words(rows, diffs)
+        out = rows[:, kept[:m]]
     return [out[j, :m] for j in range(len(cols))], sums[:m]
 
 

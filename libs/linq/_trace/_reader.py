@@ -24,8 +24,8 @@ undefined (the trace cannot tell; the operator must not ask).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from operator import le
+from collections.abc import Iterable, Iterator, Sequence
+from operator import is_, le
 
 import numpy as np
 
@@ -37,6 +37,8 @@ KeyIndex = tuple[np.ndarray, np.ndarray, np.ndarray, int]
 """What a compiled loop finds a batch's keys with (`Batch.key_index`)."""
 
 __all__ = [
+    "Batches",
+    "SpineReads",
     "accumulate",
     "indexed",
     "key_spans",
@@ -45,6 +47,7 @@ __all__ = [
     "latest",
     "matches",
     "matches_each",
+    "spine_batches",
 ]
 
 # Reads ------------------------------------------------------------------------------------------
@@ -124,8 +127,49 @@ def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> 
     return rank, Rows(keys[rank], vals, times, diffs)
 
 
+class SpineReads:
+    """A spine's batches as of its last change, and their address table once a compiled read
+    has asked for it: kept by the spine until its batches change (an insert, a merge's
+    result, a compaction), so the reads between two changes share one table."""
+
+    __slots__ = ("batches", "table")
+
+    def __init__(self, batches: tuple[Batch, ...]) -> None:
+        self.batches = batches
+        self.table: np.ndarray | None = None
+
+
+class Batches(list[Batch]):
+    """A spine's batches as `Spine.batches` hands them out: a list of the caller's own (it may
+    extend it) that knows the spine's `SpineReads`, where `address_table` finds the table."""
+
+    __slots__ = ("reads",)
+    reads: SpineReads
+
+
+def spine_batches(reads: SpineReads) -> Batches:
+    """A list of ``reads``' batches that knows them (no Python ``__init__``: this is every read's)."""
+    out = Batches(reads.batches)
+    out.reads = reads
+    return out
+
+
 def address_table(batches: Sequence[Batch]) -> np.ndarray:
-    """The batches as the compiled whole-spine reads take them (`Batch.address`)."""
+    """The batches as the compiled whole-spine reads take them (`Batch.address`): the spine's
+    kept table when ``batches`` are still exactly the batches it describes (a caller may have
+    extended its list), else built now."""
+    if type(batches) is Batches:
+        reads = batches.reads
+        held = reads.batches
+        if len(held) == len(batches) and all(map(is_, held, batches)):
+            table = reads.table
+            if table is None:
+                table = reads.table = _addresses(held)
+            return table
+    return _addresses(batches)
+
+
+def _addresses(batches: Iterable[Batch]) -> np.ndarray:
     return np.array([b.address() for b in batches])
 
 

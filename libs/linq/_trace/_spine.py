@@ -41,7 +41,7 @@ import numpy as np
 from .._columns import consolidate_parts
 from ._batch import Batch, Rows, concat_rows
 from ._frontier import Antichain, Time
-from ._reader import accumulate, key_totals, later_times, matches_each
+from ._reader import SpineReads, accumulate, key_totals, later_times, matches_each, spine_batches
 
 __all__ = ["Spine"]
 
@@ -223,6 +223,9 @@ class Spine:
         """The logical compaction frontier: epochs before it may be merged into it."""
         self.pending = 0
         """Merges on the merge thread not yet adopted."""
+        self.reads: SpineReads | None = None
+        """The batches as of the last change, with their address table once read (`batches`);
+        None after a change."""
 
     # Writing -------------------------------------------------------------------------------------
     def insert(self, batch: Batch) -> None:
@@ -230,6 +233,7 @@ class Spine:
         n = len(batch)
         if not n:
             return
+        self.reads = None
         if n <= TAIL:
             tail = self.tail
             tail.append(batch)
@@ -265,6 +269,7 @@ class Spine:
         return _frontier(self.epoch, self.ntimes)
 
     def _place(self, batch: Batch) -> None:
+        self.reads = None
         level = _level(len(batch))
         while True:
             while len(self.levels) <= level:
@@ -319,6 +324,7 @@ class Spine:
             else:
                 continue
             self.levels[level] = None
+            self.reads = None
             if len(done):
                 self._place(done)
 
@@ -331,6 +337,7 @@ class Spine:
         self.pending = 0
         self.levels = []
         self.tail = []
+        self.reads = None
         if not batches:
             return
         self._place(_merged(_compacted(batches, self.nvals, self.epoch), self.since))
@@ -338,19 +345,23 @@ class Spine:
     # Reading -------------------------------------------------------------------------------------
     def batches(self) -> list[Batch]:
         """Every batch holding rows (the inputs of unfinished merges included), after adopting
-        the merges the merge thread has finished. A reader that walks the batches twice takes
-        one list."""
+        the merges the merge thread has finished: a list of the caller's own, listed once per
+        change of the spine (`SpineReads`). A reader that walks the batches twice takes one
+        list."""
         self._adopt()
-        out: list[Batch] = list(self.tail)
-        for here in self.levels:
-            if here is None:
-                continue
-            if isinstance(here, _Merge):
-                out.append(here.a)
-                out.append(here.b)
-            else:
-                out.append(here)
-        return out
+        reads = self.reads
+        if reads is None:
+            out: list[Batch] = list(self.tail)
+            for here in self.levels:
+                if here is None:
+                    continue
+                if isinstance(here, _Merge):
+                    out.append(here.a)
+                    out.append(here.b)
+                else:
+                    out.append(here)
+            reads = self.reads = SpineReads(tuple(out))
+        return spine_batches(reads)
 
     def find(self, keys: np.ndarray) -> Iterator[tuple[Batch, slice | np.ndarray, np.ndarray]]:
         """For each batch with rows of ``keys`` (any order, repeats allowed): the batch, those
