@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from tests.support.linq_harness import compiled_from
 from timely_libs.linq import OperatorError
-from timely_libs.linq._columns import codes_of, values_of
+from timely_libs.linq._columns import _kernels, codes_of, values_of
 from timely_libs.linq._columns._codes import codes_of_values
 from timely_libs.linq._trace import Batch, Rows, Spine, _batch
 from timely_libs.linq.propagate import _least
@@ -231,7 +231,8 @@ def consistent(draw: st.DrawFn) -> tuple[list[Row], list[Row], list[Row], Time]:
 
 
 @pytest.mark.parametrize(
-    "form", ["columns", "python", "arrangement", "compiled", "compiled-table", "many", "many-table", "few"]
+    "form",
+    ["columns", "python", "arrangement", "compiled", "compiled-table", "many", "many-table", "few", "few-spine"],
 )
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=consistent(), cut=st.integers(0, 30))
@@ -242,7 +243,8 @@ def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form:
     the label rows given with their keys' ranks (as `Propagate` reads them), or (``many``)
     read from the labels' arrangement by `unchanged_many`; ``-table``: the compiled loops find
     keys through each batch's key table, not by search; ``few``: both arrangements (the
-    labels also in two batches) read span by span by `unchanged_few`."""
+    labels also in two batches) read span by span by `unchanged_few`, or (``few-spine``)
+    each whole in one compiled call."""
     proposals, labels, delta, t = case
     if not delta:
         return
@@ -250,7 +252,9 @@ def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form:
         patch.setattr(_least, "FEW_ROWS", 10**9 if form == "python" else 0)
         compiled_from(patch, 1 if form.startswith("compiled") else 1 << 40)
         patch.setattr(_batch, "DENSE_QUERY", 1 if form.endswith("-table") else 1 << 40)
-        form = form.removesuffix("-table")
+        if form.startswith("few"):
+            _spine_tier(patch, form.endswith("-spine"))
+        form = form.removesuffix("-table").removesuffix("-spine")
         changes = Batch(_rows(delta, 3))
         if form == "few":
             spine = Spine(1, 3)
@@ -287,6 +291,13 @@ def test_a_key_said_unchanged_keeps_its_least_proposal_at_every_later_time(form:
                 assert _least_positive(proposals + delta, key, at) == _least_positive(proposals, key, at), (key, x)
 
 
+def _spine_tier(patch: pytest.MonkeyPatch, on: bool) -> None:
+    """Whether a few keys' reads take each spine whole in one compiled call (`Policy.spine_read`)."""
+    patch.setattr(_kernels, "SPINE_KEYS", 1)
+    patch.setattr(_kernels, "SPINE_BELOW", 1 << 40 if on else 0)
+    patch.setattr(_kernels.POLICY, "eager", on or _kernels.POLICY.eager)
+
+
 def _spine_of(rows: Sequence[Row]) -> Spine:
     spine = Spine(1, 3)
     if rows:
@@ -294,20 +305,22 @@ def _spine_of(rows: Sequence[Row]) -> Spine:
     return spine
 
 
-@pytest.mark.parametrize("form", ["columns", "compiled", "few"])
+@pytest.mark.parametrize("form", ["columns", "compiled", "few", "few-spine"])
 def test_removing_a_copy_of_the_label_while_another_stays_proposed_leaves_the_key_alone(
     form: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Node 3's label 4 is proposed twice from time 2 on; one copy goes at t: still label 4. The
     other copy goes later, at 6: the label would move there, so then the key is evaluated."""
     compiled_from(monkeypatch, 1 if form == "compiled" else 1 << 40)
+    if form.startswith("few"):
+        _spine_tier(monkeypatch, form == "few-spine")
     labels: list[Row] = [(3, 4, (1, 0, 2), 1)]
     t = (1, 0, 3)
     change: list[Row] = [(3, 4, t, -1)]
     for later, same in (([], True), ([(3, 4, (1, 0, 6), -1)], False), ([(3, 4, (1, 0, 5), 1)], True)):
         proposals = [(3, 4, (1, 0, 2), 2), *later, *change]
         spine = _spine_of(proposals)
-        if form == "few":
+        if form.startswith("few"):
             found = _least.unchanged_few(Batch(_rows(change, 3)), _spine_of(labels), t, spine)
             assert found is not None
             assert found.tolist() == [same], later

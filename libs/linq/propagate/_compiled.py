@@ -13,10 +13,22 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from numba.types import Tuple, i8, void  # type: ignore[attr-defined]
+from numba.types import Array, Tuple, b1, i8, int8, void  # type: ignore[attr-defined]
 
 from ... import _numba_cache
-from .._columns._compiled import ANY, IN, OUT, TABLE, key_matches, matched_rows
+from .._columns._compiled import (
+    ADDR_COLUMNS,
+    ADDR_STARTS,
+    ADDRESS_TABLE,
+    ANY,
+    IN,
+    OUT,
+    TABLE,
+    _load,
+    _spine_matches,
+    key_matches,
+    matched_rows,
+)
 
 _BEGUN = _numba_cache.begin(
     __file__, "timely_libs.linq.propagate: compiling its loops with numba, once per machine (a few seconds)"
@@ -29,6 +41,8 @@ __all__ = [
     "label_support",
     "least_added_removed",
     "slot_rows",
+    "supported",
+    "unchanged_spine",
 ]
 
 
@@ -258,6 +272,136 @@ def join_values(
                 last[r] = x if x > floor else floor
             r += 1
     return left, right, product, last
+
+
+@njit(b1(IN, i8, ADDRESS_TABLE, i8, i8), cache=True, nogil=True)
+def supported(key: np.ndarray, label: int, proposals: np.ndarray, ntimes: int, td: int) -> bool:
+    """`_least._still_proposed` for one key (``key``, of one element) over a whole spine (its
+    address table): whether the proposal ``label`` keeps a positive count at every line time
+    from ``td`` on."""
+    found, m, _ = _spine_matches(key, proposals)
+    last_col = ADDR_COLUMNS + 2 * (1 + ntimes)
+    diff_col = last_col + 2
+    bound = 0
+    for p in range(m):
+        b = found[p, 0]
+        j = found[p, 2]
+        starts_at, stride = proposals[b, ADDR_STARTS], proposals[b, ADDR_STARTS + 1]
+        for r in range(_load(starts_at, j * stride), _load(starts_at, (j + 1) * stride)):
+            if _load(proposals[b, ADDR_COLUMNS + 2], r * proposals[b, ADDR_COLUMNS + 3]) != label:
+                continue
+            d = _load(proposals[b, diff_col], r * proposals[b, diff_col + 1])
+            if _load(proposals[b, last_col], r * proposals[b, last_col + 1]) <= td or d < 0:
+                bound += d
+    return bound >= 1
+
+
+@njit(Tuple((Array(int8, 1, "C"), OUT, i8))(IN, ANY, ANY, ANY, ADDRESS_TABLE, i8, i8, i8), cache=True, nogil=True)
+def unchanged_spine(
+    keys: np.ndarray,
+    starts: np.ndarray,
+    vals: np.ndarray,
+    diffs: np.ndarray,
+    labels: np.ndarray,
+    ntimes: int,
+    td: int,
+    first_code: int,
+) -> tuple:  # type: ignore[type-arg]
+    """`_least.unchanged_few` for a few keys, reading the label arrangement whole (its address
+    table, `Batch.address`) in this one call: for each of ``keys`` (sorted, distinct; a batch
+    of proposal changes ``starts``, ``vals``, ``diffs``, sorted by (key, value)), 1 if its
+    labels are consistent along the line and the changes cannot move them, 2 if so provided
+    that its greatest label (the second array) stays proposed (`supported`), else 0; and how
+    many 2s, or -1 if a label is not an int (a code from ``first_code``: the caller takes the
+    general path). Every row is on ``td``'s line, so only the last time coordinate (column
+    ``1 + ntimes``) is read."""
+    n = len(keys)
+    out = np.zeros(n, dtype=np.int8)
+    most = np.zeros(n, dtype=np.int64)
+    checks = 0
+    for c in range(len(vals)):
+        if vals[c] >= first_code:
+            return out, most, -1
+    found, m, total = _spine_matches(keys, labels)
+    pos = np.empty(total, dtype=np.int64)
+    val = np.empty(total, dtype=np.int64)
+    diff = np.empty(total, dtype=np.int64)
+    seen = np.empty(total, dtype=np.int64)
+    counts = np.empty(total, dtype=np.int64)
+    last_col = ADDR_COLUMNS + 2 * (1 + ntimes)
+    diff_col = last_col + 2
+    for i in range(n):
+        rows = 0  # the key's label rows, sorted by (position, label) as they come
+        for p in range(m):
+            if found[p, 1] != i:
+                continue
+            b = found[p, 0]
+            j = found[p, 2]
+            starts_at, stride = labels[b, ADDR_STARTS], labels[b, ADDR_STARTS + 1]
+            for r in range(_load(starts_at, j * stride), _load(starts_at, (j + 1) * stride)):
+                v = _load(labels[b, ADDR_COLUMNS + 2], r * labels[b, ADDR_COLUMNS + 3])
+                if v >= first_code:
+                    return out, most, -1
+                x = _load(labels[b, last_col], r * labels[b, last_col + 1])
+                x = x if x > td else td
+                d = _load(labels[b, diff_col], r * labels[b, diff_col + 1])
+                a = rows
+                while a > 0 and (pos[a - 1] > x or (pos[a - 1] == x and val[a - 1] > v)):
+                    pos[a] = pos[a - 1]
+                    val[a] = val[a - 1]
+                    diff[a] = diff[a - 1]
+                    a -= 1
+                pos[a] = x
+                val[a] = v
+                diff[a] = d
+                rows += 1
+        if rows == 0 or pos[0] != td:  # no label at t itself
+            continue
+        # one label in all, with count 1, at each position along the line; the greatest of them
+        nlabels = 0
+        ok = True
+        greatest = val[0]
+        r = 0
+        while r < rows:
+            x = pos[r]
+            while r < rows and pos[r] == x:
+                k = 0
+                while k < nlabels and seen[k] != val[r]:
+                    k += 1
+                if k == nlabels:
+                    seen[k] = val[r]
+                    counts[k] = 0
+                    nlabels += 1
+                counts[k] += diff[r]
+                r += 1
+            present = -1
+            for k in range(nlabels):
+                if counts[k] != 0:
+                    if present >= 0:
+                        ok = False
+                    present = k
+            if not ok or present < 0 or counts[present] != 1:
+                ok = False
+                break
+            if x == td or seen[present] > greatest:
+                greatest = seen[present]
+        if not ok:
+            continue
+        # the changes: adding no smaller, removing greater, or the greatest while it stays proposed
+        check = False
+        for c in range(starts[i], starts[i + 1]):
+            if diffs[c] > 0:
+                ok = vals[c] >= greatest
+            elif vals[c] == greatest:
+                check = True
+            else:
+                ok = vals[c] > greatest
+            if not ok:
+                break
+        most[i] = greatest
+        out[i] = (2 if check else 1) if ok else 0
+        checks += ok and check
+    return out, most, checks
 
 
 _numba_cache.finish(_BEGUN, globals(), __name__, "timely_libs.linq.propagate", "loops")

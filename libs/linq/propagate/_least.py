@@ -50,6 +50,7 @@ from .._columns import (
 )
 from .._errors import OperatorError
 from .._trace import Batch, Rows, Spine, indexed, key_spans, matches, matches_each
+from .._trace._reader import address_table
 
 __all__ = [
     "FEW_ROWS",
@@ -593,9 +594,12 @@ def unchanged_few(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np.
     column form's lookups cost a dozen numpy calls per batch, for a handful of rows); the
     removal of a key's greatest label is checked as `_still_proposed` does. None when a label
     is not an int (the general path then)."""
-    keys = delta.ukeys.tolist()
-    if not keys:  # the changes cancelled
+    n = len(delta.ukeys)
+    if not n:  # the changes cancelled
         return np.zeros(0, dtype=bool)
+    if POLICY.spine_read(n):  # the compiled loops are loaded: each spine read whole in one call
+        return _unchanged_spines(delta, labels, t, proposals)
+    keys = delta.ukeys.tolist()
     if not all_ints(delta.vals[0]):
         return None
     td = t[-1]
@@ -617,6 +621,30 @@ def unchanged_few(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np.
         return bound >= 1
 
     return np.array(_decided_python(delta, rows, td, still_proposed), dtype=bool)
+
+
+def _unchanged_spines(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np.ndarray | None:
+    """`unchanged_few` in compiled calls (`_compiled.unchanged_spine`, `supported`): the label
+    arrangement read whole through its address table, and the proposals' only for a key
+    whose greatest label a change removes; no Python value per row, no call per batch."""
+    from ._compiled import supported, unchanged_spine  # loaded: `Policy.spine_read` says so
+
+    keys = np.ascontiguousarray(delta.ukeys)
+    batches = labels.batches()
+    if not batches:
+        return np.zeros(len(keys), dtype=bool)
+    ntimes, td = len(t), t[-1]
+    said, greatest, checks = unchanged_spine(
+        keys, delta.starts, delta.vals[0], delta.diffs, address_table(batches), ntimes, td, PAIRS
+    )
+    if checks < 0:  # a label that is not an int
+        return None
+    if checks:
+        held = proposals.batches()
+        table = address_table(held) if held else None
+        for i in np.flatnonzero(said == 2).tolist():
+            said[i] = table is not None and supported(keys[i : i + 1], int(greatest[i]), table, ntimes, td)
+    return said.view(np.bool_)
 
 
 def _decided_python(

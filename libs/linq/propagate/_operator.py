@@ -67,6 +67,7 @@ from ._least import (
     unchanged_few,
     unchanged_many,
 )
+from ._proposals import few_proposals
 
 __all__ = ["Propagate", "by_size", "propagate"]
 
@@ -364,8 +365,9 @@ class Propagate(Stateful):
         batches = spine.batches()
         if not batches:
             return
-        out: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
-        for u, rows in _by_time(delta):
+        few = few_proposals(delta, batches, edges_first, self.weighted)  # an update's few rows: `_proposals`
+        out: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {} if few is None else few
+        for u, rows in _by_time(delta) if few is None else ():
             rest = batches
             keys = rows.keys
             if not self.weighted and POLICY.keys_tier(len(keys)) == "compiled":
