@@ -197,7 +197,8 @@ def _one_process_first_answer(ctx: Context, options: Any, out: Path) -> float | 
     ctx.progress("timely: components with one process (local[1])")
     single = replace(options, output=out, processes=1, analyses=("cc",))
     try:
-        result = run_job(single, out=ProgressOut(ctx))
+        with TreeMemory():  # sampled as the two-process run is, so that both pay for the sampling
+            result = run_job(single, out=ProgressOut(ctx))
     finally:
         stop_spark()
     return result.stages.get("components: first answer")

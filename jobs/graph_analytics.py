@@ -422,14 +422,20 @@ class _Writer:
         self.result.spark[step] = self.result.stages[step]
 
 
+WORKERS_WAIT = 120.0
+"""Seconds the job waits for the Python workers it started ahead (`_workers_ready`)."""
+
+
 def _workers_ready(warm: Any, progress: _Progress, result: JobResult) -> None:
     """Wait for the rest of `timely_libs.spark.warm_workers`' job, so that each analysis's time
     is its own; the wait is Spark's share (starting Python workers)."""
     step = "python workers"
     with progress.stage(step, result, waiting="starting Spark's Python workers and loading the analyses' code"):
-        warm.wait()
+        ready = warm.wait(WORKERS_WAIT)
     result.spark[step] = result.stages[step]
-    if warm.error is not None:
+    if not ready:  # a cluster without executors yet: the analyses' own check of the slots reports it
+        progress.say(f"{step}: not ready after {WORKERS_WAIT:g} s; the analyses go on (Spark queues them behind)")
+    elif warm.error is not None:
         progress.say(f"{step}: not started ahead ({type(warm.error).__name__}); the analyses start their own")
     else:
         progress.say(f"{step}: {len(warm.workers)} ready; their job took {warm.seconds:.2f} s")
