@@ -76,7 +76,6 @@ def warm_workers(
     def job() -> None:
         began = time.perf_counter()
         try:
-            sc.setJobDescription("timely: starting Python workers")
             with quiet_pandas_warning():
                 rows = session.range(n, numPartitions=n).mapInArrow(body, _SCHEMA).collect()
             handle.workers = sorted({int(r["pid"]) for r in rows})
