@@ -17,12 +17,19 @@ import numpy as np
 import timely
 from timely_libs import linq, pregel
 
-__all__ = ["COMPONENTS_SCHEMA", "PAGERANK_SCHEMA", "components", "pagerank"]
+__all__ = ["COMPONENTS_SCHEMA", "PAGERANK_SCHEMA", "components", "pagerank", "preload"]
 
 COMPONENTS_SCHEMA = "analysis string, node long, label long, diff long"
 """Rows of `components`: ``analysis`` is ``cc`` or ``scc``; ``diff`` +1 for a label a node
 takes at the epoch, -1 for one it leaves (run_epochs adds the epoch column)."""
 PAGERANK_SCHEMA = "node long, rank double"
+
+
+def preload() -> None:
+    """Load linq's compiled loops (`timely_libs.linq.preload`) in a Spark Python worker before
+    a run needs them (the job passes it to `timely_libs.spark.warm_workers`): otherwise each
+    process loads them at its first large array, in the middle of the components' first epoch."""
+    linq.preload()
 
 
 def _edge_columns(columns: tuple[np.ndarray, ...]) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:

@@ -346,13 +346,17 @@ def run_job(options: JobOptions, session: Any = None, out: Any = None) -> JobRes
             with progress.stage("spark", result, waiting="starting the JVM and the SparkContext"):
                 session = tspark.session(options.master, cores=options.processes, app_name="graph_analytics")
             result.spark["start"] = result.stages["spark"]
+        components = [a for a in ("cc", "scc") if a in options.analyses]
+        # The analyses' Python workers start now, while the generated data is written: one
+        # small Spark job, so the first analysis does not wait for them (docs/spark.md).
+        warm = tspark.warm_workers(session, options.processes, preload=(_dataflows.preload,) if components else ())
         staging.mkdir(parents=True)
         writer = _Writer(session, staging, options.format, progress, result)
         if options.input is None:
             writer.write("generated_edges", pa.table({"src": edges.pairs[:, 0], "dst": edges.pairs[:, 1]}))
             if options.changes is None and changes.epochs:
                 writer.write("generated_changes", _numbered(changes.epochs))
-        components = [a for a in ("cc", "scc") if a in options.analyses]
+        _workers_ready(warm, progress, result)
         if components:
             _components(session, tspark, edges, changes, components, options, writer, progress, result)
         if "pagerank" in options.analyses:
@@ -416,6 +420,25 @@ class _Writer:
             else:
                 frame.write.parquet(path)
         self.result.spark[step] = self.result.stages[step]
+
+
+WORKERS_WAIT = 120.0
+"""Seconds the job waits for the Python workers it started ahead (`_workers_ready`)."""
+
+
+def _workers_ready(warm: Any, progress: _Progress, result: JobResult) -> None:
+    """Wait for the rest of `timely_libs.spark.warm_workers`' job, so that each analysis's time
+    is its own; the wait is Spark's share (starting Python workers)."""
+    step = "python workers"
+    with progress.stage(step, result, waiting="starting Spark's Python workers and loading the analyses' code"):
+        ready = warm.wait(WORKERS_WAIT)
+    result.spark[step] = result.stages[step]
+    if not ready:  # a cluster without executors yet: the analyses' own check of the slots reports it
+        progress.say(f"{step}: not ready after {WORKERS_WAIT:g} s; the analyses go on (Spark queues them behind)")
+    elif warm.error is not None:
+        progress.say(f"{step}: not started ahead ({type(warm.error).__name__}); the analyses start their own")
+    else:
+        progress.say(f"{step}: {len(warm.workers)} ready; their job took {warm.seconds:.2f} s")
 
 
 def _spark_share(result: JobResult, stage: str, timings: dict[str, float], progress: _Progress) -> None:

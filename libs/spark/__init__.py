@@ -12,6 +12,7 @@ from ._errors import SparkBridgeError
 from ._progress import ConsoleProgress, Progress, ProgressCallback, watch
 from ._session import local_session, session
 from ._stream import EpochReport, StreamRun, run_stream
+from ._workers import WarmWorkers, warm_workers
 
 __all__ = [
     "ConsoleProgress",
@@ -20,6 +21,7 @@ __all__ = [
     "ProgressCallback",
     "SparkBridgeError",
     "StreamRun",
+    "WarmWorkers",
     "epochs_from_directory",
     "local_session",
     "run",
@@ -27,5 +29,6 @@ __all__ = [
     "run_stream",
     "session",
     "task_slots",
+    "warm_workers",
     "watch",
 ]
