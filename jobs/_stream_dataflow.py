@@ -33,6 +33,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import compress
 from operator import itemgetter
 from typing import Any
 
@@ -66,8 +67,13 @@ _COLUMNS = tuple(c.split()[0] for c in ANSWER_SCHEMA.split(", "))
 QUOTED = 5
 """Skipped posts quoted per worker (the rest are only counted)."""
 
-_SCAN = re.compile(r"(\x00)|(?<![\w@#])([@#])(\w+)")
-"""Post separators, and mentions and hashtags: ``@`` or ``#`` then a word, not inside a word."""
+_SCAN = re.compile(r"[\x00@#](?:(?<=\x00)|(?<=@)(?<![\w@#].)u([0-9]{1,18})(?!\w)|(?<=#)(?<![\w@#].)(\w+))")
+"""Post separators (``("", "")``), mentions (``(digits, "")``) and hashtags (``("", word)``):
+``@`` or ``#`` then a word, not inside a word. A mention is ``@u`` and 1 to 18 ASCII digits
+(an int64; ``str.isdigit`` would take ``²``, which ``int()`` refuses) ending the word; any
+other ``@word`` names no user. The leading character class lets the regex engine skip to
+the next ``NUL``, ``@`` or ``#`` instead of trying the lookbehind at every character: three
+times faster than testing it first."""
 _INF = float("inf")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
 
@@ -167,28 +173,26 @@ class Parse(timely.Vertex):
             slots = np.floor(np.asarray(times)).astype(np.int64)
             authors = np.asarray(users, dtype=np.int64)
             ids = self.tag_ids
-            mention_post: list[int] = []
-            mentioned: list[int] = []
-            tag_post: list[int] = []
-            tag_ids: list[int] = []
-            i = 0
-            for sep, sign, word in _SCAN.findall(joined):
-                if sep:
-                    i += 1
-                elif sign == "@":
-                    # ASCII digits only (str.isdigit takes "²", which int() refuses); fits in int64
-                    if word[0] == "u" and 1 < len(word) <= 19 and word.isascii() and word[1:].isdigit():
-                        mention_post.append(i)
-                        mentioned.append(int(word[1:]))
-                else:
-                    h = ids.get(word)
+            found = _SCAN.findall(joined)
+            digits, words = zip(*found) if found else ((), ())
+            n = len(found)
+            is_mention = np.fromiter(map(len, digits), np.int64, n) > 0
+            is_tag = np.fromiter(map(len, words), np.int64, n) > 0
+            post = np.cumsum(~(is_mention | is_tag))  # a match's post: the separators before it
+            mp = post[is_mention]
+            md = np.array(list(compress(digits, is_mention.tolist())), dtype=np.int64)
+            names = list(compress(words, is_tag.tolist()))
+            tag_ids = list(map(ids.get, names))
+            if None in tag_ids:  # names this worker has not seen before
+                for j, h in enumerate(tag_ids):
                     if h is None:
-                        h = ids[word] = tag_id(word)
-                        new_names.append((h, word))
-                    tag_post.append(i)
-                    tag_ids.append(h)
-            mp = np.asarray(mention_post, dtype=np.int64)
-            md = np.asarray(mentioned, dtype=np.int64)
+                        word = names[j]
+                        h = ids.get(word)
+                        if h is None:
+                            h = ids[word] = tag_id(word)
+                            new_names.append((h, word))
+                        tag_ids[j] = h
+            tp = post[is_tag]
             other = md != authors[mp]
             mp, md = mp[other], md[other]
             edges = np.stack(
@@ -199,7 +203,6 @@ class Parse(timely.Vertex):
                 ],
                 axis=1,
             )
-            tp = np.asarray(tag_post, dtype=np.int64)
             tags = np.stack([slots[tp], authors[tp], np.asarray(tag_ids, dtype=np.int64)], axis=1)
             self.send_by(self.outputs[0], [(edges, tags)], time)
             top = int(slots.max())
