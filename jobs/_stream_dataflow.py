@@ -559,6 +559,9 @@ def _labelled(user: np.ndarray, tag: np.ndarray, node: np.ndarray, label: np.nda
 
 def build(options: DataflowOptions, scope: timely.Scope, inputs: dict[str, timely.Input]) -> timely.Stream:
     """The dataflow (see the module doc); ``inputs`` are ``posts`` and ``queries`` rows."""
+    # linq's compiled loops load now, before the first epoch, not inside it at its first large
+    # array: that took seconds, and epoch 0's fresh answers were the slowest of a whole run.
+    linq.preload()
     data, clock, skipped, names = inputs["posts"].stage("parse", Parse, outputs=4)
     edges_d, tags_d = scope.stage(
         "window", lambda: Window(options.window), [data, clock], exchange=[None, itemgetter(0)], outputs=2
