@@ -120,8 +120,9 @@ class _Epochs:
             return self.outputs.get(epoch)
 
     def keep_output(self, epoch: int, batches: list[pa.RecordBatch]) -> None:
-        """Keep ``epoch``'s output for the fetchers; forget earlier epochs' (the driver fetches
-        an epoch before it commits the next, and may fetch it again if its write is retried)."""
+        """Keep ``epoch``'s output for the fetchers; forget the epochs before the one before it
+        (the driver commits an epoch only once every epoch two before it is written, so it may
+        still fetch the one before, or fetch it again if its write is retried)."""
         with self.lock:
             self.outputs = {e: b for e, b in self.outputs.items() if e >= epoch - 1}
             self.outputs[epoch] = batches
