@@ -33,6 +33,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import compress
 from operator import itemgetter
 from typing import Any
 
@@ -66,9 +67,16 @@ _COLUMNS = tuple(c.split()[0] for c in ANSWER_SCHEMA.split(", "))
 QUOTED = 5
 """Skipped posts quoted per worker (the rest are only counted)."""
 
-_SCAN = re.compile(r"(\x00)|(?<![\w@#])([@#])(\w+)")
-"""Post separators, and mentions and hashtags: ``@`` or ``#`` then a word, not inside a word."""
+_SCAN = re.compile(r"[\x00@#](?:(?<=\x00)|(?<=@)(?<![\w@#].)u[0-9]{1,18}(?!\w)|(?<=#)(?<![\w@#].)\w+)")
+"""Post separators (``NUL``), mentions (``@u<digits>``) and hashtags (``#<word>``): ``@`` or
+``#`` then a word, not inside a word. A mention is ``@u`` and 1 to 18 ASCII digits (an int64;
+``str.isdigit`` would take ``²``, which ``int()`` refuses) ending the word; any other
+``@word`` names no user. The leading character class lets the regex engine skip to the next
+``NUL``, ``@`` or ``#`` instead of trying the lookbehind at every character, and without
+groups ``findall`` returns strings, which the garbage collector does not track, not tuples."""
 _INF = float("inf")
+_AT, _HASH = ord("@"), ord("#")
+_first, _after_u, _after_hash = itemgetter(0), itemgetter(slice(2, None)), itemgetter(slice(1, None))
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
 
 
@@ -167,28 +175,24 @@ class Parse(timely.Vertex):
             slots = np.floor(np.asarray(times)).astype(np.int64)
             authors = np.asarray(users, dtype=np.int64)
             ids = self.tag_ids
-            mention_post: list[int] = []
-            mentioned: list[int] = []
-            tag_post: list[int] = []
-            tag_ids: list[int] = []
-            i = 0
-            for sep, sign, word in _SCAN.findall(joined):
-                if sep:
-                    i += 1
-                elif sign == "@":
-                    # ASCII digits only (str.isdigit takes "²", which int() refuses); fits in int64
-                    if word[0] == "u" and 1 < len(word) <= 19 and word.isascii() and word[1:].isdigit():
-                        mention_post.append(i)
-                        mentioned.append(int(word[1:]))
-                else:
-                    h = ids.get(word)
+            found = _SCAN.findall(joined)
+            kinds = np.frombuffer("".join(map(_first, found)).encode("latin-1"), np.uint8)
+            is_mention, is_tag = kinds == _AT, kinds == _HASH
+            post = np.cumsum(kinds == 0)  # a match's post: the separators before it
+            mp = post[is_mention]
+            md = np.fromiter(map(int, map(_after_u, compress(found, is_mention.tolist()))), np.int64)
+            names = list(map(_after_hash, compress(found, is_tag.tolist())))
+            tag_ids = list(map(ids.get, names))
+            if None in tag_ids:  # names this worker has not seen before
+                for j, h in enumerate(tag_ids):
                     if h is None:
-                        h = ids[word] = tag_id(word)
-                        new_names.append((h, word))
-                    tag_post.append(i)
-                    tag_ids.append(h)
-            mp = np.asarray(mention_post, dtype=np.int64)
-            md = np.asarray(mentioned, dtype=np.int64)
+                        word = names[j]
+                        h = ids.get(word)
+                        if h is None:
+                            h = ids[word] = tag_id(word)
+                            new_names.append((h, word))
+                        tag_ids[j] = h
+            tp = post[is_tag]
             other = md != authors[mp]
             mp, md = mp[other], md[other]
             edges = np.stack(
@@ -199,7 +203,6 @@ class Parse(timely.Vertex):
                 ],
                 axis=1,
             )
-            tp = np.asarray(tag_post, dtype=np.int64)
             tags = np.stack([slots[tp], authors[tp], np.asarray(tag_ids, dtype=np.int64)], axis=1)
             self.send_by(self.outputs[0], [(edges, tags)], time)
             top = int(slots.max())
@@ -531,18 +534,12 @@ def _hashtags(users_tags: np.ndarray, counts: np.ndarray) -> np.ndarray:
 _second = itemgetter(1)
 
 
-def _flat_top(record: Any) -> tuple[int, int, int]:
+def _by_count(record: Any) -> tuple[int, int, int]:
+    """``((component, hashtag), n)`` as the flat ``(component, n, hashtag)``: then ``max`` by
+    ``n`` per component, ties to the greatest record, so to the greater hashtag id, runs on
+    columns of ints instead of calling Python per record and per component."""
     (label, tag), n = record
-    return (label, tag, n)
-
-
-def _label_of(record: Any) -> int:
-    return record[0][0]  # type: ignore[no-any-return]
-
-
-def _popularity(record: Any) -> tuple[int, int]:
-    (_, tag), n = record
-    return (n, tag)
+    return (label, n, tag)
 
 
 def _as_lists(change: Any) -> tuple[tuple[list[Any], ...], list[int]]:
@@ -562,6 +559,9 @@ def _labelled(user: np.ndarray, tag: np.ndarray, node: np.ndarray, label: np.nda
 
 def build(options: DataflowOptions, scope: timely.Scope, inputs: dict[str, timely.Input]) -> timely.Stream:
     """The dataflow (see the module doc); ``inputs`` are ``posts`` and ``queries`` rows."""
+    # linq's compiled loops load now, before the first epoch, not inside it at its first large
+    # array: that took seconds, and epoch 0's fresh answers were the slowest of a whole run.
+    linq.preload()
     data, clock, skipped, names = inputs["posts"].stage("parse", Parse, outputs=4)
     edges_d, tags_d = scope.stage(
         "window", lambda: Window(options.window), [data, clock], exchange=[None, itemgetter(0)], outputs=2
@@ -573,11 +573,15 @@ def build(options: DataflowOptions, scope: timely.Scope, inputs: dict[str, timel
     if "components" in options.analyses:
         labels = linq.connected_components(graph)
         counts = tags.join(labels, itemgetter(0), itemgetter(0), linq.columns(_labelled), name="tags_by_component")
-        top = counts.count(name="tag_counts").max(_label_of, _popularity, name="top_tag")
+        top = (
+            counts.count(name="tag_counts")
+            .select(_by_count, name="tag_count_rows")
+            .max(itemgetter(0), itemgetter(1), name="top_tag")
+        )
         queries = inputs["queries"].stage("stamp", lambda: Stamp(options.query_priority))
         changes = [
             labels.consolidate(name="label_changes").to_columns().map("label_lists", _as_lists),
-            top.select(_flat_top, name="top_rows")
+            top.select(itemgetter(0, 2, 1), name="top_rows")
             .consolidate(name="top_changes")
             .to_columns()
             .map("top_lists", _as_lists),

@@ -7,16 +7,17 @@ micro-batch runs in the slots left (at least one more is needed). ``foreachBatch
 micro-batch ``b`` into epoch ``b``: its feeder tasks hand their partitions' Arrow batches to
 the processes and the driver commits the epoch once they all succeeded. The processes compute
 it while the driver's *writer* thread waits for it, and then fetcher tasks read its output
-back into a DataFrame for ``write``. Micro-batch ``b`` returns once epoch ``b`` is written, or,
-with ``pipeline``, once epoch ``b - 1`` is: then Spark reads and feeds micro-batch ``b + 1``
-while the processes compute epoch ``b``, and they compute ``b + 1`` while ``b`` is written. See
-_stream_task.py for the protocol and why every row is taken once even when Spark retries a task
-or a micro-batch.
+back into a DataFrame for ``write``. Micro-batch ``b`` returns once the processes have passed
+epoch ``b`` and epoch ``b - 1`` is written: Spark writes epoch ``b`` while it reads and feeds
+micro-batch ``b + 1``, so writing is off the path from one epoch's computing to the next, and
+the computing never shares the machine with Spark's feeding. With ``pipeline`` it returns
+once epoch ``b - 1`` is written: then Spark also feeds micro-batch ``b + 1`` while the
+processes compute epoch ``b``. See _stream_task.py for the protocol and why every row is taken
+once even when Spark retries a task or a micro-batch.
 
-With ``pipeline`` Spark commits micro-batch ``b`` before epoch ``b`` is written, so with a
-checkpoint directory the driver keeps a *written mark* (the last epoch ``write`` returned for)
-beside the output log: started again, it first writes, from the log, every epoch Spark
-committed after the mark.
+Spark commits micro-batch ``b`` before epoch ``b`` is written, so with a checkpoint directory
+the driver keeps a *written mark* (the last epoch ``write`` returned for) beside the output
+log: started again, it first writes, from the log, every epoch Spark committed after the mark.
 """
 
 from __future__ import annotations
@@ -127,11 +128,13 @@ def run_stream(
     again the epoch whose micro-batch or ``write`` a crash cut short: write idempotently per
     epoch, e.g. overwrite a directory per epoch).
 
-    ``write`` runs on a thread of the driver, for one epoch after another, in order. With
-    ``pipeline`` a micro-batch ends once the epoch before it is written (not its own), so Spark
-    feeds the next micro-batch while the processes compute this one: more throughput where
-    cores are spare, but the computing then shares the machine with Spark's feeding (on a busy
-    2-core machine it made each epoch's computing slower; see docs/streaming.md).
+    ``write`` runs on a thread of the driver, for one epoch after another, in order, while
+    Spark reads and feeds the next micro-batch: a micro-batch ends once its epoch is computed
+    and the epoch before it written. With ``pipeline`` it ends once the epoch before it is
+    written, so Spark also feeds the next micro-batch while the processes compute this one:
+    more throughput where cores are spare, but the computing then shares the machine with
+    Spark's feeding (on a busy 2-core machine it made each epoch's computing slower; see
+    docs/streaming.md).
 
     Returns a running `StreamRun`: ``stop()`` it (or use it as a context manager) to end the
     stream and the computation.
@@ -191,6 +194,8 @@ class _Process:
     """The last epoch whose rows the process has fed and logged."""
     rows: dict[int, tuple[int, int]] = field(default_factory=dict)
     """epoch -> rows fed in and rows output (until the epoch is written)."""
+    passed_at: dict[int, float] = field(default_factory=dict)
+    """epoch -> when the driver heard it passed (perf_counter; until the epoch is written)."""
     error: str | None = None
 
 
@@ -322,13 +327,14 @@ class StreamRun:
                         process.passed = max(process.passed, epoch)
                         if not message.get("again"):
                             process.rows[epoch] = (int(message["rows_in"]), int(message["rows_out"]))
+                            process.passed_at[epoch] = time.perf_counter()
                     self._changed.notify_all()
 
     # Each micro-batch -----------------------------------------------------------------------------------
     def _epoch(self, batch: DataFrame, batch_id: int) -> None:
         """Feed micro-batch ``batch_id`` as its epoch (with ``pipeline``, while the processes may
-        still compute the epoch before), commit it, hand it to the writer, and return once it is
-        written (with ``pipeline``: once the epoch before it is)."""
+        still compute the epoch before), commit it, hand it to the writer, and return once the
+        processes have passed it (with ``pipeline``: sealed it) and the epoch before it is written."""
         epoch = int(batch_id)
         began = time.perf_counter()
         addresses = [p.data for p in self._state if p.data is not None]
@@ -358,7 +364,20 @@ class StreamRun:
                     or all(max(p.sealed, p.passed) >= epoch for p in self._state)
                 )
             )
-        self._await_written(epoch - 1 if self.pipeline else epoch)
+        if not self.pipeline:  # the processes compute it alone; Spark writes it during the next micro-batch
+            self._await_passed(epoch)
+        self._await_written(epoch - 1)
+
+    def _await_passed(self, epoch: int) -> None:
+        with self._changed:
+            self._changed.wait_for(
+                lambda: (
+                    self._failure is not None
+                    or any(p.error for p in self._state)
+                    or all(p.passed >= epoch for p in self._state)
+                )
+            )
+        self._check()
 
     def _commit(self, epoch: int, began: float, fed: float) -> None:
         """Tell the processes to compute ``epoch`` (after the epochs before it), and the writer
@@ -400,10 +419,11 @@ class StreamRun:
                 ),
                 self.plan.timeout,
             )
+            # When the last process passed it (an epoch replayed after a restart: now).
+            computed = max([p.passed_at.pop(epoch, 0.0) for p in self._state]) or time.perf_counter()
         self._check()
         if not done:
             raise SparkBridgeError(f"epoch {epoch} did not complete within {self.plan.timeout} s")
-        computed = time.perf_counter()
         ids = self.session.range(0, self.processes, 1, self.processes).select(F.col("id").cast("int"))
         with _QUIET, quiet_pandas_warning():
             output = ids.mapInArrow(functools.partial(fetch_output, self.plan, epoch, addresses), self.schema)

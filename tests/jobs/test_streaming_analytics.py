@@ -21,13 +21,15 @@ import networkx as nx
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 import timely
 from tests.support import ROOT
 from timely_jobs import streaming_analytics
 from timely_jobs._posts import StreamSpec, generate
 from timely_jobs._stream_check import component_labels, window_truth
-from timely_jobs._stream_dataflow import DataflowOptions, build
+from timely_jobs._stream_dataflow import DataflowOptions, Parse, build, tag_id
 from timely_jobs.streaming_analytics import StreamOptions, run_job
 
 pytestmark = pytest.mark.timeout(300)
@@ -249,6 +251,74 @@ def test_malformed_posts_are_counted_skipped_and_quoted() -> None:
     answers = {r[2]: r for r in rows if r[0] == "answer"}
     assert answers[1][4:7] == (1, "tag", 1) and answers[2][4:7] == (1, "tag", 1)
     assert answers[3][4:7] == (10, None, 0)  # user 10 posted, alone: its mention names no user id
+
+
+def _word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"  # what a Unicode regex's \\w matches
+
+
+def read_post(text: str) -> tuple[list[int], list[str]]:
+    """A post's mentions and hashtags read one character at a time, as the job documents them:
+    ``@`` or ``#`` not inside a word (nor after another ``@``/``#``), then the word; a mention
+    is ``@u`` and 1 to 18 ASCII digits, the whole word."""
+    mentions: list[int] = []
+    tags: list[str] = []
+    i = 0
+    while i < len(text):
+        if text[i] in "@#" and (i == 0 or not (_word(text[i - 1]) or text[i - 1] in "@#")):
+            j = i + 1
+            while j < len(text) and _word(text[j]):
+                j += 1
+            word = text[i + 1 : j]
+            if word:
+                if text[i] == "#":
+                    tags.append(word)
+                elif word[0] == "u" and 1 < len(word) <= 19 and all("0" <= c <= "9" for c in word[1:]):
+                    mentions.append(int(word[1:]))
+                i = j
+                continue
+        i += 1
+    return mentions, tags
+
+
+_PIECES = ["@", "#", "u", "@u", "@u1", "a@u2", "x#t", "#t", "0", "7", "a", "_", " ", ".", "\n", "\x07"]
+_PIECES += ["\u00b2", "\u0663", "\u00e9", "@u" + "1" * 18]  # non-ASCII digits, a letter; the longest user id
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.lists(st.sampled_from(_PIECES), max_size=14).map("".join)),
+        max_size=25,
+    )
+)
+@example([(1, "@u" + "1" * 18 + " @u" + "2" * 19 + " a@u3 #a#b x#c @u4_ @u5#d @@u6 ##e @u\u00b2 #\u00e9t\u00e9\n#")])
+def test_parse_reads_mentions_and_hashtags_as_a_post_by_post_reading(posts: list[tuple[int, str]]) -> None:
+    """``parse`` reads a whole batch in one regular-expression pass and sorts the matches out
+    with NumPy; it must find, post by post, exactly what `read_post` finds."""
+    got: list[tuple[list[Any], list[Any]]] = []
+
+    def program(scope: timely.Scope) -> Any:
+        posts_in = scope.new_input("posts")
+        data, _, _, _ = posts_in.stage("parse", Parse, outputs=4)
+        data.subscribe(lambda t, records: got.extend((e.tolist(), g.tolist()) for e, g in records))
+        return posts_in
+
+    records = [(0.5 + i, user, text) for i, (user, text) in enumerate(posts)]
+    with timely.execute(program, timeout=60) as (comp, posts_in):
+        posts_in.send(records)
+        posts_in.close()
+        comp.run()
+    edges, tags = [], []
+    for second, user, text in records:
+        if "\x07" in text:
+            continue  # control bytes: skipped
+        mentions, names = read_post(text)
+        edges.append([int(second), user, user])
+        edges += [[int(second), user, m] for m in mentions if m != user]
+        tags += [[int(second), user, tag_id(name)] for name in names]
+    assert sorted(e for batch, _ in got for e in batch) == sorted(edges)
+    assert sorted(t for _, batch in got for t in batch) == sorted(tags)
 
 
 def brute_k_exposure(seconds: list[Any], k: int) -> dict[str, int]:

@@ -1,7 +1,8 @@
 """`run_stream` with ``checkpoint_dir`` resumes after a real kill: the driver SIGKILLs its whole
 process group (itself, Spark's JVM, the timely process) while it writes an epoch, the worst
-moment: the computation has taken the micro-batch in, and Spark will run it again (or, with
-``pipeline``, may have committed it, and the computation may have taken the next one in). Started again on the same
+moment: the computation has taken the micro-batch in, Spark may have committed it (it commits
+a micro-batch once its epoch is computed, or with ``pipeline`` sealed, and writes it during the
+next one), and the computation may have taken the next one in. Started again on the same
 directories, the stream must not feed any micro-batch twice, must write the cut-short epoch's
 changes again exactly as before (from the output log), and must compute every later epoch on
 the restored state: each epoch's written label changes are checked against labels recomputed
@@ -64,10 +65,10 @@ def test_a_driver_killed_while_writing_resumes_without_feeding_twice_or_losing_t
     assert f"wrote {KILL_AT}" in first.stdout and f"wrote {KILL_AT + 1}" not in first.stdout
     second = driver(tmp_path, len(batches), *mode)
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-3000:]
-    # timely had sealed epoch KILL_AT (pipelined, perhaps the next too); epoch KILL_AT is
-    # written again, whether Spark runs its micro-batch again or had committed it, then the rest
+    # timely had sealed epoch KILL_AT, perhaps the next too; epoch KILL_AT is written again,
+    # whether Spark runs its micro-batch again or had committed it, then the rest
     resumed = int(second.stdout.split("resumed at ")[1].split()[0])
-    assert resumed in ((KILL_AT + 1, KILL_AT + 2) if pipeline else (KILL_AT + 1,))
+    assert resumed in (KILL_AT + 1, KILL_AT + 2)
     assert [int(x.split()[1]) for x in second.stdout.splitlines() if x.startswith("wrote")] == list(
         range(KILL_AT, len(batches))
     )

@@ -3,7 +3,7 @@ over a watched directory of edge-change files, each epoch's label changes writte
 directory of its own (overwritten: idempotent, as Spark's foreachBatch needs). With ``--kill
 E`` the driver SIGKILLs its own process group (itself, Spark's JVM, the timely process) once
 epoch E's changes are written and before ``write`` returns: the computation has sealed epoch
-E; Spark has not committed its micro-batch, or, with ``--pipeline``, may have. With ``--kill-process E`` the timely process (the
+E; Spark may have committed its micro-batch (it does once epoch E is computed). With ``--kill-process E`` the timely process (the
 Python worker running the stream's Spark task) SIGKILLs itself when epoch E's edges reach it,
 once (a marker file under the checkpoint directory remembers).
 
