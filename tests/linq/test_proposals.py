@@ -80,8 +80,9 @@ class _Sent:
         self.op = "test"
         self.sent: dict[Time, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
 
-    def _send_at(self, dst: np.ndarray, label: np.ndarray, diffs: np.ndarray, u: Time) -> None:
-        self.sent.setdefault(u, []).append((dst, label, diffs))
+    def _send(self, out: dict[Time, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]) -> None:
+        for u, parts in out.items():
+            self.sent.setdefault(u, []).extend(parts)
 
 
 @st.composite
