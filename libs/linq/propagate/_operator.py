@@ -41,6 +41,7 @@ from .._columns import (
     all_ints,
     block_of_codes,
     codes_of,
+    consolidate,
     distinct,
     group_starts,
     order,
@@ -53,7 +54,7 @@ from .._keys import KeyOf
 from .._lattice import Lattice
 from .._linear import Route, by_destination, changes_in, split_by
 from .._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
-from .._trace import Batch, Rows, Spine, concat_rows, indexed, latest, matches_each
+from .._trace import Batch, Rows, Spine, concat_rows, indexed, latest, matches, matches_each
 from ..collection import Collection, _lattices, lattice_of, operator_name
 from ._least import (
     few_line_changes,
@@ -70,6 +71,10 @@ from ._least import (
 __all__ = ["Propagate", "by_size", "propagate"]
 
 EDGES, NODES, PROPOSALS = 0, 1, 2
+
+JOIN_SUMMED_BELOW = 1024
+"""Deltas of fewer rows join all their times at once (`Propagate._join_summed`), their
+proposals summed; larger ones (a first load's) take the compiled join per time and batch."""
 
 ITERATE_SECONDS = 0.1
 """At most this long in one callback on the later iterations of a loop (`Propagate._iterate`):
@@ -361,6 +366,9 @@ class Propagate(Stateful):
         batches = spine.batches()
         if not batches:
             return
+        if len(delta) < JOIN_SUMMED_BELOW:
+            self._join_summed(delta, spine, edges_first)
+            return
         out: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         for u, rows in _by_time(delta):
             rest = batches
@@ -431,6 +439,37 @@ class Propagate(Stateful):
                 self._send_at(dsts[0], labels[0], diffs_[0], v)
             else:
                 self._send_at(np.concatenate(dsts), np.concatenate(labels), np.concatenate(diffs_), v)
+
+    def _join_summed(self, delta: Batch, spine: Spine, edges_first: bool) -> None:
+        """`_join` of a small delta, all its times at once: one read of the matches in every
+        batch (`matches`), each pair at the join of its two times, and the proposals summed
+        per (time, node, label) before they are sent, so that an edge's history that adds up
+        to nothing (an edge removed in a later batch than the one that added it) proposes
+        nothing, instead of a proposal and its cancellation for the next step to read and
+        consolidate. A loop step's few label changes thus cost a handful of array calls,
+        not a few per time and per batch."""
+        found = matches(delta.keys, spine.batches(), spine.nvals, spine.ntimes)
+        if found is None:
+            return
+        rank, rows = found
+        if edges_first:
+            dst, label = delta.vals[0][rank], rows.vals[0]
+            weight = delta.vals[1][rank] if self.weighted else None
+        else:
+            dst, label = rows.vals[0], delta.vals[0][rank]
+            weight = rows.vals[1] if self.weighted else None
+        if weight is not None:
+            label = _add(label, weight, self.op)
+        times = [np.maximum(col, mine[rank]) for col, mine in zip(rows.times, delta.times)]
+        cols, diffs = consolidate([*times, dst, label], rows.diffs * delta.diffs[rank])
+        if not len(diffs):
+            return
+        ntimes = len(times)
+        times, dst, label = cols[:ntimes], cols[ntimes], cols[ntimes + 1]
+        starts = group_starts(times).tolist()
+        for s, e in zip(starts, [*starts[1:], len(diffs)]):
+            v = tuple(int(c[s]) for c in times)
+            self._send_at(dst[s:e], label[s:e], diffs[s:e], v)
 
     def _send_at(self, dst: np.ndarray, label: np.ndarray, diffs: np.ndarray, u: tuple[int, ...]) -> None:
         """Proposals at ``u``, for the next iteration: kept (one worker: the feedback would
