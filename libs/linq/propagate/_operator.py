@@ -142,6 +142,8 @@ class Propagate(Stateful):
         """Per time: edge changes, arranged when the time is complete."""
         self.requested: set[tuple[int, ...]] = set()
         """Times of ``staged`` whose notification has been asked for and not yet delivered."""
+        self.changed: list[Rows] = []
+        """The label changes of the current callback, sent once at its end (`_send_changes`)."""
 
     # Receiving ---------------------------------------------------------------------------------
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
@@ -235,9 +237,11 @@ class Propagate(Stateful):
     def on_notify(self, time: Timestamp) -> None:
         t = tuple(time)
         self.requested.discard(t)
+        self.changed = []
         self._process(t)
         if self.peers == 1:
             self._iterate(t)
+        self._send_changes(t)
         self._request()
         epoch = self.epoch_completed(t)
         if epoch is not None:
@@ -334,23 +338,28 @@ class Propagate(Stateful):
         changes = Batch(found)
         if len(changes):
             self.labels.insert(changes)
-            self._emit(changes)
+            self.changed.append(changes)
             self._join(changes, self.edges, edges_first=False)
         for u, ks in later.items():
             self._stage(ks, u)
 
-    def _emit(self, changes: Rows) -> None:
-        """The label changes out of the loop, one message per time."""
-        pos = changes.times[-1]
-        first = int(pos[0])
-        prefix = tuple(int(c[0]) for c in changes.times[:-1])
-        if int(pos.min()) == int(pos.max()):
-            block = block_of_codes([changes.keys, changes.vals[0]], 2, changes.diffs)
-            self.send_by(self.outputs[1], [block], (*prefix, first))  # type: ignore[arg-type]
+    def _send_changes(self, t: tuple[int, ...]) -> None:
+        """The label changes of a callback (`changed`: every step it took along ``t``'s line)
+        out of the loop as one message at ``t``, summed per (node, label).
+
+        Only the loop's egress reads them, and it forgets the loop counter: the result at
+        ``t[:-1]`` is the sum over every iteration, so a change may leave at any iteration
+        of its line that the callback can still send at (``t``, the earliest), and a label
+        that came and went within the callback leaves as nothing. One message per callback,
+        instead of one per step and time, is what keeps the operators after the loop (SCC's
+        trimming joins) from paying their fixed cost per step."""
+        changed, self.changed = self.changed, []
+        if not changed:
             return
-        for x, rows in _runs(pos):
-            block = block_of_codes([changes.keys[rows], changes.vals[0][rows]], 2, changes.diffs[rows])
-            self.send_by(self.outputs[1], [block], (*prefix, x))  # type: ignore[arg-type]
+        rows = concat_rows(changed, 1, self.ntimes)
+        (node, label), diffs = consolidate([rows.keys, rows.vals[0]], rows.diffs)
+        if len(diffs):
+            self.send_by(self.outputs[1], [block_of_codes([node, label], 2, diffs)], t)  # type: ignore[arg-type]
 
     def _join(self, delta: Batch, spine: Spine, edges_first: bool) -> None:
         """Label changes with edges (or edge changes with labels): a proposal ``(dst, label
