@@ -80,6 +80,8 @@ class _Sent:
         self.op = "test"
         self.sent: dict[Time, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
 
+    _join_summed = Propagate._join_summed
+
     def _send(self, out: dict[Time, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]) -> None:
         for u, parts in out.items():
             self.sent.setdefault(u, []).extend(parts)
@@ -108,8 +110,9 @@ def joins(draw: st.DrawFn) -> tuple[list[Row], list[Row], bool, bool, list[int]]
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=joins())
 def test_a_few_rows_propose_what_every_pair_of_rows_proposes(case: Any) -> None:
-    """The Python form, the column form of `Propagate._join` (the Python form turned off) and a
-    nested loop agree on every proposal, per joined time."""
+    """The Python form, the two column forms of `Propagate._join` (the Python form turned off:
+    all times summed at once, and time by time) and a nested loop agree on every proposal, per
+    joined time."""
     delta_rows, arranged, edges_first, weighted, cuts = case
     nvals_delta, nvals_spine = (2 if weighted else 1, 1) if edges_first else (1, 2 if weighted else 1)
     delta = Batch(_rows(delta_rows, nvals_delta))
@@ -120,11 +123,13 @@ def test_a_few_rows_propose_what_every_pair_of_rows_proposes(case: Any) -> None:
     assert _summed(few) == want
     if not len(delta):  # the rows cancelled: the operator joins no empty delta
         return
-    columns = _Sent(weighted)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_operator, "few_proposals", lambda *args: None)
-        Propagate._join(columns, delta, spine, edges_first)  # type: ignore[arg-type]
-    assert _summed(columns.sent) == want
+    for summed_below in (_operator.JOIN_SUMMED_BELOW, 0):  # the summed join of all times, then per time
+        columns = _Sent(weighted)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_operator, "few_proposals", lambda *args: None)
+            patch.setattr(_operator, "JOIN_SUMMED_BELOW", summed_below)
+            Propagate._join(columns, delta, spine, edges_first)  # type: ignore[arg-type]
+        assert _summed(columns.sent) == want, summed_below
 
 
 def test_a_key_with_more_pairs_than_a_few_takes_the_column_form() -> None:

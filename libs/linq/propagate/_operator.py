@@ -41,6 +41,7 @@ from .._columns import (
     all_ints,
     block_of_codes,
     codes_of,
+    consolidate,
     distinct,
     group_starts,
     order,
@@ -53,7 +54,7 @@ from .._keys import KeyOf
 from .._lattice import Lattice
 from .._linear import Route, by_destination, changes_in, split_by
 from .._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
-from .._trace import Batch, Rows, Spine, concat_rows, indexed, latest, matches_each
+from .._trace import Batch, Rows, Spine, concat_rows, indexed, latest, matches, matches_each
 from ..collection import Collection, _lattices, lattice_of, operator_name
 from ._exchange import line_messages
 from ._least import (
@@ -72,6 +73,10 @@ from ._proposals import few_proposals
 __all__ = ["Propagate", "by_size", "propagate"]
 
 EDGES, NODES, PROPOSALS = 0, 1, 2
+
+JOIN_SUMMED_BELOW = 1024
+"""Deltas of fewer rows join all their times at once (`Propagate._join_summed`), their
+proposals summed; larger ones (a first load's) take the compiled join per time and batch."""
 
 ITERATE_SECONDS = 0.1
 """At most this long in one callback on the later iterations of a loop (`Propagate._iterate`):
@@ -139,6 +144,8 @@ class Propagate(Stateful):
         """Per time: edge changes, arranged when the time is complete."""
         self.requested: set[tuple[int, ...]] = set()
         """Times of ``staged`` whose notification has been asked for and not yet delivered."""
+        self.changed: list[Rows] = []
+        """The label changes of the current callback, sent once at its end (`_send_changes`)."""
 
     # Receiving ---------------------------------------------------------------------------------
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
@@ -238,9 +245,11 @@ class Propagate(Stateful):
     def on_notify(self, time: Timestamp) -> None:
         t = tuple(time)
         self.requested.discard(t)
+        self.changed = []
         self._process(t)
         if self.peers == 1:
             self._iterate(t)
+        self._send_changes(t)
         self._request()
         epoch = self.epoch_completed(t)
         if epoch is not None:
@@ -337,19 +346,28 @@ class Propagate(Stateful):
         changes = Batch(found)
         if len(changes):
             self.labels.insert(changes)
-            self._emit(changes)
+            self.changed.append(changes)
             self._join(changes, self.edges, edges_first=False)
         for u, ks in later.items():
             self._stage(ks, u)
 
-    def _emit(self, changes: Rows) -> None:
-        """The label changes out of the loop, in one message at the least of their times: they
-        lie on one line, and the loop's egress takes the loop counter off, so all of them leave
-        at the same time; a message per time would only cost a trip each through the egress
-        and what follows it."""
-        prefix = tuple(int(c[0]) for c in changes.times[:-1])
-        block = block_of_codes([changes.keys, changes.vals[0]], 2, changes.diffs)
-        self.send_by(self.outputs[1], [block], (*prefix, int(changes.times[-1].min())))  # type: ignore[arg-type]
+    def _send_changes(self, t: tuple[int, ...]) -> None:
+        """The label changes of a callback (`changed`: every step it took along ``t``'s line)
+        out of the loop as one message at ``t``, summed per (node, label).
+
+        Only the loop's egress reads them, and it forgets the loop counter: the result at
+        ``t[:-1]`` is the sum over every iteration, so a change may leave at any iteration
+        of its line that the callback can still send at (``t``, the earliest), and a label
+        that came and went within the callback leaves as nothing. One message per callback,
+        instead of one per step and time, is what keeps the operators after the loop (SCC's
+        trimming joins) from paying their fixed cost per step."""
+        changed, self.changed = self.changed, []
+        if not changed:
+            return
+        rows = concat_rows(changed, 1, self.ntimes)
+        (node, label), diffs = consolidate([rows.keys, rows.vals[0]], rows.diffs)
+        if len(diffs):
+            self.send_by(self.outputs[1], [block_of_codes([node, label], 2, diffs)], t)  # type: ignore[arg-type]
 
     def _join(self, delta: Batch, spine: Spine, edges_first: bool) -> None:
         """Label changes with edges (or edge changes with labels): a proposal ``(dst, label
@@ -366,8 +384,14 @@ class Propagate(Stateful):
         if not batches:
             return
         few = few_proposals(delta, batches, edges_first, self.weighted)  # an update's few rows: `_proposals`
-        out: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {} if few is None else few
-        for u, rows in _by_time(delta) if few is None else ():
+        if few is not None:
+            self._send(few)
+            return
+        if len(delta) < JOIN_SUMMED_BELOW:
+            self._join_summed(delta, spine, edges_first)
+            return
+        out: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+        for u, rows in _by_time(delta):
             rest = batches
             keys = rows.keys
             if not self.weighted and POLICY.keys_tier(len(keys)) == "compiled":
@@ -430,6 +454,39 @@ class Propagate(Stateful):
                     part = order_[s:e]
                     v = tuple(int(c[s]) for c in times)
                     out.setdefault(v, []).append((dst[part], label[part], diffs[part]))
+        self._send(out)
+
+    def _join_summed(self, delta: Batch, spine: Spine, edges_first: bool) -> None:
+        """`_join` of a small delta, all its times at once: one read of the matches in every
+        batch (`matches`), each pair at the join of its two times, and the proposals summed
+        per (time, node, label) before they are sent, so that an edge's history that adds up
+        to nothing (an edge removed in a later batch than the one that added it) proposes
+        nothing, instead of a proposal and its cancellation for the next step to read and
+        consolidate. A loop step's few label changes thus cost a handful of array calls,
+        not a few per time and per batch."""
+        found = matches(delta.keys, spine.batches(), spine.nvals, spine.ntimes)
+        if found is None:
+            return
+        rank, rows = found
+        if edges_first:
+            dst, label = delta.vals[0][rank], rows.vals[0]
+            weight = delta.vals[1][rank] if self.weighted else None
+        else:
+            dst, label = rows.vals[0], delta.vals[0][rank]
+            weight = rows.vals[1] if self.weighted else None
+        if weight is not None:
+            label = _add(label, weight, self.op)
+        times = [np.maximum(col, mine[rank]) for col, mine in zip(rows.times, delta.times)]
+        cols, diffs = consolidate([*times, dst, label], rows.diffs * delta.diffs[rank])
+        if not len(diffs):
+            return
+        ntimes = len(times)
+        times, dst, label = cols[:ntimes], cols[ntimes], cols[ntimes + 1]
+        starts = group_starts(times).tolist()
+        out = {
+            tuple(int(c[s]) for c in times): [(dst[s:e], label[s:e], diffs[s:e])]
+            for s, e in zip(starts, [*starts[1:], len(diffs)])
+        }
         self._send(out)
 
     def _send(self, out: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray, np.ndarray]]]) -> None:

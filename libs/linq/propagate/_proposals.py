@@ -5,8 +5,9 @@ rows of their keys in the other arrangement (the node's labels at the iterations
 changed, or its out-edges). The column form (`Propagate._join`) then costs a few dozen numpy
 calls per time for a handful of pairs: a search per batch, a gather per column, a sort of
 the joined times and a split by them. Here each key's rows are read span by span as Python
-values (`key_spans`) and the pairs are grouped by their joined time in a dict; the result
-is the same proposals, with arrays built once per joined time.
+values (`key_spans`) and the pairs are grouped by their joined time in a dict and summed per (node, label), as
+`Propagate._join_summed` sums them; the result is the same proposals, with arrays built once
+per joined time.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def few_proposals(delta: Batch, batches: list[Batch], edges_first: bool, weighte
         pairs += (hi - lo) * (starts[i + 1] - starts[i])
     if pairs > FEW_PAIRS:
         return None
-    found: dict[Time, tuple[list[int], list[int], list[int]]] = {}
+    found: dict[Time, dict[tuple[int, int], int]] = {}
     for b, i, lo, hi in spans:
         vals = b.vals[0][lo:hi].tolist()
         weights = b.vals[1][lo:hi].tolist() if weighted and not edges_first else None
@@ -70,11 +71,14 @@ def few_proposals(delta: Batch, batches: list[Batch], edges_first: bool, weighte
                     dst, label = theirs, mine + weights[q] if weights is not None else mine
                 out = found.get(time)
                 if out is None:
-                    out = found[time] = ([], [], [])
-                out[0].append(dst)
-                out[1].append(label)
-                out[2].append(d * diffs[q])
-    return {
-        time: [(np.array(dst, dtype=np.int64), np.array(label, dtype=np.int64), np.array(d, dtype=np.int64))]
-        for time, (dst, label, d) in found.items()
-    }
+                    out = found[time] = {}
+                out[dst, label] = out.get((dst, label), 0) + d * diffs[q]
+    proposals: Pairs = {}
+    for time, summed in found.items():  # summed per (node, label): a history that adds up to nothing proposes nothing
+        kept = [(dst, label, d) for (dst, label), d in summed.items() if d]
+        if kept:
+            dst, label, d = zip(*kept)
+            proposals[time] = [
+                (np.array(dst, dtype=np.int64), np.array(label, dtype=np.int64), np.array(d, dtype=np.int64))
+            ]
+    return proposals
