@@ -102,9 +102,6 @@ class ClusterLink:
         answer then): a step that changed neither asks nothing again."""
         self._held_since: float | None = None
         """When a flush first held ``progress_out`` back (perf_counter); None while nothing is held."""
-        self.release_soon = False
-        """The next flush does not hold ``progress_out`` for being busy (``hold``): it carries
-        what a notification run did not wait to send (`Scheduler.deliver_notifications`)."""
         self.waiting = False
         """``progress_out`` is held while the process has nothing to do, because every
         retirement in it is of a pointstamp something else still holds back (`flush`'s
@@ -203,8 +200,6 @@ class ClusterLink:
         """The encoded progress batch this flush sends, or None (nothing to send, or held)."""
         out = self.progress_out
         self.waiting = False
-        if self.release_soon:
-            self.release_soon = hold = False
         if not out:
             return None
         limit = None

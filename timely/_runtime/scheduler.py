@@ -42,14 +42,6 @@ DRAIN_LIMIT = 512
 """Messages one worker delivers before the scheduler looks at the others."""
 CHAIN_SECONDS = 0.001
 """How long a chain of lone notifications (`Scheduler._chain`) runs before the step goes on."""
-EARLY_RELEASE_SECONDS = 0.0005
-"""How long the last run of a stage's notifications must have taken for the next run to send
-this process's progress to its peers first (`Scheduler.deliver_notifications`); a stage
-not yet timed counts as long. Below it, a peer that waits for that progress waits about this
-long more, and one frame (a wakeup of every peer, a step, a tracker update there) is saved:
-the progress leaves with what the notifications send, when the step ends. Linq's reach on
-two processes: 46 progress frames a round to each peer with the early release every time,
-27 without it."""
 
 
 class Scheduler:
@@ -91,8 +83,6 @@ class Scheduler:
         """Messages waiting behind vertices busy in an async callback."""
         self.max_backlog = 0
         self.max_queued_records = 0
-        self._notify_seconds: dict[int, float] = {}
-        """Per stage, how long the last run of notifications that included it took."""
         self._due: set[int] = set()
         """Locations whose instances' notifications may have become deliverable."""
         self._waiting: dict[int, int] = {}
@@ -361,15 +351,10 @@ class Scheduler:
                 continue
             if not delivered and self.link is not None:
                 # what this process has told nobody yet (the messages it consumed, the data it
-                # sent) goes before a notification when the last ones took long: the peers must
-                # not wait for it to learn that their messages were consumed (unless what it
-                # retires is still held back by something else: then it unblocks nothing yet);
-                # after short ones it goes at the step's end, not held for a busy slice
-                timed = self._notify_seconds
-                if any(timed.get(stage, EARLY_RELEASE_SECONDS) >= EARLY_RELEASE_SECONDS for _, stage, _ in ready):
-                    self.link.flush(settle=True)
-                else:
-                    self.link.release_soon = True
+                # sent) goes before a notification, often the long callback: the peers must not
+                # wait for it to learn that their messages were consumed (unless what it
+                # retires is still held back by something else: then it unblocks nothing yet)
+                self.link.flush(settle=True)
             if len(ready) > 1:
                 ready.sort(key=_time_and_stage)
             started = _time.perf_counter()
@@ -379,11 +364,7 @@ class Scheduler:
                 if self._may_chain and len(ready) == 1 and self.fence.epoch is None:
                     self._chain(w, vertices[stage])
             finally:
-                spent = _time.perf_counter() - started
-                w.callback_seconds += spent
-                if self.link is not None:
-                    for _, stage, _ in ready:
-                        self._notify_seconds[stage] = spent
+                w.callback_seconds += _time.perf_counter() - started
             delivered = True
         return delivered
 
