@@ -496,18 +496,21 @@ def test_prune_goes_on_when_another_process_removes_a_checkpoint_it_listed(
         for process in (0, 1):
             _store.part_path(tmp_path, epoch, process, 2).write_bytes(b"")
     listed = _store._epochs
+    listings = []
 
     def listed_then_removed_by_the_other_process(root: Path) -> list[int]:
         epochs = listed(root)
-        if checkpoint_dir(root, 1).exists():
-            shutil.rmtree(checkpoint_dir(root, 1))  # process 1 pruned epoch 1 just now
+        listings.append(epochs)
+        if len(listings) == 2:  # prune's own walk over old epochs, after it found the complete ones
+            shutil.rmtree(checkpoint_dir(root, 3))  # process 1 pruned epoch 3 just now
         return epochs
 
     monkeypatch.setattr(_store, "_epochs", listed_then_removed_by_the_other_process)
     _store.prune(tmp_path, 0, keep=2)
+    assert listings[-1] == [1, 3, 5, 7]  # epoch 3 was listed, then vanished before prune looked inside
     left = {d.name: sorted(p.name for p in d.iterdir()) for d in (tmp_path / "checkpoints").iterdir()}
     assert left == {
-        "epoch-000000000003": ["part-1-of-2"],  # process 0's part pruned; process 1 removes the rest
+        "epoch-000000000001": ["part-1-of-2"],  # process 0's part pruned; process 1 removes the rest
         "epoch-000000000005": ["part-0-of-2", "part-1-of-2"],
         "epoch-000000000007": ["part-0-of-2", "part-1-of-2"],
     }

@@ -275,8 +275,14 @@ def prune(root: Path, process: int, keep: int) -> None:
         if epoch >= oldest_kept:
             break
         d = checkpoint_dir(root, epoch)
-        for p in d.glob(f"part-{process}-of-*"):
-            p.unlink(missing_ok=True)
+        try:
+            # another process may prune the same epoch and remove its directory meanwhile
+            names = os.listdir(d)
+        except FileNotFoundError:
+            continue
+        for name in names:
+            if name.startswith(f"part-{process}-of-"):
+                (d / name).unlink(missing_ok=True)
         try:
             d.rmdir()  # the last process to prune removes the directory
         except OSError:
