@@ -20,9 +20,9 @@ __all__ = ["Propagate", "by_size", "load_loops", "propagate"]
 
 def load_loops() -> float:
     """Load propagate's compiled loops now (`linq.preload`); the seconds it took (0 if loaded)."""
-    if f"{__name__}._compiled" in sys.modules:
+    if f"{__name__}._compiled" in sys.modules and f"{__name__}._line" in sys.modules:
         return 0.0
     started = time.perf_counter()
-    from . import _compiled  # noqa: F401
+    from . import _compiled, _line  # noqa: F401
 
     return time.perf_counter() - started

@@ -36,6 +36,7 @@ from timely import KeyedState, LoopContext, Timestamp
 
 from .._columns import (
     EMPTY,
+    PAIRS,
     POLICY,
     Block,
     all_ints,
@@ -55,9 +56,11 @@ from .._lattice import Lattice
 from .._linear import Route, by_destination, changes_in, split_by
 from .._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
 from .._trace import Batch, Rows, Spine, concat_rows, indexed, latest, matches, matches_each
+from .._trace._reader import address_table
 from ..collection import Collection, _lattices, lattice_of, operator_name
 from ._exchange import line_messages
 from ._least import (
+    _negative,
     few_line_changes,
     later_keys,
     line_changes,
@@ -331,11 +334,9 @@ class Propagate(Stateful):
         values, by `few_line_changes`)."""
         if not len(keys):
             return
-        few = (
-            few_line_changes(self.proposals, self.labels, keys.tolist(), t, self.op)
-            if POLICY.keys_tier(len(keys)) == "python"
-            else None
-        )
+        few = _stepped(self.proposals, self.labels, keys, t, self.op)
+        if few is None and POLICY.keys_tier(len(keys)) == "python":
+            few = few_line_changes(self.proposals, self.labels, keys.tolist(), t, self.op)
         if few is not None:
             found, later = few
         else:
@@ -565,6 +566,48 @@ class Propagate(Stateful):
                         u = tuple(int(c[i]) for c in rows.times)
                         item: Any = rows.take(slice(i, i + 1)) if tag == 3 else rows.keys[i : i + 1]
                         self.staged.setdefault(u, []).append(item)
+
+
+STEP_BELOW = 1024
+"""Below this many keys (and once the compiled loops are loaded), a step reads and evaluates
+its keys in one compiled call (`_line.line_step`); a larger one (a first load's) takes the
+column form, whose arrays are sized by the rows, not by the keys times the batches."""
+
+
+def _stepped(
+    proposals: Spine, labels: Spine, keys: np.ndarray, t: tuple[int, ...], op: str
+) -> tuple[Rows, dict[tuple[int, ...], np.ndarray]] | None:
+    """`_least.line_changes` of ``keys`` (sorted, distinct) and the keys to evaluate later
+    (`_least.later_keys`), both read and computed in one compiled call (`_line.line_step`);
+    None when the policy keeps the compiled loops out, a spine is empty, or the call gives
+    up (labels that are not ints, a hub key): the general forms then."""
+    if not POLICY.eager or len(keys) >= STEP_BELOW:
+        return None
+    held_p, held_l = proposals.batches(), labels.batches()
+    if not held_p or not held_l:
+        return None
+    from ._line import NEGATIVE, line_step  # loaded: the policy is eager
+
+    changes, off, status = line_step(
+        np.ascontiguousarray(keys),
+        address_table(held_p),
+        address_table(held_l),
+        np.array(t, dtype=np.int64),
+        PAIRS,
+    )
+    if status == NEGATIVE:
+        raise _negative(op, int(changes[0, 0]), int(changes[1, 0]), int(changes[2, 0]), t)
+    if status:
+        return None
+    prefix = [np.full(changes.shape[1], c, dtype=np.int64) for c in t[:-1]]
+    found = Rows(changes[0], [changes[1]], [*prefix, changes[2]], changes[3])
+    later: dict[tuple[int, ...], np.ndarray] = {}
+    if off.shape[1]:
+        (*times, key), _ = consolidate(list(off), np.ones(off.shape[1], dtype=np.int64))
+        starts = group_starts(times).tolist()
+        for s, e in zip(starts, [*starts[1:], len(key)]):
+            later[tuple(int(c[s]) for c in times)] = key[s:e]
+    return found, later
 
 
 def _at_or_before(batch: Batch, u: tuple[int, ...]) -> bool:

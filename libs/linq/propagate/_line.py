@@ -1,0 +1,189 @@
+"""One step of `Propagate` in one compiled call: the read of a few keys' histories from both
+arrangements and their evaluation along a line (`line_step`).
+
+What `_least` does for a step in up to a few dozen numpy calls (or a Python pass per key) --
+read the keys' rows from the proposals and the labels (`rows_of`), keep those on ``t``'s line
+(`split_line`), replay them along it (`line_changes`), and find where the rest meet ``t``
+(`later_keys`) -- is done here in one pass per key over both spines, read whole through their
+address tables (`Batch.address`). A medium SCC round takes about 280 such steps of a few
+dozen keys each: their fixed cost, not the rows, is what a step cost. The answer is the same
+as the Python replay's (`_least._replay`), so the evaluated labels do not depend on which
+form ran; `tests/linq/test_line_step.py` compares the two on random histories.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from numba.types import Array, Tuple, i8, int64  # type: ignore[attr-defined]
+
+from ... import _numba_cache
+from .._columns._compiled import ADDR_COLUMNS, ADDR_STARTS, ADDRESS_TABLE, IN, _load, _spine_matches
+
+_BEGUN = _numba_cache.begin(
+    __file__, "timely_libs.linq.propagate: compiling its line step with numba, once per machine (a few seconds)"
+)
+
+__all__ = ["MAX_KEY_ROWS", "NEGATIVE", "NOT_INTS", "TOO_MANY", "line_step"]
+
+MAX_KEY_ROWS = 4096
+"""A key with more rows on the line than this (a hub) is left to the column form, whose cost
+does not grow with the square of a key's distinct labels."""
+NOT_INTS, NEGATIVE, TOO_MANY = -1, -2, -3
+"""`line_step`'s status when it gives up: a label that is not an int (interned codes do not
+order as their values), a proposal with a negative count at ``t`` (the caller raises, naming
+the key, label and count from the first three cells of the changes), a hub key."""
+
+MATRIX = Array(int64, 2, "C")
+
+
+@njit(Tuple((MATRIX, MATRIX, i8))(IN, ADDRESS_TABLE, ADDRESS_TABLE, IN, i8), cache=True, nogil=True)
+def line_step(keys: np.ndarray, proposals: np.ndarray, labels: np.ndarray, t: np.ndarray, first_code: int) -> tuple:  # type: ignore[type-arg]
+    """The label changes of ``keys`` (sorted, distinct) along ``t``'s line, from their rows in
+    the ``proposals`` and ``labels`` spines (address tables, one value column each): a matrix
+    of rows ``(key, label, position, diff)`` (one column each), consolidated per (key,
+    position, label); the keys' rows off the line as ``(time..., key)`` columns, each time
+    the join of the row's with ``t`` (where the key is evaluated again, TR §4.3); and a
+    status, 0 or one of `NOT_INTS`, `NEGATIVE`, `TOO_MANY`.
+
+    Per key, as `_least._replay`: rows at or before ``t`` count from ``t[-1]``; at ``t[-1]``
+    and each later position of the key's rows, the key's label must be the least proposal
+    with a positive count, less the labels sent so far (a label row counts from its
+    position on), and the change from the previous position is emitted."""
+    n = len(keys)
+    ntimes = len(t)
+    td = t[ntimes - 1]
+    empty = np.empty((4, 0), dtype=np.int64)
+    no_later = np.empty((ntimes + 1, 0), dtype=np.int64)
+    found_p, m_p, total_p = _spine_matches(keys, proposals)
+    found_l, m_l, total_l = _spine_matches(keys, labels)
+    total = total_p + total_l
+    # each key's rows, side by side (a slot per key): position, side, label, diff
+    count = np.zeros(n + 1, dtype=np.int64)
+    for p in range(m_p):
+        b = found_p[p, 0]
+        j = found_p[p, 2]
+        s, ss = proposals[b, ADDR_STARTS], proposals[b, ADDR_STARTS + 1]
+        count[found_p[p, 1] + 1] += _load(s, (j + 1) * ss) - _load(s, j * ss)
+    for p in range(m_l):
+        b = found_l[p, 0]
+        j = found_l[p, 2]
+        s, ss = labels[b, ADDR_STARTS], labels[b, ADDR_STARTS + 1]
+        count[found_l[p, 1] + 1] += _load(s, (j + 1) * ss) - _load(s, j * ss)
+    offsets = np.cumsum(count)
+    fill = offsets[:-1].copy()
+    pos = np.empty(total, dtype=np.int64)
+    side = np.empty(total, dtype=np.int64)
+    val = np.empty(total, dtype=np.int64)
+    diff = np.empty(total, dtype=np.int64)
+    later = np.empty((ntimes + 1, total), dtype=np.int64)
+    nlater = 0
+    time_col = ADDR_COLUMNS + 4  # column 2: the first time coordinate (key, value before it)
+    diff_col = ADDR_COLUMNS + 2 * (2 + ntimes)
+    for which in range(2):
+        table = proposals if which == 0 else labels
+        found = found_p if which == 0 else found_l
+        m = m_p if which == 0 else m_l
+        for p in range(m):
+            b = found[p, 0]
+            i = found[p, 1]
+            j = found[p, 2]
+            s, ss = table[b, ADDR_STARTS], table[b, ADDR_STARTS + 1]
+            vaddr, vstride = table[b, ADDR_COLUMNS + 2], table[b, ADDR_COLUMNS + 3]
+            daddr, dstride = table[b, diff_col], table[b, diff_col + 1]
+            for r in range(_load(s, j * ss), _load(s, (j + 1) * ss)):
+                v = _load(vaddr, r * vstride)
+                if v >= first_code:
+                    return empty, no_later, NOT_INTS
+                on_line = True
+                for c in range(ntimes - 1):
+                    if _load(table[b, time_col + 2 * c], r * table[b, time_col + 2 * c + 1]) > t[c]:
+                        on_line = False
+                        break
+                if not on_line:  # met again at its join with t
+                    for c in range(ntimes):
+                        x = _load(table[b, time_col + 2 * c], r * table[b, time_col + 2 * c + 1])
+                        later[c, nlater] = x if x > t[c] else t[c]
+                    later[ntimes, nlater] = keys[i]
+                    nlater += 1
+                    continue
+                f = fill[i]
+                x = _load(table[b, time_col + 2 * (ntimes - 1)], r * table[b, time_col + 2 * (ntimes - 1) + 1])
+                pos[f] = x if x > td else td
+                side[f] = which
+                val[f] = v
+                diff[f] = _load(daddr, r * dstride)
+                fill[i] = f + 1
+    out = np.empty((4, 3 * total + 2 * n), dtype=np.int64)  # per position: its label rows, +1, -1
+    nout = 0
+    for i in range(n):
+        lo = offsets[i]
+        hi = fill[i]  # the key's rows on the line
+        rows = hi - lo
+        if rows == 0:
+            continue
+        if rows > MAX_KEY_ROWS:
+            return empty, no_later, TOO_MANY
+        at = lo + np.argsort(pos[lo:hi], kind="mergesort")
+        distinct_labels = np.unique(val[lo:hi])
+        nl = len(distinct_labels)
+        index = np.searchsorted(distinct_labels, val[lo:hi])
+        proposed = np.zeros(nl, dtype=np.int64)
+        sent = np.zeros(nl, dtype=np.int64)  # change to emit per label at this position
+        touched = np.empty(nl + 2, dtype=np.int64)
+        marked = np.zeros(nl, dtype=np.bool_)
+        before = -1
+        r = 0
+        x = td
+        while True:
+            nt = 0
+            while r < rows and pos[at[r]] <= x:
+                row = at[r]
+                li = index[row - lo]
+                if side[row] == 0:
+                    proposed[li] += diff[row]
+                else:  # a label sent counts from its position on: less it from here
+                    sent[li] -= diff[row]
+                    if not marked[li]:
+                        marked[li] = True
+                        touched[nt] = li
+                        nt += 1
+                r += 1
+            least = -1
+            for li in range(nl):
+                c = proposed[li]
+                if c < 0 and x == td:
+                    out[0, 0] = keys[i]
+                    out[1, 0] = distinct_labels[li]
+                    out[2, 0] = c
+                    return out, no_later, NEGATIVE
+                if c > 0 and least < 0:
+                    least = li
+                    if x != td:
+                        break
+            if least != before:
+                for li, d in ((least, 1), (before, -1)):
+                    if li >= 0:
+                        sent[li] += d
+                        if not marked[li]:
+                            marked[li] = True
+                            touched[nt] = li
+                            nt += 1
+            for q in range(nt):
+                li = touched[q]
+                marked[li] = False
+                if sent[li] != 0:
+                    out[0, nout] = keys[i]
+                    out[1, nout] = distinct_labels[li]
+                    out[2, nout] = x
+                    out[3, nout] = sent[li]
+                    nout += 1
+                    sent[li] = 0
+            before = least
+            if r >= rows:
+                break
+            x = pos[at[r]]
+    return out[:, :nout].copy(), later[:, :nlater].copy(), 0
+
+
+_numba_cache.finish(_BEGUN, globals(), __name__, "timely_libs.linq.propagate", "line step")

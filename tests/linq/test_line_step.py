@@ -1,0 +1,90 @@
+"""`Propagate`'s step in one compiled call (`propagate._line.line_step`, through
+`_operator._stepped`), against the forms it replaces and against brute force.
+
+On random histories of a few keys (proposals and labels at times ``(epoch, outer,
+iteration)``, some off ``t``'s line, spread over several batches): the changes must be those
+of the column form on the rows `split_line` keeps, the labels after them exactly the least
+positive proposal at every time of the line (summed from the rows in the product order), and
+the keys to evaluate again those `later_keys` finds, at the join of each off-line row's time
+with ``t``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from tests.linq.test_least import KEYS, _accumulated, _consolidated, _le, _least_positive, _spine, histories
+from timely_libs.linq import OperatorError
+from timely_libs.linq._columns import _kernels, values_of
+from timely_libs.linq._trace import Batch
+from timely_libs.linq.propagate import _least, _operator
+
+
+@pytest.fixture(autouse=True)
+def _eager(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled loops count as loaded (`linq.preload`), so the policy lets the step run."""
+    monkeypatch.setattr(_kernels.POLICY, "eager", True)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories(), cuts=st.lists(st.integers(0, 80), max_size=6))
+@example(history=([(3, 4, (0, 0, 0), 1)], [(3, 0, (0, 0, 0), 1), (7, 0, (1, 1, 0), 1)], (0, 0, 0)), cuts=[1])
+@example(history=([(3, 5, (0, 0, 3), 1), (3, 2, (0, 0, 5), 1)], [(3, 9, (0, 0, 1), 1)], (0, 0, 0)), cuts=[])
+def test_a_step_changes_labels_as_the_column_form_and_brute_force_say(history: Any, cuts: list[int]) -> None:
+    proposals, labels, t = history
+    keys = np.array(KEYS, dtype=np.int64)
+    p_spine, l_spine = _spine(proposals, cuts), _spine(labels, cuts[::-1])
+    stepped = _operator._stepped(p_spine, l_spine, keys, t, "test")
+    if stepped is None:  # nothing arranged on one side: the general forms take it
+        assert not p_spine.batches() or not l_spine.batches()
+        return
+    changes, later = stepped
+    on_p, off_p = _least.split_line(_least.rows_of(p_spine, keys), t)
+    on_l, off_l = _least.split_line(_least.rows_of(l_spine, keys), t)
+    want = Batch(_least.line_changes(on_p, on_l, keys, t, "test"))
+    assert _consolidated(Batch(changes)) == _consolidated(want)
+    want_later = _least.later_keys([off_p, off_l], t)
+    assert {u: ks.tolist() for u, ks in later.items()} == {u: ks.tolist() for u, ks in want_later.items()}
+    # brute force: after the changes, one label at each time of the line, the least positive proposal
+    added = [
+        (k, v, tuple(c[i] for c in changes.times), d)
+        for i, (k, v, d) in enumerate(zip(changes.keys.tolist(), values_of(changes.vals[0]), changes.diffs.tolist()))
+    ]
+    assert all(time[:-1] == t[:-1] and time[-1] >= t[-1] for _, _, time, _ in added)
+    after = [*labels, *added]
+    line = {t[-1]} | {max(r[2][-1], t[-1]) for r in [*proposals, *labels] if _le(r[2][:-1], t[:-1])}
+    for key in KEYS:
+        for x in sorted(line):
+            at = (*t[:-1], x)
+            best = _least_positive(proposals, key, at)
+            assert _accumulated(after, key, at) == ({} if best is None else {best: 1}), (key, at)
+
+
+def test_a_negative_count_of_a_proposal_at_t_is_an_error() -> None:
+    proposals = [(3, 5, (0, 0, 1), 1), (3, 5, (0, 0, 2), -2), (3, 9, (0, 0, 0), 1)]
+    p_spine, l_spine = _spine(proposals, [1]), _spine([(3, 9, (0, 0, 0), 1)], [])
+    with pytest.raises(OperatorError, match="label 5 of node 3 has multiplicity -1"):
+        _operator._stepped(p_spine, l_spine, np.array([3], dtype=np.int64), (0, 0, 2), "test")
+
+
+def test_labels_that_are_not_ints_take_the_general_forms() -> None:
+    p_spine = _spine([(3, "a", (0, 0, 0), 1)], [])
+    l_spine = _spine([(3, "a", (0, 0, 0), 1)], [])
+    assert _operator._stepped(p_spine, l_spine, np.array([3], dtype=np.int64), (0, 0, 0), "test") is None
+
+
+def test_a_hub_key_takes_the_general_forms() -> None:
+    """A key with more rows on the line than `MAX_KEY_ROWS` is left to the column form."""
+    from timely_libs.linq.propagate._line import MAX_KEY_ROWS
+
+    keys = np.array([3], dtype=np.int64)
+    l_spine = _spine([(3, 0, (0, 0, 0), 1)], [])
+    few = [(3, label, (0, 0, 0), 1) for label in range(MAX_KEY_ROWS - 1)]
+    assert _operator._stepped(_spine(few, []), l_spine, keys, (0, 0, 0), "test") is not None
+    many = [(3, label, (0, 0, 0), 1) for label in range(MAX_KEY_ROWS + 1)]
+    assert _operator._stepped(_spine(many, []), l_spine, keys, (0, 0, 0), "test") is None
