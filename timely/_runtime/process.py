@@ -235,11 +235,6 @@ class ProcessRuntime:
                 self._seen_version = tracker.version
                 scheduler.frontier_moved(tracker.take_changed_locations())
                 self._frontier_changed()
-            if link is not None and scheduler.flush_after_pass:
-                # the progress a short notification run of the last pass did not send first
-                # (`Scheduler.deliver_notifications`), with what its consequences sent since
-                scheduler.flush_after_pass = False
-                link.flush(settle=True)
             if scheduler.deliver_notifications():
                 did = True
             if (
@@ -439,10 +434,10 @@ class ProcessRuntime:
                 # something else still holds back (``settle``): a held batch may be what a
                 # peer waits for, and that one is not yet. The process then sleeps until a
                 # frame, or the hold's time limit, wakes it.
-                hold = more or (link.records_since_release and not polled and not link.sending_data)
-                if self.scheduler.flush_after_pass:  # a short notification run's progress: not held for a busy slice
-                    self.scheduler.flush_after_pass = hold = False
-                link.flush(hold=hold, settle=not more)
+                link.flush(
+                    hold=more or (link.records_since_release and not polled and not link.sending_data),
+                    settle=not more,
+                )
                 link.maybe_resume_reading()
             if waiters.conditions:
                 waiters.check_conditions()

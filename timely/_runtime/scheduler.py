@@ -42,13 +42,6 @@ DRAIN_LIMIT = 512
 """Messages one worker delivers before the scheduler looks at the others."""
 CHAIN_SECONDS = 0.001
 """How long a chain of lone notifications (`Scheduler._chain`) runs before the step goes on."""
-SHORT_NOTIFY_SECONDS = 0.0005
-"""A run of notifications at most this long (the last run of each of its stages, measured)
-does not send this process's progress to its peers before it starts: the progress waits for
-the end of the scheduler pass after it (`Scheduler.flush_after_pass`), and leaves with what the
-run and the messages it made locally send on, in one frame. A peer waiting for it waits about
-this long more; each iteration of a loop whose stages notify saves a frame, a wakeup of every
-peer, and a step there."""
 
 
 class Scheduler:
@@ -90,11 +83,6 @@ class Scheduler:
         """Messages waiting behind vertices busy in an async callback."""
         self.max_backlog = 0
         self.max_queued_records = 0
-        self._notify_seconds: dict[int, float] = {}
-        """Per stage, how long the last run of notifications that included it took."""
-        self.flush_after_pass = False
-        """A short notification run did not send the process's progress first: the step sends it
-        at the end of its next pass (`ProcessRuntime.step`), after the run's local consequences."""
         self._due: set[int] = set()
         """Locations whose instances' notifications may have become deliverable."""
         self._waiting: dict[int, int] = {}
@@ -363,16 +351,10 @@ class Scheduler:
                 continue
             if not delivered and self.link is not None:
                 # what this process has told nobody yet (the messages it consumed, the data it
-                # sent) goes before a notification that may be long: the peers must not wait
-                # through it to learn that their messages were consumed (unless what it retires
-                # is still held back by something else: then it unblocks nothing yet). Before a
-                # short one it waits for the end of the step's next pass, and goes with what
-                # the notification and its local consequences send: one frame, not two.
-                timed = self._notify_seconds
-                if any(timed.get(stage, SHORT_NOTIFY_SECONDS) >= SHORT_NOTIFY_SECONDS for _, stage, _ in ready):
-                    self.link.flush(settle=True)
-                else:
-                    self.flush_after_pass = True
+                # sent) goes before a notification, often the long callback: the peers must not
+                # wait for it to learn that their messages were consumed (unless what it
+                # retires is still held back by something else: then it unblocks nothing yet)
+                self.link.flush(settle=True)
             if len(ready) > 1:
                 ready.sort(key=_time_and_stage)
             started = _time.perf_counter()
@@ -382,11 +364,7 @@ class Scheduler:
                 if self._may_chain and len(ready) == 1 and self.fence.epoch is None:
                     self._chain(w, vertices[stage])
             finally:
-                spent = _time.perf_counter() - started
-                w.callback_seconds += spent
-                if self.link is not None:
-                    for _, stage, _ in ready:
-                        self._notify_seconds[stage] = spent
+                w.callback_seconds += _time.perf_counter() - started
             delivered = True
         return delivered
 
