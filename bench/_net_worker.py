@@ -12,6 +12,10 @@ with ``[pI] ``); the parent parses the N lines. Modes:
                 computation is complete; the counts go back to the parent for checking.
 ``loop``        the empty notification loop of ``core.loop_latency``: one spinning vertex per
                 process, so each iteration is a global round of the progress protocol.
+``ring``        ``loop`` with records: each process's vertex passes a batch of ``--records`` ints on
+                to the next process at every iteration (exchanged by value), so each iteration
+                costs every process one frame of records and progress. Reports the CPU, the
+                frames, the scheduler steps and wake-ups per iteration.
 ``raw``         the floor for ``loop``: a plain asyncio (uvloop) all-to-all round over loopback
                 TCP among the same processes (on the ports the launcher gave them; timely does
                 not run): per round each process writes 8 bytes to every other one and waits
@@ -215,6 +219,86 @@ def run_loop(args: argparse.Namespace) -> None:
     )
 
 
+# ring ----------------------------------------------------------------------------------------
+
+
+class Relay(timely.Vertex):
+    """Holds the batch that reached it at an iteration and, at that iteration's notification,
+    passes it on to the next worker for the next iteration (each record ``r`` as ``r + 1``, which
+    the exchange sends to worker ``(r + 1) % workers``), ``iterations`` times."""
+
+    def __init__(self, iterations: int) -> None:
+        self.iterations = iterations
+        self.held: dict[timely.Timestamp, list[int]] = {}
+        self.stamps: list[float] = []
+
+    def on_recv(self, edge: int, records: list[int], time: timely.Timestamp) -> None:
+        held = self.held.get(time)
+        if held is None:
+            self.held[time] = held = []
+            self.notify_at(time)
+        held.extend(records)
+
+    def on_notify(self, t: timely.Timestamp) -> None:
+        self.stamps.append(time.perf_counter())
+        batch = self.held.pop(t)
+        if t[-1] + 1 < self.iterations:
+            self.send_by(self.outputs[0], [r + 1 for r in batch], t)  # the feedback adds the iteration
+
+
+def run_ring(args: argparse.Namespace) -> None:
+    total = args.warmup + args.iterations
+    relays: list[Relay] = []
+    where: list[int] = []
+
+    def make() -> Relay:
+        relay = Relay(total)
+        relays.append(relay)
+        return relay
+
+    def build(scope: timely.Scope) -> timely.Input:
+        where[:] = [scope.process_index, scope.processes]
+        start = scope.new_input("start")
+        loop = timely.LoopContext(scope, "loop")
+        entered = loop.ingress(start)
+        feedback = loop.feedback("feedback")
+        passed = loop.stage("relay", make, [entered, feedback.stream], exchange=[_identity, _identity])
+        feedback.connect(passed)
+        return start
+
+    gc.collect()
+    with timely.execute(build, timeout=args.timeout) as (comp, start):
+        index, processes = where
+        workers = len(relays)
+        first = index * workers  # this process's workers: first, first + 1, ...
+        before = comp.statistics()
+        started = time.perf_counter()
+        cpu = time.process_time()
+        for w in range(first, first + workers):  # one batch a worker, its records all routed to w
+            start.send([w + k * workers * processes for k in range(args.records)])
+    done = time.perf_counter()
+    cpu = time.process_time() - cpu
+    stats = comp.statistics()
+    for relay in relays:
+        if len(relay.stamps) != total:
+            raise RuntimeError(f"process {index}: a relay was notified {len(relay.stamps)} times, not {total}")
+    emit(
+        {
+            "mode": "ring",
+            "process": index,
+            "processes": processes,
+            "workers": workers,
+            "iterations": total,
+            "seconds": done - started,
+            "cpu_seconds": cpu,
+            "latency_us": summarize(relays[0].stamps, args.warmup),
+            "steps": stats.scheduler_steps - before.scheduler_steps,
+            "wakeups": stats.wakeups - before.wakeups,
+            "network": stats.network,
+        }
+    )
+
+
 # raw ---------------------------------------------------------------------------------------
 
 
@@ -403,8 +487,8 @@ def run_cc(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/_net_worker.py")
-    parser.add_argument("mode", choices=["throughput", "loop", "raw", "cc"])
-    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("mode", choices=["throughput", "loop", "ring", "raw", "cc"])
+    parser.add_argument("--records", type=int, default=1_000_000, help="throughput: records fed; ring: a batch's")
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--iterations", type=int, default=20_000)
     parser.add_argument("--warmup", type=int, default=1_000)
@@ -413,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--timeout", type=float, default=300.0)
     args = parser.parse_args(argv)
-    {"throughput": run_throughput, "loop": run_loop, "raw": run_raw, "cc": run_cc}[args.mode](args)
+    {"throughput": run_throughput, "loop": run_loop, "ring": run_ring, "raw": run_raw, "cc": run_cc}[args.mode](args)
     return 0
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import time as _time
@@ -121,6 +122,7 @@ class ProcessRuntime:
         self._idle_since = 0.0
         """When the scheduler last went idle (perf_counter): what the stall watcher counts from."""
         self._wakeups = 0
+        self._steps = 0
         self._wake = asyncio.Event()
 
         start = 0 if resume is None else resume.epoch + 1
@@ -208,6 +210,7 @@ class ProcessRuntime:
     def step(self) -> bool:
         """Deliver messages and notifications for one time slice. True if work remains."""
         deadline = _time.perf_counter() + SLICE_SECONDS
+        self._steps += 1
         tracker = self.tracker
         scheduler = self.scheduler
         fence = self.fence
@@ -320,7 +323,7 @@ class ProcessRuntime:
         return self.diagnostics.explain()
 
     def statistics(self) -> ComputationStatistics:
-        return self.diagnostics.statistics()
+        return dataclasses.replace(self.diagnostics.statistics(), scheduler_steps=self._steps, wakeups=self._wakeups)
 
     def vertices(self, stage_name: str) -> list[Vertex]:
         """This process's instances of a stage, by its full name."""

@@ -40,6 +40,11 @@ class ComputationStatistics:
     """Distinct epochs at which notifications are pending in this process. Hundreds mean the
     inputs run far ahead of the computation: each epoch's answer waits behind every epoch sent
     before it (`Input.throttle` bounds how far)."""
+    scheduler_steps: int = 0
+    """Time slices the scheduler ran (`ProcessRuntime.step`). With peers, most steps follow a
+    frame: steps per loop iteration say how many handoffs an iteration costs this process."""
+    wakeups: int = 0
+    """Times the scheduler, idle with nothing to do, was woken (by a frame, an input, a timer)."""
 
     @property
     def pending_notifications(self) -> int:
