@@ -389,9 +389,14 @@ def _numbered(epochs: list[np.ndarray]) -> pa.Table:
     return pa.table({n: pa.array(rows[:, k], type=pa.int64()) for k, n in enumerate(("epoch", "src", "dst", "diff"))})
 
 
-def _frame(session: Any, values: np.ndarray, names: Sequence[str] = ("src", "dst")) -> Any:
-    """A DataFrame of int64 columns from an ``(n, k)`` array (through Arrow)."""
+def _frame(session: Any, values: np.ndarray, names: Sequence[str] = ("src", "dst"), parts: int = 1) -> Any:
+    """A DataFrame of int64 columns from an ``(n, k)`` array (through Arrow), in at least
+    ``parts`` partitions when it is large enough to travel as Arrow batches (one partition
+    per batch): Spark's first stage over it, which hashes its rows to the timely processes,
+    then runs on every task slot instead of one (docs/spark.md, "Two processes against one")."""
     table = pa.table({n: pa.array(values[:, k], type=pa.int64()) for k, n in enumerate(names)})
+    if parts > 1 and len(table) > parts:
+        table = pa.Table.from_batches(table.to_batches(max_chunksize=-(-len(table) // parts)))
     return session.createDataFrame(table)
 
 
@@ -462,8 +467,9 @@ def _components(
 ) -> None:
     ones = np.column_stack([edges.pairs, np.ones(len(edges.pairs), dtype=np.int64)])
     names = ("src", "dst", "diff")
-    epochs = [{"edges": _frame(session, ones, names)}]
-    epochs += [{"edges": _frame(session, batch, names)} for batch in changes.epochs]
+    parts = options.processes
+    epochs = [{"edges": _frame(session, ones, names, parts)}]
+    epochs += [{"edges": _frame(session, batch, names, parts)} for batch in changes.epochs]
     name = "components" if len(epochs) == 1 else f"components (+{len(epochs) - 1} epochs of changes)"
     seconds: dict[int, float] = {}
     timings: dict[str, float] = {}
@@ -555,7 +561,10 @@ def _pagerank(
         ranks = tspark.run(
             session,
             partial(_dataflows.pagerank, supersteps=options.supersteps),
-            inputs={"edges": _frame(session, final), "nodes": _frame(session, nodes, ("node",))},
+            inputs={
+                "edges": _frame(session, final, parts=options.processes),
+                "nodes": _frame(session, nodes, ("node",), options.processes),
+            },
             schema=_dataflows.PAGERANK_SCHEMA,
             processes=options.processes,
             timeout=options.timeout,

@@ -9,7 +9,8 @@ one run do it at once and slow each other (docs/spark.md, "Two processes against
 Spark keeps a worker for its next task (``spark.python.worker.reuse``, on by default), with
 everything it imported. `warm_workers` runs one small Spark job of ``processes`` tasks in a
 background thread, each importing the bridge and calling the ``preload`` functions it is given,
-so the runs after it find workers that are ready. It is one job at the session's start, a few
+and running one tiny computation (which loads what the runtime loads at its first run), so
+the runs after it find workers that are ready. It is one job at the session's start, a few
 seconds of CPU that the first run would otherwise spend on its own path; Spark queues the
 session's next jobs behind it.
 """
@@ -101,8 +102,31 @@ class _Warm:
         began = time.perf_counter()
         from . import _task  # noqa: F401  # timely, numpy, pyarrow and the bridge's task side
 
+        _run_once()
         for function in self.preload:
             function()
         for _ in batches:
             pass
         yield pa.RecordBatch.from_pydict({"pid": [os.getpid()], "seconds": [time.perf_counter() - began]})
+
+
+def _run_once() -> None:
+    """One tiny computation on one process: what the runtime loads at its first run (its event
+    loop, anyio's asyncio backend: 0.15-0.23 s per process at load 17, inside the first run's
+    start) is loaded here instead, and the run proves the worker can compute."""
+    import timely
+
+    def build(scope: timely.Scope) -> tuple[timely.Input, list[Any]]:
+        rows = scope.new_input("rows")
+        got: list[Any] = []
+        rows.subscribe(lambda time, batch: got.extend(batch))
+        return rows, got
+
+    # Not the environment's console or checkpoints (TIMELY_CONSOLE reaches Spark's workers):
+    # those belong to the runs after this.
+    with timely.execute(build, timeout=60.0, console=False, checkpoints=False) as (comp, (rows, got)):
+        rows.send([1])
+        rows.close()
+        comp.run()
+    if got != [1]:
+        raise RuntimeError(f"a one-row computation gave {got!r}")

@@ -28,6 +28,7 @@ from timely_jobs.graph_analytics import (
     COMPONENT_COLUMNS,
     SUMMARY_COUNTS,
     JobOptions,
+    _frame,
     edge_changes,
     generate_edges,
     run_job,
@@ -110,6 +111,19 @@ def graph_by_epoch() -> list[set[tuple[int, int]]]:
             (current.add if diff > 0 else current.discard)((a, b))
         graphs.append(set(current))
     return graphs
+
+
+@pytest.mark.slow  # a Spark session
+def test_a_large_input_frame_has_a_partition_per_process_and_every_row(spark_session: Any) -> None:
+    """The job's input DataFrames (`_frame`): one large enough to travel as Arrow batches
+    comes in a partition per process (Spark's first stage over it then uses every slot),
+    each row once, in order."""
+    values = np.arange(3 * 100_001, dtype=np.int64).reshape(-1, 3)  # above Spark's local-relation size
+    for parts in (1, 2, 3):
+        frame = _frame(spark_session, values, ("src", "dst", "diff"), parts)
+        assert frame.rdd.getNumPartitions() == parts
+        got = frame.toArrow()
+        assert np.array_equal(np.column_stack([got.column(c).to_numpy() for c in ("src", "dst", "diff")]), values)
 
 
 @pytest.mark.slow  # a Spark session

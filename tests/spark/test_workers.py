@@ -24,11 +24,14 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 TIMEOUT = 60.0
 MARK = "TIMELY_TEST_WARMED_BY"
-"""Set in a worker by `mark` to the worker's own pid (a forked worker does not inherit it)."""
+"""Set in a worker by `mark` to the worker's own pid (a forked worker does not inherit it), and
+whether the runtime had run there before: ``pid:True``."""
+LOADED_AT_FIRST_RUN = "anyio._backends._asyncio"
+"""A module the runtime loads when it first runs a computation, not when timely is imported."""
 
 
 def mark() -> None:
-    os.environ[MARK] = str(os.getpid())
+    os.environ[MARK] = f"{os.getpid()}:{LOADED_AT_FIRST_RUN in sys.modules}"
 
 
 def broken() -> None:
@@ -40,7 +43,7 @@ def whose(scope: timely.Scope, inputs: dict[str, timely.Input]) -> timely.Stream
 
     def where(row: tuple[int]) -> tuple[int, int, bool]:
         pid = os.getpid()
-        return row[0], pid, os.environ.get(MARK) == str(pid)
+        return row[0], pid, os.environ.get(MARK) == f"{pid}:True"
 
     return inputs["rows"].map("where", where)
 
@@ -64,7 +67,7 @@ def test_a_run_after_the_warm_up_runs_in_its_workers(spark_session: SparkSession
     processes = {pid for _, pid, _ in got}
     assert len(processes) == 2, "the rows should reach both processes"
     assert processes <= set(warm.workers), f"the run's processes {processes} are not the warmed {warm.workers}"
-    assert all(marked for _, _, marked in got), "a process of the run did not run the preload"
+    assert all(marked for _, _, marked in got), "a process of the run did not run the preload after a computation"
 
 
 def test_a_failed_warm_up_is_kept_and_the_runs_still_work(spark_session: SparkSession) -> None:
