@@ -170,7 +170,40 @@ def meet(
     """A join's delta (records, their key codes and times: a list of columns, one per
     coordinate, or a tuple, one time for them all) against arranged ``batches`` (records stored
     with ``layout``): the selector's records for every match, each sent at the join of the two
-    times. ``delta_first``: the delta is the join's left input."""
+    times. ``delta_first``: the delta is the join's left input.
+
+    A delta of more than `MEET_CHUNK` rows meets the batches a chunk of rows at a time, each
+    chunk's output sent before the next is read: every delta row makes its pairs alone (the
+    history it meets is consolidated per delta row, `_advanced`), so the output is the same,
+    while the matched rows, the pairs and the selector's columns held at once stay bounded by
+    a chunk's share instead of the whole delta's (an SCC's first answer joins two million
+    labelled edges against labels with several rows each: about 800 MiB of matches at once)."""
+    n = len(keys)
+    if n <= MEET_CHUNK:
+        _meet_rows(vertex, selector, delta, keys, times, batches, layout, delta_first)
+        return
+    for start in range(0, n, MEET_CHUNK):
+        part = slice(start, min(start + MEET_CHUNK, n))
+        chunk_times = times if isinstance(times, tuple) else [c[part] for c in times]
+        _meet_rows(vertex, selector, delta.take(part), keys[part], chunk_times, batches, layout, delta_first)
+
+
+MEET_CHUNK = 1 << 17
+"""Delta rows a join pairs at once (`meet`): a larger delta is split into chunks of this many.
+Large enough that a chunk's fixed cost (a read of every batch) is small beside its pairs."""
+
+
+def _meet_rows(
+    vertex: Stateful,
+    selector: Callable[[Any, Any], Any],
+    delta: Block,
+    keys: np.ndarray,
+    times: list[np.ndarray] | tuple[int, ...],
+    batches: list[Batch],
+    layout: Layout,
+    delta_first: bool,
+) -> None:
+    """`meet` for one chunk of the delta."""
     found = matches(keys, batches, layout.width, len(times))
     if found is None:
         return
