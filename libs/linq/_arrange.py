@@ -103,9 +103,9 @@ class SharedArrangement:
         old = self.layout.arity
         self.spine = widened(self.spine, self.layout, self.ntimes)
         if self.pending:
-            recode = Layout(self.layout.op, old)
+            recode = Layout(self.layout.op, old, self.layout.key)
             self.pending = [
-                (s, Batch(Rows(b.keys, recode.widen(list(b.vals)), b.times, b.diffs))) for s, b in self.pending
+                (s, Batch(Rows(b.keys, recode.widen(list(b.vals), b.keys), b.times, b.diffs))) for s, b in self.pending
             ]
 
 
@@ -135,7 +135,7 @@ class Arrange(Stateful):
     def __init__(self, op: str, lattice: Lattice, key: Callable[[Any], Any], arranged: Arranged) -> None:
         super().__init__(op, lattice)
         self.keyof = KeyOf(key, op)
-        self.shared = SharedArrangement(arranged.readers, Layout(op), lattice.depth + 1)
+        self.shared = SharedArrangement(arranged.readers, Layout(op, key=self.keyof.field), lattice.depth + 1)
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         self.watch(time)
@@ -186,7 +186,7 @@ class JoinArranged(Stateful):
         self.keyof = KeyOf(key1, op)
         self.selector = selector
         self.reader = reader
-        self.layout = Layout(op)
+        self.layout = Layout(op, key=self.keyof.field)
         self.ntimes = lattice.depth + 1
         self.trace: Spine | None = None
         self.shared: SharedArrangement | None = None
@@ -197,7 +197,7 @@ class JoinArranged(Stateful):
             for seq, batch, shared in records:
                 self.shared = shared
                 if self.trace is not None:
-                    theirs = shared.layout.decode(batch.vals, batch.diffs)
+                    theirs = shared.layout.decode(batch.vals, batch.diffs, batch.keys)
                     meet(
                         self,
                         self.selector,
@@ -217,7 +217,7 @@ class JoinArranged(Stateful):
             self.trace = widened(self.trace, self.layout, self.ntimes)
             self.layout.accept(block)
         t = tuple(time)
-        delta = delta_batch(block, self.keyof.codes(block), self.layout.encode(block), t)
+        delta = delta_batch(block, self.keyof.codes(block), self.layout.encode(block), t, self.layout)
         if delta is None:
             return
         block, batch = delta

@@ -47,7 +47,7 @@ class Join(Stateful):
         super().__init__(op, lattice)
         self.keyof = (KeyOf(key1, op), KeyOf(key2, op))
         self.selector = selector
-        self.layouts = (Layout(op), Layout(op))
+        self.layouts = (Layout(op, key=self.keyof[0].field), Layout(op, key=self.keyof[1].field))
         self.ntimes = lattice.depth + 1
         self.traces: list[Spine | None] = [None, None]
 
@@ -61,7 +61,7 @@ class Join(Stateful):
             self.traces[edge] = widened(self.traces[edge], layout, self.ntimes)
             layout.accept(block)
         t = tuple(time)
-        delta = delta_batch(block, self.keyof[edge].codes(block), layout.encode(block), t)
+        delta = delta_batch(block, self.keyof[edge].codes(block), layout.encode(block), t, layout)
         if delta is None:
             return
         block, batch = delta
@@ -103,22 +103,25 @@ class Join(Stateful):
 
 
 def delta_batch(
-    block: Block, keys: np.ndarray, vals: list[np.ndarray], t: tuple[int, ...]
+    block: Block, keys: np.ndarray, vals: list[np.ndarray], t: tuple[int, ...], layout: Layout
 ) -> tuple[Block, Batch] | None:
     """A join's delta (a message's records, their key codes and record codes, all at ``t``)
     consolidated, as differential dataflow's join meets an arranged batch: a record and its
     retraction cancel before they meet anything (a `where` or `select` after a `count` sends
     both when a count moves within the kept range, and each would meet every row of its key),
     and equal records meet once. The block keeps the records as they came (values, not
-    codes), one per distinct (key, record), beside the batch that joins the arrangement;
-    None when everything cancelled."""
-    if len(vals) == len(block.cols) and all(v is c for v, c in zip(vals, block.cols)):
-        # int fields are their own codes: consolidate the codes (by digits when many, no
-        # index sort) and they are the records
+    codes), one per distinct (key, record), beside the batch that joins the arrangement
+    (values stored with ``layout``); None when everything cancelled."""
+    stored = layout.stored(block.cols)
+    own = not layout.keyed or keys is block.cols[layout.key]  # type: ignore[index]
+    if own and len(vals) == len(stored) and all(v is c for v, c in zip(vals, stored)):
+        # int fields (the key's too, when the layout leaves it out) are their own codes:
+        # consolidate the codes (by digits when many, no index sort) and they are the records
         cols, sums = consolidate([keys, *vals], block.diffs)
         if not len(sums):
             return None
-        return Block(cols[1:], block.arity, sums), Batch(Rows.at(cols[0], cols[1:], t, sums), tidy=True)
+        records = layout.full(cols[1:], cols[0])  # a keyed layout's key field is the key column
+        return Block(records, block.arity, sums), Batch(Rows.at(cols[0], cols[1:], t, sums), tidy=True)
     idx, sums = consolidation([keys, *vals], block.diffs)
     if not len(sums):
         return None
@@ -130,8 +133,11 @@ def delta_batch(
 
 
 def arrangement_pieces(tag: int, rows: Rows, layout: Layout) -> list[tuple[int, Any]]:
-    """An arrangement's rows as checkpoint pieces ``((tag, arity), ...)`` routed by key."""
+    """An arrangement's rows as checkpoint pieces ``((tag, arity), ...)`` routed by key (with
+    every field of the records, a keyed layout's key put back)."""
     arity = layout.arity or SCALAR
+    if layout.keyed:
+        rows = Rows(rows.keys, layout.full(rows.vals, rows.keys), rows.times, rows.diffs)
     return rows_pieces((tag, arity), rows, route_of(rows.keys), arity)
 
 
@@ -170,7 +176,40 @@ def meet(
     """A join's delta (records, their key codes and times: a list of columns, one per
     coordinate, or a tuple, one time for them all) against arranged ``batches`` (records stored
     with ``layout``): the selector's records for every match, each sent at the join of the two
-    times. ``delta_first``: the delta is the join's left input."""
+    times. ``delta_first``: the delta is the join's left input.
+
+    A delta of more than `MEET_CHUNK` rows meets the batches a chunk of rows at a time, each
+    chunk's output sent before the next is read: every delta row makes its pairs alone (the
+    history it meets is consolidated per delta row, `_advanced`), so the output is the same,
+    while the matched rows, the pairs and the selector's columns held at once stay bounded by
+    a chunk's share instead of the whole delta's (an SCC's first answer joins two million
+    labelled edges against labels with several rows each: about 800 MiB of matches at once)."""
+    n = len(keys)
+    if n <= MEET_CHUNK:
+        _meet_rows(vertex, selector, delta, keys, times, batches, layout, delta_first)
+        return
+    for start in range(0, n, MEET_CHUNK):
+        part = slice(start, min(start + MEET_CHUNK, n))
+        chunk_times = times if isinstance(times, tuple) else [c[part] for c in times]
+        _meet_rows(vertex, selector, delta.take(part), keys[part], chunk_times, batches, layout, delta_first)
+
+
+MEET_CHUNK = 1 << 17
+"""Delta rows a join pairs at once (`meet`): a larger delta is split into chunks of this many.
+Large enough that a chunk's fixed cost (a read of every batch) is small beside its pairs."""
+
+
+def _meet_rows(
+    vertex: Stateful,
+    selector: Callable[[Any, Any], Any],
+    delta: Block,
+    keys: np.ndarray,
+    times: list[np.ndarray] | tuple[int, ...],
+    batches: list[Batch],
+    layout: Layout,
+    delta_first: bool,
+) -> None:
+    """`meet` for one chunk of the delta."""
     found = matches(keys, batches, layout.width, len(times))
     if found is None:
         return
@@ -180,7 +219,7 @@ def meet(
         if not len(left):
             return
     one = delta.take(left)
-    other = layout.decode(right.vals, right.diffs)
+    other = layout.decode(right.vals, right.diffs, right.keys)
     first, second = (one, other) if delta_first else (other, one)
     out = select_pairs(vertex.op, selector, first, second, one.diffs * right.diffs)
     if isinstance(times, tuple):  # one time for the whole delta: no column of it to build and gather
@@ -265,4 +304,6 @@ def send_by_time(vertex: Vertex, out: Block, times: list[np.ndarray]) -> None:
 
 def recoder(layout: Layout) -> Callable[[Block], list[np.ndarray]]:
     """How a restored piece's record values become this process's codes, in ``layout``."""
-    return lambda block: [codes_of(block.cols[0])] if layout.arity == SCALAR else [codes_of(c) for c in block.cols]
+    return lambda block: (
+        [codes_of(block.cols[0])] if layout.arity == SCALAR else [codes_of(c) for c in layout.stored(block.cols)]
+    )

@@ -115,8 +115,8 @@ class Block:
         return list(zip(self.records(), self.diffs.tolist()))
 
     # Column-wise transformations -----------------------------------------------------------------
-    def take(self, idx: np.ndarray) -> Block:
-        """The rows ``idx`` (indices or a boolean mask)."""
+    def take(self, idx: np.ndarray | slice) -> Block:
+        """The rows ``idx`` (indices, a boolean mask or a slice: then views, no copy)."""
         idx = selector(idx, len(self.cols) + 1)
         return Block([c[idx] for c in self.cols], self.arity, self.diffs[idx])
 
