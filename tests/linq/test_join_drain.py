@@ -104,6 +104,36 @@ def test_a_peel_in_a_loop(workers: int, seed: int) -> None:
     check(core, peeled, random_edge_epochs(seed, 10, 22, 8), workers)
 
 
+def chain_epochs(seed: int) -> list[tuple[list[Any]]]:
+    """A cycle with long chains hanging off it (a chain peels one node per iteration, so the
+    joins' history spans many iterations and a change meets it at several later ones), then
+    epochs that cut and mend chain links."""
+    rng = random.Random(seed)
+    cycle = [((i, (i + 1) % 5), 1) for i in range(5)]
+    chains = [((i, i + 1), 1) for i in range(10, 22)] + [((4, 10), 1)] + [((i, i + 1), 1) for i in range(30, 38)]
+    out: list[tuple[list[Any]]] = [(cycle + chains + [((2, 30), 1)],)]
+    links = [e for e, _ in chains]
+    cut: list[tuple[int, int]] = []
+    for _ in range(6):
+        changes: list[Any] = []
+        if cut and rng.random() < 0.5:
+            edge = cut.pop(rng.randrange(len(cut)))
+            changes.append((edge, 1))
+        else:
+            edge = links.pop(rng.randrange(len(links)))
+            cut.append(edge)
+            changes.append((edge, -1))
+        changes.append(((rng.randrange(10, 38), rng.randrange(0, 5)), 1))  # a chain closes into the core
+        out.append((changes,))
+    return out
+
+
+@WORKERS
+@pytest.mark.parametrize("seed", [7, 8])
+def test_a_peel_of_long_chains(workers: int, seed: int) -> None:
+    check(core, peeled, chain_epochs(seed), workers)
+
+
 def test_staged_input_and_held_output_survive_a_rescale() -> None:
     """What a join holds for a time not yet complete (input staged per input, output held for
     a later time) is saved and comes back: staged blocks to the instance that owns their key,
