@@ -1,4 +1,4 @@
-"""Join (TR §5.2.2): bilinear, so it needs no notification.
+"""Join (TR §5.2.2): bilinear, so it needs no notification to be correct.
 
 Each input is arranged by key. A block from one input at time ``t`` meets everything the other
 input's arrangement holds: per batch, one `numpy.searchsorted` finds the rows of every key of
@@ -7,12 +7,26 @@ arrangement. So every pair of differences meets exactly once, and their product 
 the least upper bound of their two times, the first time at which both are part of the
 collections (one message per distinct output time).
 
+Inside a loop a join drains its inputs a time at a time, as differential dataflow's works
+through all its pending batches per activation. Each upstream call there sends at several
+times, so a join hears many small messages per iteration; met one by one, each costs a read
+of both arrangements and a message downstream, and each such message costs every stage of
+the loop after it as well. So a message is staged, and when its time is complete (a
+notification) every block staged at that time is consolidated per input and met in one pass:
+input 0's delta against input 1's arrangement, then input 1's delta against input 0's, its
+delta included. What that makes at the notification's time leaves in one message; what it
+makes at a later time (a difference meeting history of a later iteration) is held, with a
+notification there, and leaves with that time's own output. Outside a loop an epoch's input
+usually comes in one message, and it is met at once.
+
 The selector makes the output records: ``linq.columns(fn)`` receives the matched left and
 right records as columns (``fn(left_fields..., right_fields...)``), any other function is
 called once per matched pair.
 
 Checkpoint: a `KeyedState` of both arrangements, pieces ``((input, arity), keys, records,
-times, diffs)`` routed by key (`_stateful.rows_pieces`).
+times, diffs)`` routed by key (`_stateful.rows_pieces`), and ``(2, time, input, block)`` input
+staged at a time not yet complete and ``(3, time, block)`` output held for its time (none
+between epochs unless a later epoch's records came early).
 """
 
 from __future__ import annotations
@@ -24,14 +38,24 @@ import numpy as np
 
 from timely import KeyedState, Timestamp, Vertex
 
-from ._columns import SCALAR, Block, codes_of, consolidate, consolidation, group_starts, order, route_of
+from ._columns import (
+    SCALAR,
+    Block,
+    codes_of,
+    concat_blocks,
+    consolidate,
+    consolidation,
+    group_starts,
+    order,
+    route_of,
+)
 from ._columns._functions import Columns, as_block, left
 from ._errors import OperatorError
 from ._keys import KeyOf
 from ._lattice import Lattice
 from ._layout import Layout, widened
 from ._linear import changes_in
-from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
+from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, routed, rows_of_piece, rows_pieces
 from ._trace import Batch, Rows, Spine, le_time, matches, time_columns
 
 
@@ -50,17 +74,69 @@ class Join(Stateful):
         self.layouts = (Layout(op, key=self.keyof[0].field), Layout(op, key=self.keyof[1].field))
         self.ntimes = lattice.depth + 1
         self.traces: list[Spine | None] = [None, None]
+        self.drains = lattice.depth > 0
+        """Whether input waits for its time's notification (`_drained`): inside a loop, where
+        a time brings many messages; outside one, an epoch's input usually comes in one
+        message, and meeting it at once lets the next operator start in the same step."""
+        self.staged: dict[Any, list[tuple[int, Block]]] = {}
+        """Per time not yet complete, the blocks received at it, with their input, in order."""
+        self.outgoing: dict[tuple[int, ...], list[Block]] | None = None
+        """While a notification runs: its output blocks per time, sent once it has met everything."""
+        self.held: dict[tuple[int, ...], list[Block]] = {}
+        """Output at a time later than the notification that made it, sent at that time's own."""
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         self.watch(time)
         block = changes_in(records)
         if not len(block):
             return
+        if not self.drains:
+            self._absorb(edge, block, tuple(time))
+            return
+        staged = self.staged.get(time)
+        if staged is None:
+            self.staged[time] = [(edge, block)]
+            self.notify_at(time)
+        else:
+            staged.append((edge, block))
+
+    def on_notify(self, time: Timestamp) -> None:
+        staged = self.staged.pop(time, None)
+        held = self.held.pop(time, None)
+        if staged or held:
+            t = tuple(time)
+            outgoing = self.outgoing = {t: held} if held else {}
+            for edge, block in _drained(staged or []):
+                self._absorb(edge, block, t)
+            self.outgoing = None
+            for u, blocks in outgoing.items():
+                if u == t:
+                    self.send_by(self.outputs[0], blocks, time)
+                    continue
+                # a later time's output waits for it, to leave with everything else at that time
+                later = self.held.get(u)
+                if later is None:
+                    self.held[u] = blocks
+                    self.notify_at(u)  # type: ignore[arg-type]
+                else:
+                    later.extend(blocks)
+        epoch = self.epoch_completed(time)
+        if epoch is not None:
+            if self.staged:  # a later epoch's records came early: their times must stay readable
+                epoch = min(epoch, min(s[0] for s in self.staged))
+            if self.held:
+                epoch = min(epoch, min(u[0] for u in self.held))
+            if self.compaction(epoch):
+                for trace in self.traces:
+                    if trace is not None:
+                        trace.advance_to(epoch)
+
+    def _absorb(self, edge: int, block: Block, t: tuple[int, ...]) -> None:
+        """One input's delta at ``t`` meets the other input's arrangement, then joins its own."""
         layout = self.layouts[edge]
         if not layout.accept(block):
             self.traces[edge] = widened(self.traces[edge], layout, self.ntimes)
             layout.accept(block)
-        t = tuple(time)
         delta = delta_batch(block, self.keyof[edge].codes(block), layout.encode(block), t, layout)
         if delta is None:
             return
@@ -75,18 +151,11 @@ class Join(Stateful):
 
     def _meet(self, edge: int, block: Block, keys: np.ndarray, t: tuple[int, ...], other: Spine) -> None:
         """``block`` (at ``t``) against every batch of the other input's arrangement."""
-        meet(self, self.selector, block, keys, t, other.batches(), self.layouts[1 - edge], edge == 0)
-
-    def on_notify(self, time: Timestamp) -> None:
-        epoch = self.epoch_completed(time)
-        if epoch is not None and self.compaction(epoch):
-            for trace in self.traces:
-                if trace is not None:
-                    trace.advance_to(epoch)
+        meet(self, self.selector, block, keys, t, other.batches(), self.layouts[1 - edge], edge == 0, self.outgoing)
 
     # Checkpoints -------------------------------------------------------------------------------
     def checkpoint(self) -> KeyedState | None:
-        if self.traces[0] is None and self.traces[1] is None:
+        if self.traces[0] is None and self.traces[1] is None and not self.staged and not self.held:
             return None
         with paused_gc():
             pieces: list[tuple[int, Any]] = []
@@ -94,10 +163,26 @@ class Join(Stateful):
                 if trace is not None:
                     trace.compact()
                     pieces.extend(arrangement_pieces(edge, trace.rows(), self.layouts[edge]))
+            for time, staged in self.staged.items():
+                for edge, block in staged:
+                    pieces.extend(routed((2, tuple(time), edge), self.keyof[edge].routes(block), block))
+            for u, held in self.held.items():  # output: any worker may send it, so worker 0 does
+                for block in held:
+                    pieces.extend(routed((3, u), np.zeros(len(block), dtype=np.int64), block))
         return KeyedState(pieces)
 
     def restore(self, state: Any) -> None:
-        for edge, trace in enumerate(restored(self, state, list(self.layouts), self.ntimes)):
+        arranged = []
+        for route, piece in pieces_of(self.op, state):
+            if type(piece[0]) is tuple:
+                arranged.append((route, piece))
+            elif piece[0] == 2:  # (2, time, input, block): staged at a time not yet complete
+                _, t, edge, block = piece
+                self.staged.setdefault(tuple(t), []).append((edge, block))
+            else:  # (3, time, block): output held for its time
+                _, u, block = piece
+                self.held.setdefault(tuple(u), []).append(block)
+        for edge, trace in enumerate(restored(self, arranged, list(self.layouts), self.ntimes)):
             if trace is not None:
                 self.traces[edge] = trace
 
@@ -172,26 +257,28 @@ def meet(
     batches: list[Batch],
     layout: Layout,
     delta_first: bool,
+    outgoing: dict[tuple[int, ...], list[Block]] | None = None,
 ) -> None:
     """A join's delta (records, their key codes and times: a list of columns, one per
     coordinate, or a tuple, one time for them all) against arranged ``batches`` (records stored
     with ``layout``): the selector's records for every match, each sent at the join of the two
-    times. ``delta_first``: the delta is the join's left input.
+    times, or added to ``outgoing`` per time for the caller to send. ``delta_first``: the delta
+    is the join's left input.
 
     A delta of more than `MEET_CHUNK` rows meets the batches a chunk of rows at a time, each
-    chunk's output sent before the next is read: every delta row makes its pairs alone (the
+    chunk's output sent (inside a loop: added to ``outgoing``) before the next is read: every delta row makes its pairs alone (the
     history it meets is consolidated per delta row, `_advanced`), so the output is the same,
     while the matched rows, the pairs and the selector's columns held at once stay bounded by
     a chunk's share instead of the whole delta's (an SCC's first answer joins two million
     labelled edges against labels with several rows each: about 800 MiB of matches at once)."""
     n = len(keys)
     if n <= MEET_CHUNK:
-        _meet_rows(vertex, selector, delta, keys, times, batches, layout, delta_first)
+        _meet_rows(vertex, selector, delta, keys, times, batches, layout, delta_first, outgoing)
         return
     for start in range(0, n, MEET_CHUNK):
         part = slice(start, min(start + MEET_CHUNK, n))
         chunk_times = times if isinstance(times, tuple) else [c[part] for c in times]
-        _meet_rows(vertex, selector, delta.take(part), keys[part], chunk_times, batches, layout, delta_first)
+        _meet_rows(vertex, selector, delta.take(part), keys[part], chunk_times, batches, layout, delta_first, outgoing)
 
 
 MEET_CHUNK = 1 << 17
@@ -208,6 +295,7 @@ def _meet_rows(
     batches: list[Batch],
     layout: Layout,
     delta_first: bool,
+    outgoing: dict[tuple[int, ...], list[Block]] | None,
 ) -> None:
     """`meet` for one chunk of the delta."""
     found = matches(keys, batches, layout.width, len(times))
@@ -226,7 +314,11 @@ def _meet_rows(
         met = [np.maximum(b, c) for b, c in zip(right.times, times)]
     else:
         met = [np.maximum(a[left], b) for a, b in zip(times, right.times)]
-    send_by_time(vertex, out, met)
+    if outgoing is None:
+        send_by_time(vertex, out, met)
+    else:
+        for u, part in by_time(out, met):
+            outgoing.setdefault(u, []).append(part)
 
 
 def _advanced(keys: np.ndarray, left: np.ndarray, right: Rows, t: tuple[int, ...]) -> tuple[np.ndarray, Rows]:
@@ -288,18 +380,48 @@ def select_pairs(op: str, sel: Callable[[Any, Any], Any], first: Block, second: 
 
 def send_by_time(vertex: Vertex, out: Block, times: list[np.ndarray]) -> None:
     """Send ``out``, each row at its time: one message per distinct time."""
+    for u, part in by_time(out, times):
+        vertex.send_by(vertex.outputs[0], [part], u)  # type: ignore[arg-type]
+
+
+def by_time(out: Block, times: list[np.ndarray]) -> list[tuple[tuple[int, ...], Block]]:
+    """``out`` split by its rows' ``times``: each distinct time with its rows, in time order."""
     first = [int(c[0]) for c in times]
     if all(bool((c == f).all()) for c, f in zip(times, first)):
-        vertex.send_by(vertex.outputs[0], [out], tuple(first))  # type: ignore[arg-type]
-        return
+        return [(tuple(first), out)]
     idx = order(times)
     times = [c[idx] for c in times]
     out = out.take(idx)
     starts = group_starts(times).tolist()
     ends = [*starts[1:], len(idx)]
-    for s, e in zip(starts, ends):
-        u = tuple(int(c[s]) for c in times)
-        vertex.send_by(vertex.outputs[0], [out.take(slice(s, e))], u)  # type: ignore[arg-type]
+    return [(tuple(int(c[s]) for c in times), out.take(slice(s, e))) for s, e in zip(starts, ends)]  # type: ignore[arg-type]
+
+
+def _drained(staged: list[tuple[int, Block]]) -> list[tuple[int, Block]]:
+    """A time's staged blocks as one delta per input (input 0's first), each at most
+    `DRAIN_ROWS` rows: a join's product is bilinear, so input 0's delta meets input 1's
+    arrangement as it was, and input 1's delta then meets input 0's with that delta in it;
+    every pair meets once, whatever the order the blocks came in."""
+    out: list[tuple[int, Block]] = []
+    for edge in (0, 1):
+        run: list[Block] = []
+        rows = 0
+        for e, block in staged:
+            if e != edge:
+                continue
+            if run and rows + len(block) > DRAIN_ROWS:
+                out.append((edge, concat_blocks(run)))
+                run, rows = [], 0
+            run.append(block)
+            rows += len(block)
+        if run:
+            out.append((edge, run[0] if len(run) == 1 else concat_blocks(run)))
+    return out
+
+
+DRAIN_ROWS = 1 << 16
+"""A time's staged blocks of one input are met together up to this many rows (a load's many
+large messages are met a few at a time, not copied into one delta)."""
 
 
 def recoder(layout: Layout) -> Callable[[Block], list[np.ndarray]]:
