@@ -19,9 +19,9 @@ as columns and checked exactly, after the first epoch and after the last round, 
 recomputation from scratch: SciPy's connected components, strong components and breadth-first
 order, a vectorised peel, and a sparse-matrix triangle count.
 
-``linq.ddir.p2`` runs cc and reach (default scale medium) on one process and then on two
-(``timely run -n 2``, each process feeding every other edge), and records each two-process
-figure against the one-process figure of the same run.
+``linq.ddir.p2`` runs cc and reach (default scale medium; ``LINQ_DDIR_WORKLOADS=reach`` for
+one) on one process and then on two (``timely run -n 2``, each process feeding every other
+edge), and records each two-process figure against the one-process figure of the same run.
 
 Baselines: DDIR's interpreted ("corgi") backend, one worker, as its reports give them:
 ``2026-09-04-b06adbc5-large.md`` and ``2026-09-04-69ac25ff-large-kcore.md`` (kcore without its
@@ -345,14 +345,20 @@ def ddir(ctx: Context) -> None:
     scale = ctx.scale or ("small" if ctx.quick else "large")
     if scale not in SCALES:
         raise ValueError(f"linq.ddir: unknown scale {scale!r}; one of {', '.join(SCALES)}")
-    chosen = os.environ.get(WORKLOADS_ENV)
-    workloads = tuple(w.strip() for w in chosen.split(",") if w.strip()) if chosen else WORKLOADS
-    unknown = sorted(set(workloads) - set(WORKLOADS))
-    if unknown:
-        raise ValueError(f"linq.ddir: unknown workload(s) {', '.join(unknown)} in {WORKLOADS_ENV}; of {WORKLOADS}")
+    workloads = chosen("linq.ddir", WORKLOADS)
     ctx.progress(f"scale {scale}")
     for workload in workloads:
         record(ctx, scale, workload, run(ctx, scale, workload))
+
+
+def chosen(bench: str, among: tuple[str, ...]) -> tuple[str, ...]:
+    """The workloads ``LINQ_DDIR_WORKLOADS`` names (all of ``among`` without it)."""
+    named = os.environ.get(WORKLOADS_ENV)
+    workloads = tuple(w.strip() for w in named.split(",") if w.strip()) if named else among
+    unknown = sorted(set(workloads) - set(among))
+    if unknown:
+        raise ValueError(f"{bench}: unknown workload(s) {', '.join(unknown)} in {WORKLOADS_ENV}; of {among}")
+    return workloads
 
 
 P2_WORKLOADS = ("cc", "reach")
@@ -369,7 +375,7 @@ def ddir_two_processes(ctx: Context) -> None:
     if scale not in SCALES:
         raise ValueError(f"linq.ddir.p2: unknown scale {scale!r}; one of {', '.join(SCALES)}")
     ctx.progress(f"scale {scale}")
-    for workload in P2_WORKLOADS:
+    for workload in chosen("linq.ddir.p2", P2_WORKLOADS):
         one = run(ctx, scale, workload, 1)
         two = run(ctx, scale, workload, 2)
         name = f"linq.ddir.{workload}"

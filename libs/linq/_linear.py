@@ -284,8 +284,15 @@ class Route(Vertex):
 
 def split_by(block: Block, dest: np.ndarray, peers: int) -> list[tuple[int, Block]]:
     """``(worker, rows of block for that worker)`` for every worker that gets rows."""
-    if not len(block):
+    n = len(block)
+    if not n:
         return []
+    if peers == 2:  # one mask and one count: a loop iteration's blocks are a few rows, all fixed cost
+        to_second = dest.astype(np.bool_)
+        second = int(np.count_nonzero(to_second))
+        if not second or second == n:
+            return [(int(second > 0), block)]
+        return [(0, block.take(~to_second)), (1, block.take(to_second))]
     first = int(dest[0])
     if (dest == first).all():
         return [(first, block)]

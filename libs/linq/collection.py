@@ -113,7 +113,7 @@ class Collection:
     ``Collection(stream)`` wraps a plain timely stream of ``(record, diff)`` pairs (each at
     its message's time); ``collection.stream`` is such a stream of this collection."""
 
-    __slots__ = ("_blocks", "_pairs", "lattice")
+    __slots__ = ("_blocks", "_net", "_pairs", "lattice")
 
     def __init__(self, stream: Stream, lattice: Lattice | None = None) -> None:
         if not isinstance(stream, Stream):
@@ -121,14 +121,22 @@ class Collection:
         full = operator_name(stream.scope, "from_pairs", None)
         self._blocks = stream.stage(full, lambda: FromPairs(full))
         self._pairs: Stream | None = stream
+        self._net = False
         self.lattice = lattice if lattice is not None else lattice_of(stream.scope)
 
     @classmethod
-    def _of(cls, blocks: Stream, lattice: Lattice) -> Collection:
-        """A collection of a stream of blocks (linq's own operators make these)."""
+    def _of(cls, blocks: Stream, lattice: Lattice, net: bool = False) -> Collection:
+        """A collection of a stream of blocks (linq's own operators make these).
+
+        ``net``: the differences it sends at each time depend only on its inputs'
+        accumulations, not on how their differences were split (a reduce sends ``f(new) -
+        f(old)`` per key, a consolidate one sum per record), and a linear operator of such
+        collections only keeps that. So a difference and its opposite arriving together
+        upstream change nothing here, which lets `fixed_point` skip consolidating its feedback."""
         self = object.__new__(cls)
         self._blocks = blocks
         self._pairs = None
+        self._net = net
         self.lattice = lattice
         return self
 
@@ -164,9 +172,10 @@ class Collection:
                 )
 
     def _unary(self, op: str, name: str | None, factory: Callable[[str], Any]) -> Collection:
+        """A linear operator: it maps each difference on its own, so it keeps `_net`."""
         full = self._name(op, name)
         stream = self._blocks.stage(full, lambda: factory(full))
-        return Collection._of(stream, self.lattice)
+        return Collection._of(stream, self.lattice, self._net)
 
     def _reduce(
         self,
@@ -181,7 +190,7 @@ class Collection:
         lattice = self.lattice
         streams, exchange = keyed_inputs(self.scope, full, [self._blocks, *(o._blocks for o in others)], keys)
         stream = self.scope.stage(full, lambda: Reduce(full, lattice, keys, reducer), streams, exchange=exchange)
-        return Collection._of(stream, lattice)
+        return Collection._of(stream, lattice, net=True)
 
     # Linear operators ----------------------------------------------------------------------------
     def select(self, selector: Callable[[Any], Any], name: str | None = None) -> Collection:
@@ -204,7 +213,8 @@ class Collection:
         """The multiset sum: counts add."""
         self._same_scope("concat", *others)
         full = self._name("concat", name)
-        return Collection._of(self.scope.concat(full, [self._blocks, *(o._blocks for o in others)]), self.lattice)
+        net = self._net and all(o._net for o in others)
+        return Collection._of(self.scope.concat(full, [self._blocks, *(o._blocks for o in others)]), self.lattice, net)
 
     def inspect(self, fn: Callable[[Any, Any, int], None], name: str | None = None) -> Collection:
         """Call ``fn(record, time, diff)`` for every difference, and pass the collection on."""
@@ -215,7 +225,7 @@ class Collection:
         full = self._name("consolidate", name)
         streams, exchange = keyed_inputs(self.scope, full, [self._blocks], [identity])
         return Collection._of(
-            self.scope.stage(full, lambda: Consolidate(full), streams, exchange=exchange), self.lattice
+            self.scope.stage(full, lambda: Consolidate(full), streams, exchange=exchange), self.lattice, net=True
         )
 
     # Keyed operators -------------------------------------------------------------------------------
@@ -430,16 +440,26 @@ class Collection:
         the feedback brings back, ``body(x) - input`` one iteration later: ``x`` is ``body(x_{i-1})``
         at iteration ``i``, and a difference goes round only while something still changes. The
         result leaves summed over iterations and consolidated (the TR's egress "accumulates all
-        differences"); the feedback is consolidated too, so that ``+r`` and ``-r`` at one time
-        cancel there instead of going round for ever (docs/linq.md, "Loops").
+        differences").
+
+        The feedback is consolidated (a ``cancel`` stage), so that ``+r`` and ``-r`` at one
+        time cancel there instead of going round for ever through a linear body, unless the
+        body's result is net (it ends in a ``distinct``, ``count``, ``min``, any reduce or
+        ``consolidate``, perhaps followed by linear operators). Then its differences follow
+        from the accumulation of ``x`` alone, and that accumulation is the same whether or not
+        the feedback was consolidated, so the body sends the same differences either way: a
+        pair that goes round unconsolidated is summed away by the body's reduce one iteration
+        later, and the loop stops when it would have stopped. Skipping ``cancel`` saves a
+        notification per iteration, which on several workers is a wait for every peer.
         """
         full, loop, entered = _open_loop(self, "fixed_point", name)
         feedback = loop.feedback("next", max_iterations)
         x = Collection._of(loop.concat("x", [entered._blocks, feedback.stream]), entered.lattice)
         result = _loop_result(full, loop, body(x))
         step = result.concat(entered.negate(name="undo_input"), name="step")
-        # a difference and its opposite must cancel before going round, or they would go round for ever
-        feedback.connect(step.consolidate(name="cancel")._blocks)
+        if not result._net:  # a linear body would send +r and -r round for ever
+            step = step.consolidate(name="cancel")
+        feedback.connect(step._blocks)
         return result.leave(name="result").consolidate(name="limit")
 
     def prioritize(
