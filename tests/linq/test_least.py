@@ -399,3 +399,83 @@ def test_a_few_changes_that_cancel_leave_no_key_to_decide() -> None:
     labels = _spine_of([(3, 4, (1, 0, 2), 1)])
     found = _least.unchanged_few(changes, labels, t, _spine_of([(3, 4, (1, 0, 2), 1)]))
     assert found is not None and found.tolist() == []
+
+
+@st.composite
+def consistent_along_the_line(draw: st.DrawFn) -> tuple[list[Row], list[Row], list[Row], Time]:
+    """`consistent`'s history and labels, with changes at several times of the line from ``t``
+    on (what `line_wave` checks at once): a removal only of what is there, at its time and
+    every later one."""
+    proposals, labels, _, t = draw(consistent())
+    change = st.tuples(st.sampled_from(KEYS), st.integers(0, 12), st.integers(t[-1], 9), st.sampled_from([1, -1]))
+    delta: list[Row] = []
+    for key, lab, x, d in draw(st.lists(change, max_size=8)):
+        row = (key, lab, (1, 0, x), d)
+        if all(_accumulated([*proposals, *delta, row], key, (1, 0, y)).get(lab, 0) >= 0 for y in range(10)):
+            delta.append(row)
+    return proposals, labels, delta, t
+
+
+@pytest.mark.parametrize("inserted", [True, False], ids=["inserted", "pending"])
+@pytest.mark.parametrize("form", ["few", "few-spine"])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=consistent_along_the_line(), cut=st.integers(0, 30))
+def test_changes_at_several_times_said_unchanged_keep_every_least_proposal(
+    form: str, inserted: bool, case: Any, cut: int
+) -> None:
+    """`unchanged_few` on changes at several times of the line (each checked from its own time
+    on), with the changes in the proposals' arrangement or (``pending``) not yet: a key said
+    unchanged keeps its least proposal at every line time."""
+    proposals, labels, delta, t = case
+    if not delta:
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        _spine_tier(patch, form == "few-spine")
+        spine = Spine(1, 3)
+        for part in (proposals[:cut], proposals[cut:], delta if inserted else []):
+            if part:
+                spine.insert(Batch(_rows(part, 3)))
+        changes = Batch(_rows(delta, 3))
+        said = _least.unchanged_few(changes, _spine(labels, [cut // 2]), t, spine, inserted=inserted)
+    assert said is not None
+    for key, same in zip(changes.ukeys.tolist(), said.tolist(), strict=True):
+        if same:
+            for x in range(t[-1], 12):
+                at = (1, 0, x)
+                assert _least_positive(proposals + delta, key, at) == _least_positive(proposals, key, at), (key, x)
+
+
+@pytest.mark.parametrize("form", ["few", "few-spine"])
+def test_changes_late_on_the_line_meet_only_the_labels_from_their_time_on(
+    form: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Node 3's label falls along the line (9 from 2, 5 from 4): a proposal of 7 at 6 moves
+    nothing, one of 7 at 3 does (it is less than 9 there); removing a copy of 5 at 6 moves
+    nothing while another copy stays proposed, whether or not the removal is inserted yet.
+    Node 4's label rises (5 from 2, 9 from 5): a proposal of 7 at 3 moves it at 5."""
+    _spine_tier(monkeypatch, form == "few-spine")
+    proposals: list[Row] = [(3, 9, (1, 0, 2), 1), (3, 5, (1, 0, 4), 2)]
+    labels = _spine_of([(3, 9, (1, 0, 2), 1), (3, 9, (1, 0, 4), -1), (3, 5, (1, 0, 4), 1)])
+    t = (1, 0, 2)
+    cases: list[tuple[list[Row], bool]] = [
+        ([(3, 7, (1, 0, 6), 1)], True),
+        ([(3, 7, (1, 0, 3), 1)], False),
+        ([(3, 7, (1, 0, 3), 1), (3, 7, (1, 0, 6), -1)], False),
+        ([(3, 5, (1, 0, 6), -1)], True),
+        ([(3, 5, (1, 0, 6), -1), (3, 5, (1, 0, 8), -1)], False),
+        ([(3, 10, (1, 0, 2), 1), (3, 6, (1, 0, 7), 1)], True),
+    ]
+    rising: list[Row] = [(4, 5, (1, 0, 2), 1), (4, 9, (1, 0, 2), 1), (4, 5, (1, 0, 5), -1)]
+    rising_labels: list[Row] = [(4, 5, (1, 0, 2), 1), (4, 5, (1, 0, 5), -1), (4, 9, (1, 0, 5), 1)]
+    rising_cases: list[tuple[list[Row], bool]] = [([(4, 7, (1, 0, 3), 1)], False), ([(4, 9, (1, 0, 3), 1)], True)]
+    scenarios: list[tuple[list[Row], Spine, list[tuple[list[Row], bool]]]] = [
+        (proposals, labels, cases),
+        (rising, _spine_of(rising_labels), rising_cases),
+    ]
+    for history, label_rows, more in scenarios:
+        for delta, same in more:
+            for inserted in (True, False):
+                spine = _spine_of(history + delta if inserted else history)
+                found = _least.unchanged_few(Batch(_rows(delta, 3)), label_rows, t, spine, inserted=inserted)
+                assert found is not None
+                assert found.tolist() == [same], (delta, inserted)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from timely_libs.linq._columns import _kernels
-from timely_libs.linq._trace import Batch, Rows, Spine, antichain, beyond, matches
+from timely_libs.linq._trace import Batch, Rows, Spine, antichain, beyond, latest, matches
 from timely_libs.linq._trace import _spine as spine_module
 from timely_libs.linq._trace._reader import address_table
 
@@ -251,6 +251,11 @@ def test_the_kept_address_table_follows_every_change_of_the_spine() -> None:
             if listed:
                 assert np.array_equal(kept, np.array([b.address() for b in listed]))
                 assert address_table(spine.batches()) is kept  # no change since: the same table
+            # the kept join of every row's time, read twice (the second from the spine's reads)
+            held = [(int(e), int(it)) for b in listed for e, it in zip(b.times[0].tolist(), b.times[1].tolist())]
+            top = (max(e for e, _ in held), max(it for _, it in held)) if held else None
+            assert latest(spine.batches()) == top
+            assert latest(spine.batches()) == top
             # reads at times the compaction allows, against a scan of every row inserted
             asked = np.unique(rng.integers(0, 42, int(rng.integers(2, 20))))
             t = (spine.epoch + int(rng.integers(0, 3)), int(rng.integers(0, 4)))
@@ -311,11 +316,13 @@ def test_a_caller_extending_its_list_of_batches_is_not_read_through_the_kept_tab
             )
         )
         address_table(spine.batches())  # the spine now keeps a table of its one batch
+        assert latest(spine.batches()) == (0,)  # and the join of its times
         extra = Batch(
-            Rows(np.array([2, 5]), [np.array([7, 7])], [np.zeros(2, dtype=np.int64)], np.ones(2, dtype=np.int64))
+            Rows(np.array([2, 5]), [np.array([7, 7])], [np.full(2, 4, dtype=np.int64)], np.ones(2, dtype=np.int64))
         )
         batches = spine.batches()
         batches.append(extra)
+        assert latest(batches) == (4,)
         found = matches(np.array([2, 5]), batches, 1, 1)
         assert found is not None
         assert sorted(zip(found[1].keys.tolist(), found[1].vals[0].tolist())) == [(2, 0), (2, 7), (5, 7)]

@@ -129,14 +129,17 @@ def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> 
 
 class SpineReads:
     """A spine's batches as of its last change, and their address table once a compiled read
-    has asked for it: kept by the spine until its batches change (an insert, a merge's
-    result, a compaction), so the reads between two changes share one table."""
+    has asked for it, and their `latest` once a reader has: kept by the spine until its
+    batches change (an insert, a merge's result, a compaction), so the reads between two
+    changes share one table and one join of times."""
 
-    __slots__ = ("batches", "table")
+    __slots__ = ("batches", "latest", "latest_known", "table")
 
     def __init__(self, batches: tuple[Batch, ...]) -> None:
         self.batches = batches
         self.table: np.ndarray | None = None
+        self.latest: Time | None = None
+        self.latest_known = False
 
 
 class Batches(list[Batch]):
@@ -158,15 +161,23 @@ def address_table(batches: Sequence[Batch]) -> np.ndarray:
     """The batches as the compiled whole-spine reads take them (`Batch.address`): the spine's
     kept table when ``batches`` are still exactly the batches it describes (a caller may have
     extended its list), else built now."""
+    reads = _reads_of(batches)
+    if reads is None:
+        return _addresses(batches)
+    table = reads.table
+    if table is None:
+        table = reads.table = _addresses(reads.batches)
+    return table
+
+
+def _reads_of(batches: Sequence[Batch]) -> SpineReads | None:
+    """The spine's `SpineReads` that ``batches`` (from `Spine.batches`) are still exactly."""
     if type(batches) is Batches:
         reads = batches.reads
         held = reads.batches
         if len(held) == len(batches) and all(map(is_, held, batches)):
-            table = reads.table
-            if table is None:
-                table = reads.table = _addresses(held)
-            return table
-    return _addresses(batches)
+            return reads
+    return None
 
 
 def _addresses(batches: Iterable[Batch]) -> np.ndarray:
@@ -228,7 +239,19 @@ def key_spans(keys: list[int], batches: Sequence[Batch]) -> Iterator[tuple[Batch
 
 def latest(batches: Sequence[Batch]) -> Time | None:
     """The join of the times of every row of ``batches`` (None: no rows): every row's time is
-    ``<= latest``, so a read at a time at or after it needs no time filter."""
+    ``<= latest``, so a read at a time at or after it needs no time filter. Kept with the
+    spine's batches until they change (`SpineReads`): `Propagate` asks it of both its
+    arrangements at every step."""
+    reads = _reads_of(batches)
+    if reads is None:
+        return _latest(batches)
+    if not reads.latest_known:
+        reads.latest = _latest(reads.batches)
+        reads.latest_known = True
+    return reads.latest
+
+
+def _latest(batches: Sequence[Batch]) -> Time | None:
     times = [b.latest for b in batches if b.latest]  # an empty batch's is ()
     if not times:
         return None

@@ -274,11 +274,11 @@ def join_values(
     return left, right, product, last
 
 
-@njit(b1(IN, i8, ADDRESS_TABLE, i8, i8), cache=True, nogil=True)
-def supported(key: np.ndarray, label: int, proposals: np.ndarray, ntimes: int, td: int) -> bool:
+@njit(b1(IN, i8, ADDRESS_TABLE, i8, i8, i8), cache=True, nogil=True)
+def supported(key: np.ndarray, label: int, proposals: np.ndarray, ntimes: int, td: int, need: int) -> bool:
     """`_least._still_proposed` for one key (``key``, of one element) over a whole spine (its
-    address table): whether the proposal ``label`` keeps a positive count at every line time
-    from ``td`` on."""
+    address table): whether the proposal ``label`` keeps a count of at least ``need`` (1, less
+    what changes not yet inserted add) at every line time from ``td`` on."""
     found, m, _ = _spine_matches(key, proposals)
     last_col = ADDR_COLUMNS + 2 * (1 + ntimes)
     diff_col = last_col + 2
@@ -293,44 +293,54 @@ def supported(key: np.ndarray, label: int, proposals: np.ndarray, ntimes: int, t
             d = _load(proposals[b, diff_col], r * proposals[b, diff_col + 1])
             if _load(proposals[b, last_col], r * proposals[b, last_col + 1]) <= td or d < 0:
                 bound += d
-    return bound >= 1
+    return bound >= need
 
 
-@njit(Tuple((Array(int8, 1, "C"), OUT, i8))(IN, ANY, ANY, ANY, ADDRESS_TABLE, i8, i8, i8), cache=True, nogil=True)
+@njit(Tuple((Array(int8, 1, "C"), OUT, OUT, i8))(IN, ANY, ANY, ANY, ANY, ADDRESS_TABLE, i8, i8), cache=True, nogil=True)
 def unchanged_spine(
     keys: np.ndarray,
     starts: np.ndarray,
     vals: np.ndarray,
+    when: np.ndarray,
     diffs: np.ndarray,
     labels: np.ndarray,
     ntimes: int,
-    td: int,
     first_code: int,
 ) -> tuple:  # type: ignore[type-arg]
     """`_least.unchanged_few` for a few keys, reading the label arrangement whole (its address
     table, `Batch.address`) in this one call: for each of ``keys`` (sorted, distinct; a batch
-    of proposal changes ``starts``, ``vals``, ``diffs``, sorted by (key, value)), 1 if its
-    labels are consistent along the line and the changes cannot move them, 2 if so provided
-    that its greatest label (the second array) stays proposed (`supported`), else 0; and how
-    many 2s, or -1 if a label is not an int (a code from ``first_code``: the caller takes the
-    general path). Every row is on ``td``'s line, so only the last time coordinate (column
-    ``1 + ntimes``) is read."""
+    of proposal changes ``starts``, ``vals``, ``when`` (their positions on the line),
+    ``diffs``, sorted by (key, value)), 1 if its labels are consistent along the line from
+    its first change on and the changes cannot move them, 2 if so provided that a label
+    (the second array) stays proposed from a position (the third: `supported`), else 0; and
+    how many 2s, or -1 if a label is not an int (a code from ``first_code``: the caller
+    takes the general path). Every row is on the changes' line, so only the last time
+    coordinate (column ``1 + ntimes``) is read. A change at position ``v`` is checked against
+    the greatest label at a line time from ``v`` on (labels fall along an update's line, so
+    a change late on it meets the small labels only)."""
     n = len(keys)
     out = np.zeros(n, dtype=np.int8)
     most = np.zeros(n, dtype=np.int64)
+    at = np.zeros(n, dtype=np.int64)
     checks = 0
     for c in range(len(vals)):
         if vals[c] >= first_code:
-            return out, most, -1
+            return out, most, at, -1
     found, m, total = _spine_matches(keys, labels)
     pos = np.empty(total, dtype=np.int64)
     val = np.empty(total, dtype=np.int64)
     diff = np.empty(total, dtype=np.int64)
     seen = np.empty(total, dtype=np.int64)
     counts = np.empty(total, dtype=np.int64)
+    segment_at = np.empty(total, dtype=np.int64)
+    segment_most = np.empty(total, dtype=np.int64)
     last_col = ADDR_COLUMNS + 2 * (1 + ntimes)
     diff_col = last_col + 2
     for i in range(n):
+        td = when[starts[i]]  # the key's first change
+        for c in range(starts[i] + 1, starts[i + 1]):
+            if when[c] < td:
+                td = when[c]
         rows = 0  # the key's label rows, sorted by (position, label) as they come
         for p in range(m):
             if found[p, 1] != i:
@@ -341,7 +351,7 @@ def unchanged_spine(
             for r in range(_load(starts_at, j * stride), _load(starts_at, (j + 1) * stride)):
                 v = _load(labels[b, ADDR_COLUMNS + 2], r * labels[b, ADDR_COLUMNS + 3])
                 if v >= first_code:
-                    return out, most, -1
+                    return out, most, at, -1
                 x = _load(labels[b, last_col], r * labels[b, last_col + 1])
                 x = x if x > td else td
                 d = _load(labels[b, diff_col], r * labels[b, diff_col + 1])
@@ -355,12 +365,12 @@ def unchanged_spine(
                 val[a] = v
                 diff[a] = d
                 rows += 1
-        if rows == 0 or pos[0] != td:  # no label at t itself
+        if rows == 0 or pos[0] != td:  # no label at the first change
             continue
-        # one label in all, with count 1, at each position along the line; the greatest of them
+        # one label in all, with count 1, at each position along the line: a segment each
         nlabels = 0
+        segments = 0
         ok = True
-        greatest = val[0]
         r = 0
         while r < rows:
             x = pos[r]
@@ -383,25 +393,36 @@ def unchanged_spine(
             if not ok or present < 0 or counts[present] != 1:
                 ok = False
                 break
-            if x == td or seen[present] > greatest:
-                greatest = seen[present]
+            segment_at[segments] = x
+            segment_most[segments] = seen[present]
+            segments += 1
         if not ok:
             continue
+        for g in range(segments - 2, -1, -1):  # the greatest label from each segment on
+            if segment_most[g + 1] > segment_most[g]:
+                segment_most[g] = segment_most[g + 1]
         # the changes: adding no smaller, removing greater, or the greatest while it stays proposed
         check = False
         for c in range(starts[i], starts[i + 1]):
+            g = 0
+            while g + 1 < segments and segment_at[g + 1] <= when[c]:
+                g += 1
+            greatest = segment_most[g]
             if diffs[c] > 0:
                 ok = vals[c] >= greatest
-            elif vals[c] == greatest:
+            elif vals[c] > greatest:
+                ok = True
+            elif vals[c] == greatest and (not check or most[i] == greatest):
+                at[i] = when[c] if not check or when[c] < at[i] else at[i]
+                most[i] = greatest
                 check = True
             else:
-                ok = vals[c] > greatest
+                ok = False
             if not ok:
                 break
-        most[i] = greatest
         out[i] = (2 if check else 1) if ok else 0
         checks += ok and check
-    return out, most, checks
+    return out, most, at, checks
 
 
 _numba_cache.finish(_BEGUN, globals(), __name__, "timely_libs.linq.propagate", "loops")

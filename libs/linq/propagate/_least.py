@@ -32,7 +32,7 @@ Two forms: column-wise for int labels (a row meets each line time at or after it
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from operator import le
+from operator import gt, le
 
 import numpy as np
 
@@ -49,7 +49,7 @@ from .._columns import (
     values_of,
 )
 from .._errors import OperatorError
-from .._trace import Batch, Rows, Spine, indexed, key_spans, matches, matches_each
+from .._trace import Batch, Rows, Spine, concat_rows, indexed, key_spans, latest, matches, matches_each
 from .._trace._reader import address_table
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "few_line_changes",
     "later_keys",
     "line_changes",
+    "line_wave",
     "ranked_rows_of",
     "rows_of",
     "split_line",
@@ -70,6 +71,10 @@ FEW_ROWS = 192
 MAX_PAIRS = 1 << 22
 """Above this many (row, line time) pairs, the column form would build too large arrays: the
 Python pass is linear in the rows per key instead."""
+
+WAVE_ROWS = 64
+"""Up to this many proposal rows in all, a step with one worker may take the staged proposals
+of its line's later times too (`line_wave`)."""
 
 Time = tuple[int, ...]
 
@@ -106,6 +111,72 @@ def later_keys(off: Sequence[Rows], t: Time) -> dict[Time, np.ndarray]:
         tuple(int(c[s]) for c in times): distinct(keys[s:e], ordered=True)
         for s, e in zip(starts, [*starts[1:], len(idx)])
     }
+
+
+def line_wave(
+    staged: dict[Time, list[Rows | np.ndarray]],
+    staged_edges: dict[Time, list[Rows]],
+    t: Time,
+    proposals: Spine,
+    labels: Spine,
+) -> list[Rows | np.ndarray] | None:
+    """What a step at ``t`` takes off ``staged`` (`Propagate`'s inputs to absorb and keys to
+    evaluate, per time) with one worker: the entries at ``t``, as a step always did; or,
+    when the proposals staged at ``t`` and at the later times of ``t``'s line (in order, up
+    to `WAVE_ROWS` rows, up to a time with keys to evaluate or a time staged off the line
+    at or before it) move no label (`unchanged_few`, each change checked from its own time
+    on), those proposals inserted into ``proposals`` as one batch, and None: nothing is
+    left to do at ``t``.
+
+    An update's single changed edge proposes to its destination at each iteration where the
+    source's label changed (two or three times), and each of those times would be a step of
+    its own: a batch made and inserted, the labels read, for proposals that nearly always
+    move nothing. Checked before they are inserted, such proposals are absorbed in one step
+    exactly as the steps would have absorbed them one by one (each step's check would have
+    passed, and nothing between them changes a label). If one may move a label, the steps
+    run as before, one time at a time: evaluating a key at ``t`` with its later proposals
+    already in the arrangement would let a change and its correction, which the steps
+    would have summed at one time, travel a loop apart, without end."""
+    mine = staged.pop(t, None)
+    if staged_edges or not staged:
+        return mine
+    entries: list[Rows] = []
+    rows = 0
+    for entry in mine or ():
+        if isinstance(entry, np.ndarray):
+            return mine
+        entries.append(entry)
+        rows += len(entry)
+    prefix, x = t[:-1], t[-1]
+    later = sorted(u for u in staged if u[:-1] == prefix and u[-1] > x)
+    off = [u for u in staged if u[:-1] != prefix]
+    taken = []
+    for u in later:
+        here = staged[u]
+        if any(isinstance(e, np.ndarray) for e in here) or any(all(map(le, s, u)) for s in off):
+            break
+        rows += sum(len(e) for e in here)
+        if rows > WAVE_ROWS:
+            break
+        entries.extend(here)  # type: ignore[arg-type]
+        taken.append(u)
+    if not taken:
+        return mine
+    delta = Batch(concat_rows(entries, 1, len(t)))
+    if len(delta):
+        if POLICY.keys_tier(len(delta.ukeys)) != "python":
+            return mine
+        for spine in (proposals, labels):  # every row on the line (`Propagate._touched`)
+            top = latest(spine.batches())
+            if top is not None and any(map(gt, top[:-1], prefix)):
+                return mine
+        keep = unchanged_few(delta, labels, t, proposals, inserted=False)
+        if keep is None or not keep.all():
+            return mine
+        proposals.insert(delta)
+    for u in taken:
+        del staged[u]
+    return None
 
 
 def split_line(rows: Rows, t: Time) -> tuple[Rows, Rows]:
@@ -579,51 +650,50 @@ def _still_proposed(proposals: Spine, keys: np.ndarray, labels: np.ndarray, td: 
 
 def _unchanged_python(delta: Batch, labels: Rows, t: Time) -> np.ndarray:
     """`unchanged` key by key, for a few rows."""
-    td = t[-1]
     rows: dict[int, list[tuple[int, int, int]]] = {}
     for k, x, label, d in zip(
         labels.keys.tolist(), labels.times[-1].tolist(), labels.vals[0].tolist(), labels.diffs.tolist()
     ):
-        rows.setdefault(k, []).append((max(x, td), label, d))
-    return np.array(_decided_python(delta, rows, td, None), dtype=bool)
+        rows.setdefault(k, []).append((x, label, d))
+    return np.array(_decided_python(delta, rows, t[-1], None), dtype=bool)
 
 
-def unchanged_few(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np.ndarray | None:
+def unchanged_few(delta: Batch, labels: Spine, t: Time, proposals: Spine, inserted: bool = True) -> np.ndarray | None:
     """`unchanged` for a few keys (an update's case: one or two keys at most of its times),
     read from the arrangements span by span as Python values, with no array per batch (the
     column form's lookups cost a dozen numpy calls per batch, for a handful of rows); the
-    removal of a key's greatest label is checked as `_still_proposed` does. None when a label
-    is not an int (the general path then)."""
+    removal of a key's greatest label is checked as `_still_proposed` does. ``delta`` may
+    hold changes at several times of ``t``'s line, none before ``t`` (`line_wave`): each is
+    checked against the labels from its own time on. ``inserted``: whether ``proposals``
+    holds ``delta`` already (else its rows are counted with them). None when a label is not
+    an int (the general path then)."""
     n = len(delta.ukeys)
     if not n:  # the changes cancelled
         return np.zeros(0, dtype=bool)
     if POLICY.spine_read(n):  # the compiled loops are loaded: each spine read whole in one call
-        return _unchanged_spines(delta, labels, t, proposals)
+        return _unchanged_spines(delta, labels, t, proposals, inserted)
     keys = delta.ukeys.tolist()
     if not all_ints(delta.vals[0]):
         return None
-    td = t[-1]
     rows: dict[int, list[tuple[int, int, int]]] = {}
     for b, i, lo, hi in key_spans(keys, labels.batches()):
         vals = b.vals[0][lo:hi].tolist()
         if max(vals) >= PAIRS:
             return None
-        h = rows.setdefault(keys[i], [])
-        for x, label, d in zip(b.times[-1][lo:hi].tolist(), vals, b.diffs[lo:hi].tolist()):
-            h.append((x if x > td else td, label, d))
+        rows.setdefault(keys[i], []).extend(zip(b.times[-1][lo:hi].tolist(), vals, b.diffs[lo:hi].tolist()))
 
-    def still_proposed(key: int, label: int) -> bool:
-        bound = 0
+    def still_proposed(key: int, label: int, at: int) -> bool:
+        bound = 0 if inserted else _pending(delta, keys.index(key), label, at)
         for b, _, lo, hi in key_spans([key], proposals.batches()):
             for v, x, d in zip(b.vals[0][lo:hi].tolist(), b.times[-1][lo:hi].tolist(), b.diffs[lo:hi].tolist()):
-                if v == label and (x <= td or d < 0):
+                if v == label and (x <= at or d < 0):
                     bound += d
         return bound >= 1
 
-    return np.array(_decided_python(delta, rows, td, still_proposed), dtype=bool)
+    return np.array(_decided_python(delta, rows, t[-1], still_proposed), dtype=bool)
 
 
-def _unchanged_spines(delta: Batch, labels: Spine, t: Time, proposals: Spine) -> np.ndarray | None:
+def _unchanged_spines(delta: Batch, labels: Spine, t: Time, proposals: Spine, inserted: bool) -> np.ndarray | None:
     """`unchanged_few` in compiled calls (`_compiled.unchanged_spine`, `supported`): the label
     arrangement read whole through its address table, and the proposals' only for a key
     whose greatest label a change removes; no Python value per row, no call per batch."""
@@ -633,9 +703,9 @@ def _unchanged_spines(delta: Batch, labels: Spine, t: Time, proposals: Spine) ->
     batches = labels.batches()
     if not batches:
         return np.zeros(len(keys), dtype=bool)
-    ntimes, td = len(t), t[-1]
-    said, greatest, checks = unchanged_spine(
-        keys, delta.starts, delta.vals[0], delta.diffs, address_table(batches), ntimes, td, PAIRS
+    ntimes = len(t)
+    said, label, at, checks = unchanged_spine(
+        keys, delta.starts, delta.vals[0], delta.times[-1], delta.diffs, address_table(batches), ntimes, PAIRS
     )
     if checks < 0:  # a label that is not an int
         return None
@@ -643,32 +713,52 @@ def _unchanged_spines(delta: Batch, labels: Spine, t: Time, proposals: Spine) ->
         held = proposals.batches()
         table = address_table(held) if held else None
         for i in np.flatnonzero(said == 2).tolist():
-            said[i] = table is not None and supported(keys[i : i + 1], int(greatest[i]), table, ntimes, td)
+            most, since = int(label[i]), int(at[i])
+            need = 1 if inserted else 1 - _pending(delta, i, most, since)
+            said[i] = need <= 0 if table is None else supported(keys[i : i + 1], most, table, ntimes, since, need)
     return said.view(np.bool_)
+
+
+def _pending(delta: Batch, i: int, label: int, at: int) -> int:
+    """What the rows of ``delta``'s key ``i`` add to `_still_proposed`'s bound on the count of
+    the proposal ``label`` at every line time from ``at`` on, before they are inserted."""
+    lo, hi = int(delta.starts[i]), int(delta.starts[i + 1])
+    bound = 0
+    for v, x, d in zip(
+        delta.vals[0][lo:hi].tolist(), delta.times[-1][lo:hi].tolist(), delta.diffs[lo:hi].tolist(), strict=True
+    ):
+        if v == label and (x <= at or d < 0):
+            bound += d
+    return bound
 
 
 def _decided_python(
     delta: Batch,
     rows: dict[int, list[tuple[int, int, int]]],
     td: int,
-    still_proposed: Callable[[int, int], bool] | None,
+    still_proposed: Callable[[int, int, int], bool] | None,
 ) -> list[bool]:
     """`unchanged`'s answer key by key, from each key's label ``rows`` (``(line position,
-    label, diff)``, in any order): its labels consistent along the line, the changes adding
-    no smaller label and removing none as small as the greatest, or removing the greatest
-    while it stays proposed (``still_proposed(key, label)``, if given)."""
+    label, diff)``, in any order): its labels consistent along the line from its first
+    change on (at ``td`` or later), and each change, at its own position, adding no label
+    smaller than the greatest from there on, removing none as small, or removing the
+    greatest while it stays proposed from there on (``still_proposed(key, label,
+    position)``, if given)."""
     starts = delta.starts.tolist()
-    vals, diffs = delta.vals[0].tolist(), delta.diffs.tolist()
+    vals, when, diffs = delta.vals[0].tolist(), delta.times[-1].tolist(), delta.diffs.tolist()
     out = []
     for i, k in enumerate(delta.ukeys.tolist()):
         history = rows.get(k)
         if history is None:
             out.append(False)
             continue
-        history.sort()
+        lo, hi = starts[i], starts[i + 1]
+        first = max(td, min(when[lo:hi]))
+        history = sorted((x if x > first else first, label, d) for x, label, d in history)
+        # one label, with count 1, at each position from the first change on: a segment each
+        segments: list[tuple[int, int]] = []
         acc: dict[int, int] = {}
-        greatest = None
-        ok = history[0][0] == td  # a label at t itself
+        ok = history[0][0] == first  # a label at the first change itself
         for j, (x, label, d) in enumerate(history if ok else ()):
             acc[label] = acc.get(label, 0) + d
             if j + 1 < len(history) and history[j + 1][0] == x:
@@ -677,21 +767,30 @@ def _decided_python(
             if len(present) != 1 or acc[present[0]] != 1:
                 ok = False
                 break
-            greatest = present[0] if greatest is None else max(greatest, present[0])
-        if not ok or greatest is None:
+            segments.append((x, present[0]))
+        if not ok:
             out.append(False)
             continue
-        check = False  # a removal of the greatest label, which the proposals may still support
-        for j in range(starts[i], starts[i + 1]):
+        most = [label for _, label in segments]  # the greatest label from each segment on
+        for g in range(len(most) - 2, -1, -1):
+            most[g] = max(most[g], most[g + 1])
+        check: tuple[int, int] | None = None  # a removal of the greatest label: (label, from)
+        for j in range(lo, hi):
+            g = 0
+            while g + 1 < len(segments) and segments[g + 1][0] <= when[j]:
+                g += 1
+            greatest = most[g]
             if diffs[j] > 0:
                 ok = vals[j] >= greatest
-            elif vals[j] == greatest and still_proposed is not None:
-                check = True
+            elif vals[j] > greatest:
+                ok = True
+            elif vals[j] == greatest and still_proposed is not None and (check is None or check[0] == greatest):
+                check = (greatest, when[j] if check is None else min(check[1], when[j]))
             else:
-                ok = vals[j] > greatest
+                ok = False
             if not ok:
                 break
-        if ok and check and still_proposed is not None:
-            ok = still_proposed(k, greatest)
+        if ok and check is not None and still_proposed is not None:
+            ok = still_proposed(k, *check)
         out.append(ok)
     return out

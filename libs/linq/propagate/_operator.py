@@ -64,6 +64,7 @@ from ._least import (
     few_line_changes,
     later_keys,
     line_changes,
+    line_wave,
     ranked_rows_of,
     rows_of,
     split_line,
@@ -288,7 +289,11 @@ class Propagate(Stateful):
         """What is staged at ``t``: edge changes, proposals, keys to evaluate."""
         if self.staged_edges:
             self._absorb_edges(t)
-        staged = self.staged.pop(t, None)
+        staged = (
+            self.staged.pop(t, None)
+            if self.peers > 1
+            else line_wave(self.staged, self.staged_edges, t, self.proposals, self.labels)
+        )
         if staged is not None:
             rows = concat_rows([r for r in staged if not isinstance(r, np.ndarray)], 1, self.ntimes)
             keys = [r for r in staged if isinstance(r, np.ndarray)]
