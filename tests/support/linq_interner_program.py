@@ -24,7 +24,7 @@ from tests.support.modes import Run
 from timely_libs import linq
 from timely_libs.linq._columns import _codes
 
-EPOCHS = 60
+EPOCHS = 80
 POSTS = 100
 WINDOW = 2
 SWEEP_MIN = 500
