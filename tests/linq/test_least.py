@@ -149,6 +149,19 @@ def _consolidated(rows: Rows) -> list[tuple[int, ...]]:
     )
 
 
+def assert_as_the_column_form(
+    changes: Any, later: dict[Time, np.ndarray], p_spine: Spine, l_spine: Spine, keys: np.ndarray, t: Time
+) -> None:
+    """A faster form's label ``changes`` and keys scheduled ``later`` are those of the column
+    form (`line_changes` on the rows `split_line` keeps, `later_keys` on the rows it leaves)."""
+    on_p, off_p = _least.split_line(_least.rows_of(p_spine, keys), t)
+    on_l, off_l = _least.split_line(_least.rows_of(l_spine, keys), t)
+    want = Batch(_least.line_changes(on_p, on_l, keys, t, "test"))
+    assert _consolidated(Batch(changes)) == _consolidated(want)
+    want_later = _least.later_keys([off_p, off_l], t)
+    assert {u: ks.tolist() for u, ks in later.items()} == {u: ks.tolist() for u, ks in want_later.items()}
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=histories(), cuts=st.lists(st.integers(0, 80), max_size=6))
 @example(history=([], [(3, 0, (0, 0, 0), 1), (7, 0, (1, 1, 0), 1), (7, 0, (1, 1, 0), -1)], (0, 0, 0)), cuts=[])
@@ -166,12 +179,7 @@ def test_a_few_keys_read_from_the_spines_change_as_the_column_form_says(history:
         return
     assert few is not None
     changes, later = few
-    on_p, off_p = _least.split_line(_least.rows_of(p_spine, keys), t)
-    on_l, off_l = _least.split_line(_least.rows_of(l_spine, keys), t)
-    want = Batch(_least.line_changes(on_p, on_l, keys, t, "test"))
-    assert _consolidated(Batch(changes)) == _consolidated(want)
-    want_later = _least.later_keys([off_p, off_l], t)
-    assert {u: ks.tolist() for u, ks in later.items()} == {u: ks.tolist() for u, ks in want_later.items()}
+    assert_as_the_column_form(changes, later, p_spine, l_spine, keys, t)
     # what is scheduled: each off-line row's key at the join of its time with t, for the rows
     # the spines hold (a batch sums rows that cancel; rows in two batches stay two rows)
     held = [

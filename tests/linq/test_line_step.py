@@ -18,11 +18,18 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.linq.test_least import KEYS, _accumulated, _consolidated, _le, _least_positive, _spine, histories
+from tests.linq.test_least import (
+    KEYS,
+    _accumulated,
+    _le,
+    _least_positive,
+    _spine,
+    assert_as_the_column_form,
+    histories,
+)
 from timely_libs.linq import OperatorError
 from timely_libs.linq._columns import _kernels, values_of
-from timely_libs.linq._trace import Batch
-from timely_libs.linq.propagate import _least, _operator
+from timely_libs.linq.propagate import _operator
 
 
 @pytest.fixture(autouse=True)
@@ -44,12 +51,7 @@ def test_a_step_changes_labels_as_the_column_form_and_brute_force_say(history: A
         assert not p_spine.batches() or not l_spine.batches()
         return
     changes, later = stepped
-    on_p, off_p = _least.split_line(_least.rows_of(p_spine, keys), t)
-    on_l, off_l = _least.split_line(_least.rows_of(l_spine, keys), t)
-    want = Batch(_least.line_changes(on_p, on_l, keys, t, "test"))
-    assert _consolidated(Batch(changes)) == _consolidated(want)
-    want_later = _least.later_keys([off_p, off_l], t)
-    assert {u: ks.tolist() for u, ks in later.items()} == {u: ks.tolist() for u, ks in want_later.items()}
+    assert_as_the_column_form(changes, later, p_spine, l_spine, keys, t)
     # brute force: after the changes, one label at each time of the line, the least positive proposal
     added = [
         (k, v, tuple(c[i] for c in changes.times), d)
