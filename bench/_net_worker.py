@@ -37,10 +37,13 @@ import statistics
 import struct
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import timely
 from bench.core_throughput import Count  # the same counting vertex as core.throughput
+
+V = TypeVar("V", bound=timely.Vertex)
 
 MARK = "NETBENCH"
 """What starts the result line of every process."""
@@ -175,15 +178,22 @@ def _rank(ordered: list[float], q: float) -> float:
     return ordered[min(rank, len(ordered)) - 1]
 
 
-def run_loop(args: argparse.Namespace) -> None:
-    total = args.warmup + args.iterations
-    spins: list[Spin] = []
-    where: list[int] = []
+def _one_stage_loop(
+    name: str,
+    factory: Callable[[], V],
+    made: list[V],
+    where: list[int],
+    feedback_exchange: Callable[[Any], int] | None,
+) -> Callable[[timely.Scope], timely.Input]:
+    """A dataflow of one input entering a loop whose single stage (each worker's vertex made by
+    ``factory`` and kept in ``made``) feeds itself back; entering records go to the worker they
+    name, fed-back ones by ``feedback_exchange`` (None: they stay on the worker). The build
+    fills ``where`` with the process's index and count."""
 
-    def make() -> Spin:
-        spin = Spin(total)
-        spins.append(spin)
-        return spin
+    def make() -> V:
+        vertex = factory()
+        made.append(vertex)
+        return vertex
 
     def build(scope: timely.Scope) -> timely.Input:
         where[:] = [scope.process_index, scope.processes]
@@ -191,9 +201,18 @@ def run_loop(args: argparse.Namespace) -> None:
         loop = timely.LoopContext(scope, "loop")
         entered = loop.ingress(start)
         feedback = loop.feedback("feedback")
-        spun = loop.stage("spin", make, [entered, feedback.stream], exchange=[_identity, None])
-        feedback.connect(spun)
+        out = loop.stage(name, make, [entered, feedback.stream], exchange=[_identity, feedback_exchange])
+        feedback.connect(out)
         return start
+
+    return build
+
+
+def run_loop(args: argparse.Namespace) -> None:
+    total = args.warmup + args.iterations
+    spins: list[Spin] = []
+    where: list[int] = []
+    build = _one_stage_loop("spin", lambda: Spin(total), spins, where, feedback_exchange=None)
 
     gc.collect()
     with timely.execute(build, timeout=args.timeout) as (comp, start):
@@ -250,21 +269,7 @@ def run_ring(args: argparse.Namespace) -> None:
     total = args.warmup + args.iterations
     relays: list[Relay] = []
     where: list[int] = []
-
-    def make() -> Relay:
-        relay = Relay(total)
-        relays.append(relay)
-        return relay
-
-    def build(scope: timely.Scope) -> timely.Input:
-        where[:] = [scope.process_index, scope.processes]
-        start = scope.new_input("start")
-        loop = timely.LoopContext(scope, "loop")
-        entered = loop.ingress(start)
-        feedback = loop.feedback("feedback")
-        passed = loop.stage("relay", make, [entered, feedback.stream], exchange=[_identity, _identity])
-        feedback.connect(passed)
-        return start
+    build = _one_stage_loop("relay", lambda: Relay(total), relays, where, feedback_exchange=_identity)
 
     gc.collect()
     with timely.execute(build, timeout=args.timeout) as (comp, start):
