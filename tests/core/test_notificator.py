@@ -3,7 +3,11 @@ holds the same requests, coalesces the same repeats and hands out the same ones 
 order as a sorted scan of everything pending would.
 
 The notificator keeps one request alone (no heap, no set) and moves it to the heap when a
-second arrives; these runs go back and forth between the two."""
+second arrives; these runs go back and forth between the two.
+
+What is held back is, as the tracker's answers are, closed upwards: every time at or after a
+held one (product order) is held too. A look inside a loop asks only about the times at no
+held time found so far, so the last test counts the questions."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from timely._runtime.worker import Notificator
-from timely.timestamp import Timestamp
+from timely.timestamp import Timestamp, product_le
 
 LOCATION = 3
 
@@ -42,7 +46,7 @@ class Reference:
         ordered = sorted(enumerate(self.pending), key=lambda e: (e[1][0], e[0]))
         taken = []
         for _, request in ordered:
-            if request[0] in held:
+            if is_held(request[0], held):
                 if self.total:
                     break
                 continue
@@ -51,12 +55,22 @@ class Reference:
         return taken
 
 
-def held_back_at(held: frozenset[Timestamp]) -> Callable[[tuple[tuple[int, ...], int], bool], bool]:
-    """A stand-in for the tracker's ``blocked``: the times in ``held`` are held back."""
+def is_held(time: Timestamp, held: frozenset[Timestamp]) -> bool:
+    """``time`` is at or after one of ``held`` (the product order)."""
+    return any(product_le(h, time) for h in held)
+
+
+def held_back_at(
+    held: frozenset[Timestamp], asked: list[Timestamp] | None = None
+) -> Callable[[tuple[tuple[int, ...], int], bool], bool]:
+    """A stand-in for the tracker's ``blocked``: the times at or after those in ``held`` are
+    held back; each question is appended to ``asked``."""
 
     def held_back(p: tuple[tuple[int, ...], int], exclude_self: bool) -> bool:
         assert exclude_self and p[1] == LOCATION
-        return p[0] in held
+        if asked is not None:
+            asked.append(p[0])  # type: ignore[arg-type]
+        return is_held(p[0], held)  # type: ignore[arg-type]
 
     return held_back
 
@@ -77,3 +91,26 @@ def test_the_notificator_holds_and_hands_out_what_a_sorted_scan_would(total: boo
         assert [tuple(r) for r in notificator] == [r for _, r in ordered]
         assert notificator.earliest() == (ordered[0][1][0] if ordered else None)
         assert all(type(r).__name__ == "NotificationRequest" for r in notificator)
+
+
+def test_a_look_inside_a_loop_asks_nothing_about_times_after_one_held_back() -> None:
+    """A loop stage asks for the next few iterations of two epochs, and one of a third; one
+    question about a held-back iteration answers for every later one of its epoch and of the
+    epochs after, and a time not after it (an earlier iteration of a later epoch) is still
+    asked about, and runs."""
+    notificator = Notificator(total=False)
+    for epoch in (0, 1):
+        for i in range(5):
+            notificator.add(Timestamp(epoch, (i,)), None)
+    notificator.add(Timestamp(2, (0,)), None)
+    asked: list[Timestamp] = []
+    held = frozenset({Timestamp(0, (1,)), Timestamp(1, (0,))})
+    taken = notificator.take_ready(held_back_at(held, asked), LOCATION)
+    assert taken == [(Timestamp(0, (0,)), None)]
+    assert asked == [Timestamp(0, (0,)), Timestamp(0, (1,)), Timestamp(1, (0,))]
+    assert len(notificator) == 10
+    asked.clear()
+    taken = notificator.take_ready(held_back_at(frozenset({Timestamp(0, (3,))}), asked), LOCATION)
+    ran = [Timestamp(0, (1,)), Timestamp(0, (2,)), Timestamp(1, (0,)), Timestamp(1, (1,)), Timestamp(1, (2,))]
+    assert [t for t, _ in taken] == [*ran, Timestamp(2, (0,))]
+    assert asked == [*ran[:2], Timestamp(0, (3,)), *ran[2:], Timestamp(2, (0,))]  # not (0, 4), (1, 3), (1, 4)

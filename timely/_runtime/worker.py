@@ -21,7 +21,7 @@ from ..errors import VertexError
 from ..graph import StageSpec
 from ..net.codec import short_repr
 from ..progress import Pointstamp
-from ..timestamp import Timestamp
+from ..timestamp import Timestamp, product_le
 from ..vertex import Vertex, VertexContext, attach
 
 if TYPE_CHECKING:
@@ -47,7 +47,10 @@ class Notificator:
     location moved, and looks at the requests in time order: outside loops (``total``) it stops
     at the first that must still wait, since every later one waits too, so with N epochs open
     each look costs what it delivers, not N. Inside loops a later time may be ready before an
-    earlier one (they are incomparable), so every request is looked at.
+    earlier one (they are incomparable), so every request is looked at, but the tracker is
+    asked only about those at no time at or after one already held back (`take_ready`): a
+    loop's stage often holds requests for several later iterations, and while the earliest
+    waits they all do.
 
     A notificator that holds one request keeps it alone, with no heap entry and no set: a loop
     iteration asks for the next while it runs the last, so one request is the common case."""
@@ -92,7 +95,14 @@ class Notificator:
     ) -> list[tuple[Timestamp, Timestamp | None]]:
         """Remove and return the (guarantee, capability) requests that nothing holds back any
         more, earliest first: those for which ``held_back((guarantee, location), True)`` (the
-        tracker's `blocked`, excluding the request's own pointstamp) is false."""
+        tracker's `blocked`, excluding the request's own pointstamp) is false.
+
+        A request at a time at or after (in the product order) one held back is held back
+        too, without asking: whatever holds ``(t, location)`` back could result in it, so it
+        could result in ``(t', location)`` for ``t <= t'`` (summaries are monotone), and it is
+        not ``(t', location)`` itself, which could result in ``(t, location)`` only if ``t' <=
+        t`` (no cycle leads back to a location without advancing a loop counter). The
+        checkpoint fence holds back every time from an epoch on, so the same holds with it."""
         lone = self._lone
         if lone is not None:
             if held_back((lone[0], location), True):
@@ -109,11 +119,20 @@ class Notificator:
         else:
             waiting = []
             answers: dict[Timestamp, bool] = {}
+            stuck: list[Timestamp] = []  # guarantees held back, least first
             for entry in sorted(heap):
                 guarantee = entry[0]
                 ok = answers.get(guarantee)
                 if ok is None:
-                    ok = answers[guarantee] = not held_back((guarantee, location), True)
+                    for earlier in stuck:
+                        if product_le(earlier, guarantee):
+                            ok = False
+                            break
+                    else:
+                        ok = not held_back((guarantee, location), True)
+                        if not ok:
+                            stuck.append(guarantee)
+                    answers[guarantee] = ok
                 if ok:
                     taken.append(entry[2])
                 else:

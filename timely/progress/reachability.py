@@ -54,6 +54,11 @@ class Reachability:
             [len(s) == 1 and s[0] == PathSummary.identity(self.depths[a]) for s in row]
             for a, row in enumerate(self.summaries)
         ]
+        # advance[a][b]: the only summary from a to b keeps a two-coordinate time and adds
+        # this to its loop counter (one loop's locations, round its feedback), else None
+        self._advance: list[list[int | None]] = [
+            [_advance(s, self.depths[a]) for s in row] for a, row in enumerate(self.summaries)
+        ]
 
     def _from(self, source: int) -> list[tuple[PathSummary, ...]]:
         n = len(self.depths)
@@ -80,6 +85,10 @@ class Reachability:
         a, b = p[1], q[1]
         if self._identity[a][b]:
             return product_le(p[0], q[0])
+        inc = self._advance[a][b]
+        if inc is not None:  # inside one loop, the pairs a loop's progress asks about most
+            early, late = p[0], q[0]
+            return early[0] <= late[0] and early[1] + inc <= late[1]
         for s in self.summaries[a][b]:
             if s.results_le(p[0], q[0]):
                 return True
@@ -91,3 +100,12 @@ class Reachability:
     def results_at(self, p: Pointstamp, location: int) -> list[tuple[int, ...]]:
         """The earliest times at ``location`` that an event at ``p`` could cause."""
         return [s.apply(p[0]) for s in self.summaries[p[1]][location]]
+
+
+def _advance(summaries: tuple[PathSummary, ...], depth: int) -> int | None:
+    """What the lone summary ``summaries`` adds to the loop counter of a time of one loop
+    (``depth`` 1) that it keeps whole; None when it is not that."""
+    if depth != 1 or len(summaries) != 1:
+        return None
+    (s,) = summaries
+    return s.inc if s.keep == 2 and not s.tail else None
