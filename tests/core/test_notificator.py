@@ -114,3 +114,6 @@ def test_a_look_inside_a_loop_asks_nothing_about_times_after_one_held_back() -> 
     ran = [Timestamp(0, (1,)), Timestamp(0, (2,)), Timestamp(1, (0,)), Timestamp(1, (1,)), Timestamp(1, (2,))]
     assert [t for t, _ in taken] == [*ran, Timestamp(2, (0,))]
     assert asked == [*ran[:2], Timestamp(0, (3,)), *ran[2:], Timestamp(2, (0,))]  # not (0, 4), (1, 3), (1, 4)
+    asked.clear()
+    assert notificator.take_ready(held_back_at(frozenset({Timestamp(0, (3,))}), asked), LOCATION) == []
+    assert asked == [Timestamp(0, (3,))]  # one question: every other pending time is after it

@@ -117,9 +117,17 @@ class Notificator:
             while heap and not held_back((heap[0][0], location), True):
                 taken.append(heapq.heappop(heap)[2])
         else:
-            waiting = []
-            answers: dict[Timestamp, bool] = {}
+            first = heap[0][0]
             stuck: list[Timestamp] = []  # guarantees held back, least first
+            if held_back((first, location), True):
+                for entry in heap:  # the usual look that delivers nothing: later iterations wait
+                    if not product_le(first, entry[0]):
+                        break
+                else:
+                    return taken
+                stuck.append(first)
+            waiting = []
+            answers: dict[Timestamp, bool] = {first: not stuck}
             for entry in sorted(heap):
                 guarantee = entry[0]
                 ok = answers.get(guarantee)

@@ -54,11 +54,11 @@ class Reachability:
             [len(s) == 1 and s[0] == PathSummary.identity(self.depths[a]) for s in row]
             for a, row in enumerate(self.summaries)
         ]
-        # advance[a][b]: the only summary from a to b keeps a two-coordinate time and adds
-        # this to its loop counter (one loop's locations, round its feedback), else None
-        self._advance: list[list[int | None]] = [
-            [_advance(s, self.depths[a]) for s in row] for a, row in enumerate(self.summaries)
-        ]
+        # lone[a][b]: (keep, inc) when the only summary from a to b keeps the first ``keep <= 2``
+        # coordinates, adds ``inc`` to the last kept one and appends zeros (which every time
+        # is at or after: coordinates are non-negative), else None. Such pairs (a loop's locations,
+        # round its feedback; into and out of one loop) are what a loop's progress asks about.
+        self._lone: list[list[tuple[int, int] | None]] = [[_lone(s) for s in row] for row in self.summaries]
 
     def _from(self, source: int) -> list[tuple[PathSummary, ...]]:
         n = len(self.depths)
@@ -85,10 +85,13 @@ class Reachability:
         a, b = p[1], q[1]
         if self._identity[a][b]:
             return product_le(p[0], q[0])
-        inc = self._advance[a][b]
-        if inc is not None:  # inside one loop, the pairs a loop's progress asks about most
+        lone = self._lone[a][b]
+        if lone is not None:
             early, late = p[0], q[0]
-            return early[0] <= late[0] and early[1] + inc <= late[1]
+            keep, inc = lone
+            if keep == 1:
+                return early[0] + inc <= late[0]  # type: ignore[no-any-return]
+            return early[0] <= late[0] and early[1] + inc <= late[1]  # type: ignore[no-any-return]
         for s in self.summaries[a][b]:
             if s.results_le(p[0], q[0]):
                 return True
@@ -102,10 +105,12 @@ class Reachability:
         return [s.apply(p[0]) for s in self.summaries[p[1]][location]]
 
 
-def _advance(summaries: tuple[PathSummary, ...], depth: int) -> int | None:
-    """What the lone summary ``summaries`` adds to the loop counter of a time of one loop
-    (``depth`` 1) that it keeps whole; None when it is not that."""
-    if depth != 1 or len(summaries) != 1:
+def _lone(summaries: tuple[PathSummary, ...]) -> tuple[int, int] | None:
+    """``(keep, inc)`` of a lone summary that keeps at most two coordinates and appends only
+    zeros; None for anything else (`Reachability._lone`)."""
+    if len(summaries) != 1:
         return None
     (s,) = summaries
-    return s.inc if s.keep == 2 and not s.tail else None
+    if s.keep > 2 or any(s.tail):
+        return None
+    return s.keep, s.inc
