@@ -10,6 +10,7 @@ tests hold it against NetworkX) and the top hashtag of each, and compares.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -168,6 +169,8 @@ class Checker:
         self.unknown_users = 0
         self.exposures_checked = 0
         self.examples: list[str] = []
+        self.cpu_seconds = 0.0
+        """CPU the check's thread has used: it runs beside the stream, on the same machine."""
         self._cache: dict[int, Truth] = {}
         self._queue: list[tuple[int, int, int | None, str | None, int, int]] = []
         self._lock = threading.Condition()
@@ -201,28 +204,33 @@ class Checker:
                 if not self._queue:
                     return
                 batch, self._queue = self._queue, []
-            for query_id, user, component, hashtag, count, as_of in sorted(batch, key=lambda a: a[5]):
-                if query_id == -1:
-                    want = self.truth(as_of).exposed.get(hashtag or "", 0)
-                    self.exposures_checked += 1
-                    if want != count:
-                        self.wrong += 1
-                        if len(self.examples) < self.QUOTED:
-                            self.examples.append(
-                                f"k-exposure of #{hashtag} as of second {as_of}: got {count}, expected {want}"
-                            )
-                    continue
-                expected = self.truth(as_of).answer(user) if as_of >= 0 else (None, None, 0)
-                got = (component, hashtag, count)
-                self.checked += 1
-                if expected[0] is None:
-                    self.unknown_users += 1
-                if got != expected:
+            began = time.thread_time()
+            self._check(batch)
+            self.cpu_seconds += time.thread_time() - began
+
+    def _check(self, batch: list[tuple[int, int, int | None, str | None, int, int]]) -> None:
+        for query_id, user, component, hashtag, count, as_of in sorted(batch, key=lambda a: a[5]):
+            if query_id == -1:
+                want = self.truth(as_of).exposed.get(hashtag or "", 0)
+                self.exposures_checked += 1
+                if want != count:
                     self.wrong += 1
                     if len(self.examples) < self.QUOTED:
                         self.examples.append(
-                            f"query {query_id} (user {user}, as of second {as_of}): got {got}, expected {expected}"
+                            f"k-exposure of #{hashtag} as of second {as_of}: got {count}, expected {want}"
                         )
+                continue
+            expected = self.truth(as_of).answer(user) if as_of >= 0 else (None, None, 0)
+            got = (component, hashtag, count)
+            self.checked += 1
+            if expected[0] is None:
+                self.unknown_users += 1
+            if got != expected:
+                self.wrong += 1
+                if len(self.examples) < self.QUOTED:
+                    self.examples.append(
+                        f"query {query_id} (user {user}, as of second {as_of}): got {got}, expected {expected}"
+                    )
 
     def close(self) -> None:
         """Check what is queued, then stop."""
