@@ -10,6 +10,7 @@ tests hold it against NetworkX) and the top hashtag of each, and compares.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,18 +27,7 @@ def component_labels(nodes: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.
     node of each node's connected component."""
     if len(nodes) == 0:
         return nodes.copy()
-    u = np.searchsorted(nodes, src)
-    v = np.searchsorted(nodes, dst)
-    label = np.arange(len(nodes))
-    while True:
-        before = label.copy()
-        m = np.minimum(label[u], label[v])
-        np.minimum.at(label, u, m)
-        np.minimum.at(label, v, m)
-        label = label[label]  # pointer jumping: a node takes its label's label
-        label = label[label]
-        if np.array_equal(label, before):
-            return nodes[label]
+    return nodes[_least(len(nodes), np.searchsorted(nodes, src), np.searchsorted(nodes, dst))]
 
 
 @dataclass(frozen=True)
@@ -78,30 +68,89 @@ def k_exposure(mentions: np.ndarray, tags: np.ndarray, k: int) -> dict[str, int]
     return {tag_name(int(t)): int(u) for t, u in zip(tags_of, users, strict=True)}
 
 
+DENSE = 1 << 24
+"""Ids below this are indexed directly (the generator's are below ``2 * users``); a window
+with a larger id is first renumbered by sorting."""
+
+_TAGS: dict[int, tuple[str, int]] = {}
+"""Hashtag index -> its name and `tag_id` (the same for every window: made once each)."""
+
+
+def _tag_names(indices: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Names and `tag_id`s of the hashtag indices ``indices``."""
+    for index in indices.tolist():
+        if index not in _TAGS:
+            name = tag_name(index)
+            _TAGS[index] = (name, tag_id(name))
+    named = [_TAGS[i] for i in indices.tolist()]
+    return [n for n, _ in named], np.fromiter((i for _, i in named), np.int64, len(named))
+
+
 def window_truth(seconds: list[Second], k: int | None = None) -> Truth:
     """The components and top hashtags of the posts of ``seconds`` (one window), and with
-    ``k`` their k-exposure (left out otherwise: it can be far larger than the window)."""
+    ``k`` their k-exposure (left out otherwise: it can be far larger than the window).
+
+    Whole-array work only (no Python per post or per component but for the result): the
+    check runs beside the stream on the same machine, once per epoch, on a window that grows
+    to millions of mentions, so what it costs is taken from the computation it checks."""
     authors = np.concatenate([s.authors for s in seconds] or [np.zeros(0, np.int64)])
     mentions = np.concatenate([s.mentions for s in seconds] or [np.zeros((0, 2), np.int64)])
     tags = np.concatenate([s.tags for s in seconds] or [np.zeros((0, 2), np.int64)])
-    nodes = np.unique(np.concatenate([authors, mentions.ravel()]))
-    labels = component_labels(nodes, mentions[:, 0], mentions[:, 1])
+    src, dst = mentions[:, 0], mentions[:, 1]
+    top = max((int(a.max()) for a in (authors, src, dst) if len(a)), default=-1)
+    if min((int(a.min()) for a in (authors, src, dst) if len(a)), default=0) >= 0 and top < DENSE:
+        # Ids are indices: a node's position is its id, and no sort is needed.
+        present = np.zeros(top + 1, dtype=bool)
+        present[authors] = True
+        present[src] = True
+        present[dst] = True
+        nodes = np.flatnonzero(present)
+        least = _least(top + 1, src, dst)
+        labels = least[nodes]
+        tag_label = least[tags[:, 0]]  # a component as its least node's position ...
+        ids = None  # ... which is its id
+    else:
+        nodes = np.unique(np.concatenate([authors, src, dst]))
+        least = _least(len(nodes), np.searchsorted(nodes, src), np.searchsorted(nodes, dst))
+        labels = nodes[least]
+        tag_label = least[np.searchsorted(nodes, tags[:, 0])]
+        ids = nodes
     tops: dict[int, tuple[str, int]] = {}
     if len(tags):
-        tag_label = labels[np.searchsorted(nodes, tags[:, 0])]
-        pairs, counts = np.unique(np.stack([tag_label, tags[:, 1]], axis=1), axis=0, return_counts=True)
-        best: dict[int, tuple[int, int, str]] = {}
-        names: dict[int, tuple[str, int]] = {}
-        for (label, index), n in zip(pairs.tolist(), counts.tolist(), strict=True):
-            if index not in names:
-                name = tag_name(index)
-                names[index] = (name, tag_id(name))
-            name, ident = names[index]
-            old = best.get(label)
-            if old is None or (n, ident) > old[:2]:
-                best[label] = (n, ident, name)
-        tops = {label: (name, n) for label, (n, _, name) in best.items()}
+        # (component, hashtag) pairs counted by one sort of int64 keys; then per component the
+        # pair with the most posts, ties to the greater hashtag id (as the job documents).
+        span = int(tags[:, 1].max()) + 1
+        keys, counts = np.unique(tag_label * span + tags[:, 1], return_counts=True)
+        component, tag = keys // span, keys % span
+        used, slot = np.unique(tag, return_inverse=True)
+        names, idents = _tag_names(used)
+        order = np.lexsort((idents[slot], counts, component))
+        last = order[np.flatnonzero(np.append(component[order][1:] != component[order][:-1], True))]
+        winners = component[last] if ids is None else ids[component[last]]
+        tops = dict(
+            zip(
+                winners.tolist(),
+                zip([names[i] for i in slot[last].tolist()], counts[last].tolist(), strict=True),
+                strict=True,
+            )
+        )
     return Truth(nodes, labels, tops, k_exposure(mentions, tags, k) if k is not None else {})
+
+
+def _least(n: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """For nodes ``0 .. n - 1`` and edges ``u -> v`` (undirected), the least node of each
+    node's component: minimum-label propagation with pointer jumping."""
+    label = np.arange(n, dtype=np.int64)
+    while len(u):
+        before = label.copy()
+        m = np.minimum(label[u], label[v])
+        np.minimum.at(label, u, m)
+        np.minimum.at(label, v, m)
+        label = label[label]  # pointer jumping: a node takes its label's label
+        label = label[label]
+        if np.array_equal(label, before):
+            break
+    return label
 
 
 class Checker:
@@ -120,6 +169,8 @@ class Checker:
         self.unknown_users = 0
         self.exposures_checked = 0
         self.examples: list[str] = []
+        self.cpu_seconds = 0.0
+        """CPU the check's thread has used: it runs beside the stream, on the same machine."""
         self._cache: dict[int, Truth] = {}
         self._queue: list[tuple[int, int, int | None, str | None, int, int]] = []
         self._lock = threading.Condition()
@@ -153,28 +204,33 @@ class Checker:
                 if not self._queue:
                     return
                 batch, self._queue = self._queue, []
-            for query_id, user, component, hashtag, count, as_of in sorted(batch, key=lambda a: a[5]):
-                if query_id == -1:
-                    want = self.truth(as_of).exposed.get(hashtag or "", 0)
-                    self.exposures_checked += 1
-                    if want != count:
-                        self.wrong += 1
-                        if len(self.examples) < self.QUOTED:
-                            self.examples.append(
-                                f"k-exposure of #{hashtag} as of second {as_of}: got {count}, expected {want}"
-                            )
-                    continue
-                expected = self.truth(as_of).answer(user) if as_of >= 0 else (None, None, 0)
-                got = (component, hashtag, count)
-                self.checked += 1
-                if expected[0] is None:
-                    self.unknown_users += 1
-                if got != expected:
+            began = time.thread_time()
+            self._check(batch)
+            self.cpu_seconds += time.thread_time() - began
+
+    def _check(self, batch: list[tuple[int, int, int | None, str | None, int, int]]) -> None:
+        for query_id, user, component, hashtag, count, as_of in sorted(batch, key=lambda a: a[5]):
+            if query_id == -1:
+                want = self.truth(as_of).exposed.get(hashtag or "", 0)
+                self.exposures_checked += 1
+                if want != count:
                     self.wrong += 1
                     if len(self.examples) < self.QUOTED:
                         self.examples.append(
-                            f"query {query_id} (user {user}, as of second {as_of}): got {got}, expected {expected}"
+                            f"k-exposure of #{hashtag} as of second {as_of}: got {count}, expected {want}"
                         )
+                continue
+            expected = self.truth(as_of).answer(user) if as_of >= 0 else (None, None, 0)
+            got = (component, hashtag, count)
+            self.checked += 1
+            if expected[0] is None:
+                self.unknown_users += 1
+            if got != expected:
+                self.wrong += 1
+                if len(self.examples) < self.QUOTED:
+                    self.examples.append(
+                        f"query {query_id} (user {user}, as of second {as_of}): got {got}, expected {expected}"
+                    )
 
     def close(self) -> None:
         """Check what is queued, then stop."""

@@ -114,6 +114,8 @@ class StreamResult:
     wrong: int = 0
     unknown_users: int = 0
     wrong_examples: list[str] = field(default_factory=list)
+    check_cpu: float = 0.0
+    """Seconds of CPU the check used (in the driver, beside the stream)."""
     epoch_seconds: dict[str, list[float]] = field(default_factory=dict)
     """Per epoch, as Spark's driver saw it: ``total`` (micro-batch start to written), of which
     ``feeding`` (Spark handing the rows over) and ``computing`` (timely)."""
@@ -155,6 +157,7 @@ class StreamResult:
             "answers_wrong": self.wrong,
             "answers_unknown_user": self.unknown_users,
             "wrong_examples": self.wrong_examples,
+            "check_cpu_s": round(self.check_cpu, 3),
             "input_lag_s": _stats(self.lags),
             "generator_behind_s": round(self.generator_behind, 3),
             "first_epoch_s": self.first_epoch,
@@ -434,6 +437,7 @@ def run_job(options: StreamOptions, session: Any = None, out: Any = None) -> Str
         result.checked, result.wrong = checker.checked, checker.wrong
         result.exposures_checked = checker.exposures_checked
         result.unknown_users, result.wrong_examples = checker.unknown_users, checker.examples
+        result.check_cpu = checker.cpu_seconds
     (output / "summary.json").write_text(json.dumps(result.summary(), indent=2) + "\n")
     _print_summary(result, output, say.out)
     return result
@@ -531,7 +535,10 @@ def _print_summary(result: StreamResult, output: Path, out: Any) -> None:
         )
     if result.exposures:
         p(f"  k-exposure: {result.exposures:,} figures reported, {result.exposures_checked:,} checked")
-    p(f"  answers checked: {result.checked:,}, wrong: {result.wrong} ({result.unknown_users:,} for users not seen)")
+    p(
+        f"  answers checked: {result.checked:,}, wrong: {result.wrong} ({result.unknown_users:,} for users not seen; "
+        f"the check used {result.check_cpu:.1f} s of CPU)"
+    )
     for example in result.wrong_examples:
         p(f"    wrong: {example}")
     p(f"  answers in {output}/answers, summary in {output}/summary.json")

@@ -7,6 +7,7 @@ users never seen answered as such, and bad options refused in one line."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import subprocess
@@ -28,7 +29,7 @@ import timely
 from tests.support import ROOT
 from timely_jobs import streaming_analytics
 from timely_jobs._posts import StreamSpec, generate
-from timely_jobs._stream_check import component_labels, window_truth
+from timely_jobs._stream_check import DENSE, component_labels, window_truth
 from timely_jobs._stream_dataflow import DataflowOptions, Parse, build, tag_id
 from timely_jobs.streaming_analytics import StreamOptions, run_job
 
@@ -78,6 +79,18 @@ def test_oracle_matches_networkx() -> None:
     for user, answer in expected.items():
         assert truth.answer(user) == answer
     assert truth.answer(10**9) == (None, None, 0)
+    # ids too large to index directly take the sorting path, with the same answers
+    shift = 1 << 40
+    far = [
+        dataclasses.replace(
+            s, authors=s.authors + shift, mentions=s.mentions + shift, tags=s.tags + np.array([shift, 0])
+        )
+        for s in seconds
+    ]
+    far_truth = window_truth(far)
+    assert far_truth.nodes.min() >= DENSE
+    for user, (component, tag, count) in expected.items():
+        assert far_truth.answer(user + shift) == (component + shift, tag, count)
     # and the labels alone, on a random graph with long paths
     rng = np.random.default_rng(1)
     src, dst = rng.integers(0, 2000, 1500), rng.integers(0, 2000, 1500)
