@@ -311,6 +311,14 @@ def _meet_rows(
     first, second = (one, other) if delta_first else (other, one)
     out = select_pairs(vertex.op, selector, first, second, one.diffs * right.diffs)
     if isinstance(times, tuple):  # one time for the whole delta: no column of it to build and gather
+        if all(int(np.maximum.reduce(b)) <= c for b, c in zip(right.times, times)):
+            # the history met is all at or before the delta's time (most often): one output
+            # time, with no column of times to build and split
+            if outgoing is None:
+                vertex.send_by(vertex.outputs[0], [out], times)
+            else:
+                outgoing.setdefault(times, []).append(out)
+            return
         met = [np.maximum(b, c) for b, c in zip(right.times, times)]
     else:
         met = [np.maximum(a[left], b) for a, b in zip(times, right.times)]

@@ -58,6 +58,7 @@ __all__ = [
     "put_address",
     "put_table",
     "radix_sorted",
+    "spine_accumulate",
     "spine_rows",
     "spine_sums",
 ]
@@ -726,6 +727,160 @@ def spine_sums(keys: np.ndarray, table: np.ndarray, nvals: int, gather: int, t: 
                 later[ntimes, k] = d
                 k += 1
     return totals, vals, rank, later, k
+
+
+MATRIX = Array(int64, 2, "C")
+"""Rows of int64 columns, one row of the matrix per column."""
+
+
+@njit(boolean(MATRIX, i8, i8, i8), cache=True)
+def _row_less(cols: np.ndarray, ncols: int, a: int, b: int) -> bool:
+    """Whether column entry ``a`` sorts before ``b`` over the first ``ncols`` rows of ``cols``."""
+    for c in range(ncols):
+        x = cols[c, a]
+        y = cols[c, b]
+        if x != y:
+            return x < y
+    return False
+
+
+SORT_INSERTION = 16
+"""A key's rows of up to this many are ordered by insertion (an update's key has a few); more
+by a merge sort (a large group's)."""
+
+
+@njit(void(MATRIX, i8, OUT, OUT, i8, i8), cache=True)
+def _sort_span(cols: np.ndarray, ncols: int, idx: np.ndarray, tmp: np.ndarray, lo: int, hi: int) -> None:
+    """``idx[lo:hi]`` ordered by the entries they name in ``cols`` (`_row_less`): insertion for
+    a short span, else a bottom-up merge sort through ``tmp``."""
+    if hi - lo <= SORT_INSERTION:
+        for a in range(lo + 1, hi):
+            v = idx[a]
+            b = a - 1
+            while b >= lo and _row_less(cols, ncols, v, idx[b]):
+                idx[b + 1] = idx[b]
+                b -= 1
+            idx[b + 1] = v
+        return
+    width = 1
+    src = idx
+    dst = tmp
+    swapped = False
+    while width < hi - lo:
+        for left in range(lo, hi, 2 * width):
+            mid = min(left + width, hi)
+            right = min(left + 2 * width, hi)
+            i = left
+            j = mid
+            for o in range(left, right):
+                if i < mid and (j >= right or not _row_less(cols, ncols, src[j], src[i])):
+                    dst[o] = src[i]
+                    i += 1
+                else:
+                    dst[o] = src[j]
+                    j += 1
+        src, dst = dst, src
+        swapped = not swapped
+        width *= 2
+    if swapped:  # the sorted span is in tmp
+        for o in range(lo, hi):
+            idx[o] = src[o]
+
+
+@njit(
+    Tuple((MATRIX, i8, OUT, MATRIX, i8))(IN, ADDRESS_TABLE, i8, IN),
+    cache=True,
+)
+def spine_accumulate(keys: np.ndarray, table: np.ndarray, nvals: int, t: np.ndarray) -> tuple:  # type: ignore[type-arg]
+    """`_trace._reader.accumulate` over every batch of a spine (``table``) in one call, for
+    ``keys`` sorted and distinct and times of ``len(t)`` coordinates: the rows of the keys at
+    times ``<= t`` (product order) summed per (key, values), zero sums dropped, sorted by key
+    and values: a matrix of the key, the ``nvals`` values and the sum (one row of the matrix
+    each), the first ``m`` of each; and the rows at other times: the index in ``keys`` of each
+    one's key, its time columns and diff, the first ``k``. What `spine_rows`, a time filter
+    and a consolidation make in three passes and a sort, with one pass over the rows found and
+    a sort of each key's own rows (an update's key has a few)."""
+    n = len(keys)
+    ntimes = len(t)
+    found, m, total = _spine_matches(keys, table)
+    first_time = ADDR_COLUMNS + 2 * (1 + nvals)
+    diff_at = first_time + 2 * ntimes
+    # the rows at times <= t, gathered by key (a count per key, then a place per row)
+    cols = np.empty((nvals + 1, total), dtype=np.int64)
+    now = np.empty(total, dtype=np.bool_)
+    place = np.empty(total, dtype=np.int64)
+    starts = np.zeros(n + 1, dtype=np.int64)
+    rank = np.empty(total, dtype=np.int64)
+    later = np.empty((ntimes + 1, total), dtype=np.int64)
+    k = 0
+    r = 0
+    for p in range(m):
+        b = found[p, 0]
+        i = found[p, 1]
+        j = found[p, 2]
+        lo = _load(table[b, ADDR_STARTS], j * table[b, ADDR_STARTS + 1])
+        hi = _load(table[b, ADDR_STARTS], (j + 1) * table[b, ADDR_STARTS + 1])
+        for row in range(lo, hi):
+            here = True
+            for c in range(ntimes):
+                if _load(table[b, first_time + 2 * c], row * table[b, first_time + 2 * c + 1]) > t[c]:
+                    here = False
+                    break
+            d = _load(table[b, diff_at], row * table[b, diff_at + 1])
+            now[r] = here
+            if here:
+                starts[i + 1] += 1
+            else:
+                rank[k] = i
+                for c in range(ntimes):
+                    later[c, k] = _load(table[b, first_time + 2 * c], row * table[b, first_time + 2 * c + 1])
+                later[ntimes, k] = d
+                k += 1
+            r += 1
+    for i in range(n):
+        starts[i + 1] += starts[i]
+    fill = starts[:n].copy()
+    r = 0
+    for p in range(m):
+        b = found[p, 0]
+        i = found[p, 1]
+        j = found[p, 2]
+        lo = _load(table[b, ADDR_STARTS], j * table[b, ADDR_STARTS + 1])
+        hi = _load(table[b, ADDR_STARTS], (j + 1) * table[b, ADDR_STARTS + 1])
+        for row in range(lo, hi):
+            if now[r]:
+                at = fill[i]
+                fill[i] += 1
+                for c in range(nvals):
+                    cols[c, at] = _load(table[b, ADDR_COLUMNS + 2 + 2 * c], row * table[b, ADDR_COLUMNS + 3 + 2 * c])
+                cols[nvals, at] = _load(table[b, diff_at], row * table[b, diff_at + 1])
+            r += 1
+    # each key's rows ordered by values, equal values summed
+    for q in range(starts[n]):
+        place[q] = q
+    tmp = np.empty(starts[n], dtype=np.int64)
+    out = np.empty((nvals + 2, starts[n]), dtype=np.int64)
+    o = 0
+    for i in range(n):
+        lo = starts[i]
+        hi = starts[i + 1]
+        if hi - lo > 1:
+            _sort_span(cols, nvals, place, tmp, lo, hi)
+        q = lo
+        while q < hi:
+            a = place[q]
+            total_diff = cols[nvals, a]
+            q += 1
+            while q < hi and not _row_less(cols, nvals, a, place[q]):
+                total_diff += cols[nvals, place[q]]
+                q += 1
+            if total_diff != 0:
+                out[0, o] = keys[i]
+                for c in range(nvals):
+                    out[1 + c, o] = cols[c, a]
+                out[nvals + 1, o] = total_diff
+                o += 1
+    return out, o, rank, later, k
 
 
 _numba_cache.finish(_BEGUN, globals(), __name__, "timely_libs.linq", "numeric loops")

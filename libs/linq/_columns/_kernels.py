@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,21 @@ EMPTY = np.zeros(0, dtype=np.int64)
 
 _COMPILED = f"{__package__}._compiled"
 """The compiled loops' module, in ``sys.modules`` once loaded."""
+_loops: ModuleType | None = None
+
+
+def compiled_loops() -> ModuleType:
+    """The compiled loops' module (`_compiled`, numba), imported at the first call and kept.
+    Callers ask for it where the policy chose the compiled tier; an import statement in the
+    function costs a few microseconds at every call, and the reads and consolidations that
+    use the loops run dozens of times per iteration of a loop."""
+    global _loops
+    if _loops is None:
+        from . import _compiled
+
+        _loops = _compiled
+    return _loops
+
 
 SMALL = 40
 """Up to this many rows, `consolidate` and `consolidation` work in Python values: cheaper than
@@ -289,16 +305,12 @@ def consolidate(
     if n <= SMALL:
         return _consolidate_small(cols, diffs)
     if compiled_rows(n):
-        from ._compiled import consolidate_packed  # numba only once arrays are large
-
-        done = consolidate_packed([(list(cols), diffs)], runs)
+        done = compiled_loops().consolidate_packed([(list(cols), diffs)], runs)
         if done is not None:
             return done
     p = _pack(cols)
     if p is None and POLICY.compiled_words(n) and (runs or n < WORDS_UNSORTED_BELOW):
-        from ._compiled import consolidate_words  # loaded: `compiled_words` says so
-
-        kept, sums, m = consolidate_words(np.array(_words(cols)), np.ascontiguousarray(diffs))
+        kept, sums, m = compiled_loops().consolidate_words(np.array(_words(cols)), np.ascontiguousarray(diffs))
         kept = kept[:m]
         return [c[kept] for c in cols], sums[:m]
     if p is None:
@@ -353,9 +365,7 @@ def consolidate_parts(
     inputs), column ``floor[0]`` first raised to at least ``floor[1]`` (logical compaction):
     for many rows packed straight from the parts, with no concatenation."""
     if compiled_rows(sum(len(diffs) for _, diffs in parts)):
-        from ._compiled import consolidate_packed  # numba only once arrays are large
-
-        done = consolidate_packed([(list(cols), diffs) for cols, diffs in parts], runs, floor)
+        done = compiled_loops().consolidate_packed([(list(cols), diffs) for cols, diffs in parts], runs, floor)
         if done is not None:
             return done
     ncols = len(parts[0][0])
@@ -382,15 +392,14 @@ def _consolidate_fused(cols: Sequence[np.ndarray], diffs: np.ndarray) -> tuple[l
     (a triangle's paths keyed by a pair) in two, the natural merge sort of their columns as
     they are (`_compiled.consolidate_words`) and one gather, where packing them into words
     first took a dozen numpy calls for their ranges. None when not all int64."""
-    from ._compiled import consolidate_rows, consolidate_words  # loaded: `fused_rows` says so
-
+    loops = compiled_loops()  # loaded: `fused_rows` says so
     rows = np.array(cols)  # equally long columns: a matrix (a quarter of numpy.stack's cost)
     if rows.dtype != np.int64 or rows.ndim != 2 or diffs.dtype != np.int64:
         return None
     diffs = np.ascontiguousarray(diffs)
-    out, sums, m = consolidate_rows(rows, diffs)
+    out, sums, m = loops.consolidate_rows(rows, diffs)
     if m < 0:  # too wide to pack
-        kept, sums, m = consolidate_words(rows, diffs)
+        kept, sums, m = loops.consolidate_words(rows, diffs)
         out = rows[:, kept[:m]]
     return [out[j, :m] for j in range(len(cols))], sums[:m]
 
@@ -447,9 +456,7 @@ def _sorted_ints(values: np.ndarray) -> np.ndarray:
         lo, hi = int(values.min()), int(values.max())
         bits = (hi - lo).bit_length()
         if bits <= 62:
-            from ._compiled import radix_sorted  # numba only once arrays are large
-
-            out = radix_sorted(values - lo, bits)
+            out = compiled_loops().radix_sorted(values - lo, bits)
             out += lo
             return out
     return np.sort(values)

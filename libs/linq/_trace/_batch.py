@@ -16,7 +16,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from .._columns import EMPTY, FEW_KEYS, compiled_keys, consolidate, ranges, selector, summed_rows
+from .._columns import EMPTY, FEW_KEYS, compiled_keys, compiled_loops, consolidate, ranges, selector, summed_rows
 from .._columns._kernels import greatest, least
 from ._frontier import Description
 
@@ -234,9 +234,9 @@ class Batch(Rows):
                 return None
             return self.spans_of(few)
         if compiled_keys(n):
-            from .._columns._compiled import key_rows  # numba only once arrays are large
-
-            idx, rank = key_rows(np.ascontiguousarray(query.keys), *self.key_index(n))
+            idx, rank = compiled_loops().key_rows(  # numba only once arrays are large
+                np.ascontiguousarray(query.keys), *self.key_index(n)
+            )
             return (idx, rank) if len(idx) else None
         if len(self) <= 2 * n:
             rank = query.ranks(self.keys)
@@ -328,8 +328,8 @@ class Batch(Rows):
         only read while the batch is alive."""
         row = self.addresses
         if row is None:
-            from .._columns._compiled import ADDR_COLUMNS, put_address, put_table  # loaded: a compiled read asks
-
+            loops = compiled_loops()  # loaded: a compiled read asks
+            put_address, put_table, ADDR_COLUMNS = loops.put_address, loops.put_table, loops.ADDR_COLUMNS
             cols = (self.keys, *self.vals, *self.times, self.diffs)
             row = np.zeros(ADDR_COLUMNS + 2 * len(cols), dtype=np.int64)
             row[:4] = (len(self.diffs), len(self.ukeys), self.kmin, self.kmax)
@@ -392,9 +392,9 @@ class Keys:
                 return None
             size = int(keys[-1]) - low + 1
             if compiled_keys(n):
-                from .._columns._compiled import key_table  # numba only once arrays are large
-
-                self.table = key_table(np.ascontiguousarray(keys), low, size)
+                self.table = compiled_loops().key_table(  # numba only once arrays are large
+                    np.ascontiguousarray(keys), low, size
+                )
             else:
                 self.table = np.full(size, -1, dtype=np.int32)
                 self.table[keys - low] = np.arange(n)

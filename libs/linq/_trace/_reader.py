@@ -29,7 +29,7 @@ from operator import is_, le
 
 import numpy as np
 
-from .._columns import POLICY, selector
+from .._columns import POLICY, compiled_loops, selector
 from ._batch import Batch, Keys, Rows, concat_rows, le_time
 from ._frontier import Time
 
@@ -77,8 +77,7 @@ def matches_each(keys: np.ndarray, batches: list[Batch]) -> Iterator[tuple[Batch
         return
     ordered = bool((keys[1:] >= keys[:-1]).all())
     if tier == "compiled" and (ordered or n < SORT_BELOW):  # one compiled pass per batch, keys in order
-        from .._columns._compiled import key_rows  # numba only once arrays are large
-
+        key_rows = compiled_loops().key_rows  # numba only once arrays are large
         perm = None if ordered else np.argsort(keys, kind="stable")
         probe = np.ascontiguousarray(keys if perm is None else keys[perm])
         for batch in _in_range(batches, int(probe[0]), int(probe[-1])):
@@ -185,9 +184,7 @@ def _addresses(batches: Iterable[Batch]) -> np.ndarray:
 
 
 def _spine_rows(keys: np.ndarray, batches: Sequence[Batch], ncols: int) -> tuple[np.ndarray, np.ndarray]:
-    from .._columns._compiled import spine_rows  # loaded: `Policy.spine_read` says so
-
-    return spine_rows(keys, address_table(batches), ncols)  # type: ignore[no-any-return]
+    return compiled_loops().spine_rows(keys, address_table(batches), ncols)  # type: ignore[no-any-return]
 
 
 def _gathered(
@@ -276,11 +273,7 @@ def accumulate(batches: list[Batch], keys: np.ndarray, t: Time, nvals: int, ntim
     grows with the distinct loop positions of the key, never with the number of epochs. A few
     rows in all (an update's case) are summed in Python."""
     if len(keys) and POLICY.spine_read(len(keys)) and batches:
-        _, table = _spine_rows(np.ascontiguousarray(keys), batches, 2 + nvals + ntimes)
-        rows = Rows(table[0], list(table[1 : 1 + nvals]), list(table[1 + nvals : -1]), table[-1])
-        if len(rows) <= FEW_ROWS:
-            return _accumulate_few([rows] if len(rows) else [], t, nvals, ntimes)
-        return _accumulated(rows.keys, list(rows.vals), list(rows.times), rows.diffs, t)
+        return _spine_accumulate(keys, batches, t, nvals, ntimes)
     found: list[tuple[Batch, slice | np.ndarray]] = []
     total = 0
     if len(keys):
@@ -296,6 +289,21 @@ def accumulate(batches: list[Batch], keys: np.ndarray, t: Time, nvals: int, ntim
     # time filter and one consolidation for them all
     cols, times, diffs = _gathered(found, total, nvals, ntimes, with_keys=True)
     return _accumulated(cols[0], cols[1:], times, diffs, t)
+
+
+def _spine_accumulate(keys: np.ndarray, batches: list[Batch], t: Time, nvals: int, ntimes: int) -> tuple[Rows, Rows]:
+    """`accumulate` in one compiled call over every batch (`_compiled.spine_accumulate`): the
+    read, the time filter and the consolidation in one pass, with no array per batch or
+    column and no Python value per row (an update's reduce reads its output this way at every
+    iteration, a few dozen keys of a few rows each)."""
+    t_ = np.array(t, dtype=np.int64)
+    acc, m, rank, later, k = compiled_loops().spine_accumulate(
+        np.ascontiguousarray(keys), address_table(batches), nvals, t_
+    )
+    rows = Rows(acc[0, :m], list(acc[1 : 1 + nvals, :m]), (), acc[1 + nvals, :m])
+    if not k:
+        return rows, Rows.empty(0, ntimes)
+    return rows, Rows(keys[rank[:k]], (), list(later[:ntimes, :k]), later[ntimes, :k])
 
 
 def _accumulated(
@@ -324,11 +332,9 @@ def key_totals(
     per batch."""
     n = len(keys)
     if POLICY.spine_read(n) and batches:
-        from .._columns._compiled import spine_sums  # loaded: `Policy.spine_read` says so
-
         t_ = np.array(t, dtype=np.int64)
         table = address_table(batches)
-        totals, vals_, rank, later_, k = spine_sums(
+        totals, vals_, rank, later_, k = compiled_loops().spine_sums(
             np.ascontiguousarray(keys), table, nvals, nvals if values else 0, t_
         )
         later_rows = (
@@ -350,8 +356,7 @@ def key_totals(
     later: list[Rows] = []
     query = Keys(keys)
     if tier == "compiled":
-        from .._columns._compiled import key_sums  # numba only once arrays are large
-
+        key_sums = compiled_loops().key_sums  # numba only once arrays are large
         keys_c = np.ascontiguousarray(keys)
         row = np.full(n, -1, dtype=np.int64)
         t1 = t[1] if ntimes == 2 else 0
