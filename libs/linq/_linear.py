@@ -40,36 +40,6 @@ def block_in(records: list[Any]) -> Block:
     return concat_blocks(blocks_of(records))
 
 
-PIECE_ROWS = 1 << 17
-"""Rows a linear operator maps at once (`pieces_in`): a message of more rows is mapped a piece
-at a time, so a large message is never copied whole into one block first (an SCC's first
-answer sends millions of joined rows through `where` and `select` in one message)."""
-
-
-def pieces_in(records: list[Any]) -> list[Block]:
-    """The blocks of a message regrouped into pieces of at most about `PIECE_ROWS` rows:
-    consecutive small blocks concatenated (a typical message of a few small blocks is one
-    piece, as `block_in` makes it), a block of more rows than that on its own (a linear
-    operator maps it without a copy). Empty blocks are dropped."""
-    if len(records) == 1 and type(records[0]) is Block:
-        return [records[0]] if len(records[0]) else []
-    out: list[Block] = []
-    group: list[Block] = []
-    rows = 0
-    for block in blocks_of(records):
-        n = len(block)
-        if not n:
-            continue
-        if rows + n > PIECE_ROWS and group:
-            out.append(concat_blocks(group))
-            group, rows = [], 0
-        group.append(block)
-        rows += n
-    if group:
-        out.append(concat_blocks(group))
-    return out
-
-
 def changes_in(records: list[Any]) -> Block:
     """The one block of a message, without its zero diffs (what a keyed operator arranges)."""
     block = block_in(records)
@@ -97,11 +67,7 @@ class Select(_Linear):
         self.fields = fields_of(fn)
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
-        out = [self.map(block) for block in pieces_in(records)]
-        if out:
-            self.send_by(self.outputs[0], out, time)
-
-    def map(self, block: Block) -> Block:
+        block = block_in(records)
         fields = self.fields
         if fields is not None and block.arity > max(fields, default=-1):
             cols = [block.cols[i] for i in fields]
@@ -121,21 +87,12 @@ class Select(_Linear):
             except Exception as exc:
                 raise self.fail("selector", recs, exc) from exc
             out = Block.of_records(mapped, block.diffs)
-        return out
+        self.send_by(self.outputs[0], [out], time)
 
 
 class Where(_Linear):
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
-        out = []
-        for block in pieces_in(records):
-            kept = self.keep(block)
-            if len(kept):
-                out.append(kept)
-        if out:
-            self.send_by(self.outputs[0], out, time)
-
-    def keep(self, block: Block) -> Block:
-        """The rows of ``block`` the predicate keeps (the block itself when it keeps all)."""
+        block = block_in(records)
         if type(self.fn) is Columns:
             mask = np.asarray(self.columns("predicate", block), dtype=bool)
         else:
@@ -145,18 +102,13 @@ class Where(_Linear):
                 mask = np.fromiter((bool(keep(d)) for d in recs), dtype=bool, count=len(recs))
             except Exception as exc:
                 raise self.fail("predicate", recs, exc) from exc
-        if mask.all():
-            return block
-        return block.take(mask)
+        if mask.any():
+            self.send_by(self.outputs[0], [block.take(mask) if not mask.all() else block], time)
 
 
 class SelectMany(_Linear):
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
-        out = [b for b in map(self.expand, pieces_in(records)) if b is not None]
-        if out:
-            self.send_by(self.outputs[0], out, time)
-
-    def expand(self, block: Block) -> Block | None:
+        block = block_in(records)
         fn = self.fn
         recs = block.records()
         out: list[Any] = []
@@ -168,32 +120,29 @@ class SelectMany(_Linear):
                 counts.append(len(ys))
         except Exception as exc:
             raise self.fail("selector", recs, exc) from exc
-        if not out:
-            return None
-        return Block.of_records(out, np.repeat(block.diffs, counts))
+        if out:
+            diffs = np.repeat(block.diffs, counts)
+            self.send_by(self.outputs[0], [Block.of_records(out, diffs)], time)
 
 
 class Negate(Vertex):
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
-        out = [block.with_diffs(-block.diffs) for block in pieces_in(records)]
-        if out:
-            self.send_by(self.outputs[0], out, time)
+        block = block_in(records)
+        self.send_by(self.outputs[0], [block.with_diffs(-block.diffs)], time)
 
 
 class Inspect(_Linear):
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
-        blocks = pieces_in(records)
+        block = block_in(records)
         fn = self.fn
-        for block in blocks:
-            for d, r in block.pairs():
-                try:
-                    fn(d, time, r)  # type: ignore[call-arg]
-                except Exception as exc:
-                    raise OperatorError(
-                        f"{self.op}: the inspector raised {type(exc).__name__}: {exc} on record {d!r}"
-                    ) from exc
-        if blocks:
-            self.send_by(self.outputs[0], blocks, time)
+        for d, r in block.pairs():
+            try:
+                fn(d, time, r)  # type: ignore[call-arg]
+            except Exception as exc:
+                raise OperatorError(
+                    f"{self.op}: the inspector raised {type(exc).__name__}: {exc} on record {d!r}"
+                ) from exc
+        self.send_by(self.outputs[0], [block], time)
 
 
 class FromPairs(Vertex):
@@ -328,11 +277,9 @@ class Route(Vertex):
         if peers == 1:
             self.send_by(self.outputs[0], records, time)
             return
-        out = []
-        for block in pieces_in(records):
-            out.extend(split_by(block, self.key.routes(block) % peers, peers))
-        if out:
-            self.send_by(self.outputs[0], out, time)
+        block = block_in(records)
+        dest = self.key.routes(block) % peers
+        self.send_by(self.outputs[0], split_by(block, dest, peers), time)
 
 
 def split_by(block: Block, dest: np.ndarray, peers: int) -> list[tuple[int, Block]]:
@@ -459,6 +406,5 @@ __all__ = [
     "changes_in",
     "by_destination",
     "consolidate_block",
-    "pieces_in",
     "split_by",
 ]
