@@ -67,6 +67,37 @@ def test_a_step_changes_labels_as_the_column_form_and_brute_force_say(history: A
             assert _accumulated(after, key, at) == ({} if best is None else {best: 1}), (key, at)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(70, 200), labels=st.integers(1, 80))
+def test_a_key_of_many_rows_changes_labels_as_the_column_form_says(seed: int, rows: int, labels: int) -> None:
+    """Keys whose rows on the line are more than `_line.ORDER_BELOW` are ordered by numpy's
+    sort, not by insertion: the same changes either way."""
+    from timely_libs.linq.propagate._line import ORDER_BELOW
+
+    rng = np.random.default_rng(seed)
+    t = (1, 1, int(rng.integers(0, 4)))
+
+    def history(n: int) -> list[Any]:
+        return [
+            (
+                int(rng.choice(KEYS[:2])),
+                int(rng.integers(0, labels)),
+                (int(rng.integers(0, 2)), int(rng.integers(0, 2)), int(rng.integers(0, 12))),
+                1,
+            )
+            for _ in range(n)
+        ]
+
+    proposals, held = history(rows), history(rows // 3)
+    keys = np.array(KEYS, dtype=np.int64)
+    cuts = rng.integers(0, rows, size=3).tolist()
+    p_spine, l_spine = _spine(proposals, cuts), _spine(held, cuts)
+    stepped = _operator._stepped(p_spine, l_spine, keys, t, "test")
+    assert stepped is not None
+    assert rows // 2 > ORDER_BELOW  # one of the two keys has more rows than the insertion order takes
+    assert_as_the_column_form(*stepped, p_spine, l_spine, keys, t)
+
+
 def test_a_negative_count_of_a_proposal_at_t_is_an_error() -> None:
     proposals = [(3, 5, (0, 0, 1), 1), (3, 5, (0, 0, 2), -2), (3, 9, (0, 0, 0), 1)]
     p_spine, l_spine = _spine(proposals, [1]), _spine([(3, 9, (0, 0, 0), 1)], [])

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from numba.types import Array, Tuple, i8, int64  # type: ignore[attr-defined]
+from numba.types import Array, Tuple, i8, int64, void  # type: ignore[attr-defined]
 
 from ... import _numba_cache
 from .._columns._compiled import ADDR_COLUMNS, ADDR_STARTS, ADDRESS_TABLE, IN, _load, _spine_matches
@@ -33,6 +33,49 @@ NOT_INTS, NEGATIVE, TOO_MANY = -1, -2, -3
 """`line_step`'s status when it gives up: a label that is not an int (interned codes do not
 order as their values), a proposal with a negative count at ``t`` (the caller raises, naming
 the key, label and count from the first three cells of the changes), a hub key."""
+
+
+ORDER_BELOW = 32
+"""Up to this many rows, a key's rows are ordered by insertion (they come as a few sorted runs,
+one per batch); more take numpy's sort."""
+
+
+@njit(void(Array(int64, 1, "C"), i8, IN), cache=True, nogil=True)
+def _order(at: np.ndarray, n: int, pos: np.ndarray) -> None:
+    """``at[:n]`` (row indices) stably ordered by their ``pos``."""
+    if n > ORDER_BELOW:
+        at[:n] = at[:n][np.argsort(pos[at[:n]], kind="mergesort")]
+        return
+    for a in range(1, n):
+        row = at[a]
+        p = pos[row]
+        b = a
+        while b > 0 and pos[at[b - 1]] > p:
+            at[b] = at[b - 1]
+            b -= 1
+        at[b] = row
+
+
+@njit(i8(Array(int64, 1, "C"), i8), cache=True, nogil=True)
+def _distinct(values: np.ndarray, n: int) -> int:
+    """``values[:n]`` sorted and made distinct in place; how many are left."""
+    if n > ORDER_BELOW:
+        values[:n] = np.sort(values[:n])
+    else:
+        for a in range(1, n):
+            v = values[a]
+            b = a
+            while b > 0 and values[b - 1] > v:
+                values[b] = values[b - 1]
+                b -= 1
+            values[b] = v
+    m = 0
+    for a in range(n):
+        if m == 0 or values[a] != values[m - 1]:
+            values[m] = values[a]
+            m += 1
+    return m
+
 
 MATRIX = Array(int64, 2, "C")
 
@@ -114,6 +157,20 @@ def line_step(keys: np.ndarray, proposals: np.ndarray, labels: np.ndarray, t: np
                 val[f] = v
                 diff[f] = _load(daddr, r * dstride)
                 fill[i] = f + 1
+    widest = 0
+    for i in range(n):
+        widest = max(widest, fill[i] - offsets[i])
+    if widest > MAX_KEY_ROWS:
+        return empty, no_later, TOO_MANY
+    # scratch for one key at a time, made once per call: a key's few rows are ordered in place
+    # (`_order`), with no array made per key
+    at = np.empty(widest, dtype=np.int64)
+    distinct_labels = np.empty(widest, dtype=np.int64)
+    index = np.empty(widest, dtype=np.int64)
+    proposed = np.zeros(widest, dtype=np.int64)
+    sent = np.zeros(widest, dtype=np.int64)  # change to emit per label at this position
+    touched = np.empty(widest + 2, dtype=np.int64)
+    marked = np.zeros(widest, dtype=np.bool_)
     out = np.empty((4, 3 * total + 2 * n), dtype=np.int64)  # per position: its label rows, +1, -1
     nout = 0
     for i in range(n):
@@ -122,16 +179,14 @@ def line_step(keys: np.ndarray, proposals: np.ndarray, labels: np.ndarray, t: np
         rows = hi - lo
         if rows == 0:
             continue
-        if rows > MAX_KEY_ROWS:
-            return empty, no_later, TOO_MANY
-        at = lo + np.argsort(pos[lo:hi], kind="mergesort")
-        distinct_labels = np.unique(val[lo:hi])
-        nl = len(distinct_labels)
-        index = np.searchsorted(distinct_labels, val[lo:hi])
-        proposed = np.zeros(nl, dtype=np.int64)
-        sent = np.zeros(nl, dtype=np.int64)  # change to emit per label at this position
-        touched = np.empty(nl + 2, dtype=np.int64)
-        marked = np.zeros(nl, dtype=np.bool_)
+        for r in range(rows):
+            at[r] = lo + r
+            distinct_labels[r] = val[lo + r]
+        _order(at, rows, pos)
+        nl = _distinct(distinct_labels, rows)
+        for r in range(rows):
+            index[r] = np.searchsorted(distinct_labels[:nl], val[lo + r])
+        proposed[:nl] = 0
         before = -1
         r = 0
         x = td
