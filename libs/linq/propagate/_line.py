@@ -80,14 +80,36 @@ def _distinct(values: np.ndarray, n: int) -> int:
 MATRIX = Array(int64, 2, "C")
 
 
+@njit(void(MATRIX, i8, i8), cache=True, nogil=True)
+def _by_label(out: np.ndarray, lo: int, hi: int) -> None:
+    """A key's changes ``out[:, lo:hi]``, made in order of position, put in order of (label,
+    position) by a stable sort on the label: a batch's order, so the caller's `Batch` takes
+    them as they are."""
+    n = hi - lo
+    if n > ORDER_BELOW:
+        idx = lo + np.argsort(out[1, lo:hi], kind="mergesort")
+        for c in range(4):
+            out[c, lo:hi] = out[c, idx]
+        return
+    for a in range(lo + 1, hi):
+        k, label, x, d = out[0, a], out[1, a], out[2, a], out[3, a]
+        b = a
+        while b > lo and out[1, b - 1] > label:
+            for c in range(4):
+                out[c, b] = out[c, b - 1]
+            b -= 1
+        out[0, b], out[1, b], out[2, b], out[3, b] = k, label, x, d
+
+
 @njit(Tuple((MATRIX, MATRIX, i8))(IN, ADDRESS_TABLE, ADDRESS_TABLE, IN, i8), cache=True, nogil=True)
 def line_step(keys: np.ndarray, proposals: np.ndarray, labels: np.ndarray, t: np.ndarray, first_code: int) -> tuple:  # type: ignore[type-arg]
     """The label changes of ``keys`` (sorted, distinct) along ``t``'s line, from their rows in
     the ``proposals`` and ``labels`` spines (address tables, one value column each): a matrix
     of rows ``(key, label, position, diff)`` (one column each), consolidated per (key,
-    position, label); the keys' rows off the line as ``(time..., key)`` columns, each time
-    the join of the row's with ``t`` (where the key is evaluated again, TR §4.3); and a
-    status, 0 or one of `NOT_INTS`, `NEGATIVE`, `TOO_MANY`.
+    position, label) and in a batch's order, (key, label, position); the keys' rows off
+    the line as ``(time..., key)`` columns, each time the join of the row's with ``t``
+    (where the key is evaluated again, TR §4.3); and a status, 0 or one of `NOT_INTS`,
+    `NEGATIVE`, `TOO_MANY`.
 
     Per key, as `_least._replay`: rows at or before ``t`` count from ``t[-1]``; at ``t[-1]``
     and each later position of the key's rows, the key's label must be the least proposal
@@ -179,6 +201,7 @@ def line_step(keys: np.ndarray, proposals: np.ndarray, labels: np.ndarray, t: np
         rows = hi - lo
         if rows == 0:
             continue
+        first = nout
         for r in range(rows):
             at[r] = lo + r
             distinct_labels[r] = val[lo + r]
@@ -238,6 +261,7 @@ def line_step(keys: np.ndarray, proposals: np.ndarray, labels: np.ndarray, t: np
             if r >= rows:
                 break
             x = pos[at[r]]
+        _by_label(out, first, nout)
     return out[:, :nout].copy(), later[:, :nlater].copy(), 0
 
 
