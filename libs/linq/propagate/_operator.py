@@ -348,7 +348,9 @@ class Propagate(Stateful):
         values, by `few_line_changes`)."""
         if not len(keys):
             return
-        few = _stepped(self.proposals, self.labels, keys, t, self.op)
+        few: tuple[Rows, dict[tuple[int, ...], np.ndarray]] | None = _stepped(
+            self.proposals, self.labels, keys, t, self.op
+        )
         if few is None and POLICY.keys_tier(len(keys)) == "python":
             few = few_line_changes(self.proposals, self.labels, keys.tolist(), t, self.op)
         if few is not None:
