@@ -29,6 +29,7 @@ from tests.linq.test_least import (
 )
 from timely_libs.linq import OperatorError
 from timely_libs.linq._columns import _kernels, values_of
+from timely_libs.linq._trace import Batch, Rows
 from timely_libs.linq.propagate import _operator
 
 
@@ -51,6 +52,7 @@ def test_a_step_changes_labels_as_the_column_form_and_brute_force_say(history: A
         assert not p_spine.batches() or not l_spine.batches()
         return
     changes, later = stepped
+    assert_in_batch_order(changes)
     assert_as_the_column_form(changes, later, p_spine, l_spine, keys, t)
     # brute force: after the changes, one label at each time of the line, the least positive proposal
     added = [
@@ -65,6 +67,50 @@ def test_a_step_changes_labels_as_the_column_form_and_brute_force_say(history: A
             at = (*t[:-1], x)
             best = _least_positive(proposals, key, at)
             assert _accumulated(after, key, at) == ({} if best is None else {best: 1}), (key, at)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(70, 200), labels=st.integers(1, 80))
+def test_a_key_of_many_rows_changes_labels_as_the_column_form_says(seed: int, rows: int, labels: int) -> None:
+    """Keys whose rows on the line are more than `_line.ORDER_BELOW` are ordered by numpy's
+    sort, not by insertion: the same changes either way."""
+    from timely_libs.linq.propagate._line import ORDER_BELOW
+
+    rng = np.random.default_rng(seed)
+    t = (1, 1, int(rng.integers(0, 4)))
+
+    def history(n: int) -> list[Any]:
+        return [
+            (
+                int(rng.choice(KEYS[:2])),
+                int(rng.integers(0, labels)),
+                (int(rng.integers(0, 2)), int(rng.integers(0, 2)), int(rng.integers(0, 12))),
+                1,
+            )
+            for _ in range(n)
+        ]
+
+    proposals, held = history(rows), history(rows // 3)
+    keys = np.array(KEYS, dtype=np.int64)
+    cuts = rng.integers(0, rows, size=3).tolist()
+    p_spine, l_spine = _spine(proposals, cuts), _spine(held, cuts)
+    stepped = _operator._stepped(p_spine, l_spine, keys, t, "test")
+    assert stepped is not None
+    assert_in_batch_order(stepped[0])
+    assert rows // 2 > ORDER_BELOW  # one of the two keys has more rows than the insertion order takes
+    assert_as_the_column_form(*stepped, p_spine, l_spine, keys, t)
+
+
+def assert_in_batch_order(changes: Batch) -> None:
+    """The step's batch, taken as it came, is the batch its rows make once sorted and summed."""
+    again = Batch(Rows(changes.keys.copy(), [changes.vals[0].copy()], [c.copy() for c in changes.times], changes.diffs))
+    for mine, theirs in zip(
+        [changes.keys, changes.vals[0], *changes.times, changes.diffs, changes.ukeys, changes.starts],
+        [again.keys, again.vals[0], *again.times, again.diffs, again.ukeys, again.starts],
+        strict=True,
+    ):
+        assert mine.tolist() == theirs.tolist()
+    assert changes.latest == again.latest
 
 
 def test_a_negative_count_of_a_proposal_at_t_is_an_error() -> None:

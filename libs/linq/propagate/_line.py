@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from numba.types import Array, Tuple, i8, int64  # type: ignore[attr-defined]
+from numba.types import Array, Tuple, i8, int64, void  # type: ignore[attr-defined]
 
 from ... import _numba_cache
 from .._columns._compiled import ADDR_COLUMNS, ADDR_STARTS, ADDRESS_TABLE, IN, _load, _spine_matches
@@ -34,7 +34,71 @@ NOT_INTS, NEGATIVE, TOO_MANY = -1, -2, -3
 order as their values), a proposal with a negative count at ``t`` (the caller raises, naming
 the key, label and count from the first three cells of the changes), a hub key."""
 
+
+ORDER_BELOW = 32
+"""Up to this many rows, a key's rows are ordered by insertion (they come as a few sorted runs,
+one per batch); more take numpy's sort."""
+
+
+@njit(void(Array(int64, 1, "C"), i8, IN), cache=True, nogil=True)
+def _order(at: np.ndarray, n: int, pos: np.ndarray) -> None:
+    """``at[:n]`` (row indices) stably ordered by their ``pos``."""
+    if n > ORDER_BELOW:
+        at[:n] = at[:n][np.argsort(pos[at[:n]], kind="mergesort")]
+        return
+    for a in range(1, n):
+        row = at[a]
+        p = pos[row]
+        b = a
+        while b > 0 and pos[at[b - 1]] > p:
+            at[b] = at[b - 1]
+            b -= 1
+        at[b] = row
+
+
+@njit(i8(Array(int64, 1, "C"), i8), cache=True, nogil=True)
+def _distinct(values: np.ndarray, n: int) -> int:
+    """``values[:n]`` sorted and made distinct in place; how many are left."""
+    if n > ORDER_BELOW:
+        values[:n] = np.sort(values[:n])
+    else:
+        for a in range(1, n):
+            v = values[a]
+            b = a
+            while b > 0 and values[b - 1] > v:
+                values[b] = values[b - 1]
+                b -= 1
+            values[b] = v
+    m = 0
+    for a in range(n):
+        if m == 0 or values[a] != values[m - 1]:
+            values[m] = values[a]
+            m += 1
+    return m
+
+
 MATRIX = Array(int64, 2, "C")
+
+
+@njit(void(MATRIX, i8, i8), cache=True, nogil=True)
+def _by_label(out: np.ndarray, lo: int, hi: int) -> None:
+    """A key's changes ``out[:, lo:hi]``, made in order of position, put in order of (label,
+    position) by a stable sort on the label: a batch's order, so the caller's `Batch` takes
+    them as they are."""
+    n = hi - lo
+    if n > ORDER_BELOW:
+        idx = lo + np.argsort(out[1, lo:hi], kind="mergesort")
+        for c in range(4):
+            out[c, lo:hi] = out[c, idx]
+        return
+    for a in range(lo + 1, hi):
+        k, label, x, d = out[0, a], out[1, a], out[2, a], out[3, a]
+        b = a
+        while b > lo and out[1, b - 1] > label:
+            for c in range(4):
+                out[c, b] = out[c, b - 1]
+            b -= 1
+        out[0, b], out[1, b], out[2, b], out[3, b] = k, label, x, d
 
 
 @njit(Tuple((MATRIX, MATRIX, i8))(IN, ADDRESS_TABLE, ADDRESS_TABLE, IN, i8), cache=True, nogil=True)
@@ -42,9 +106,10 @@ def line_step(keys: np.ndarray, proposals: np.ndarray, labels: np.ndarray, t: np
     """The label changes of ``keys`` (sorted, distinct) along ``t``'s line, from their rows in
     the ``proposals`` and ``labels`` spines (address tables, one value column each): a matrix
     of rows ``(key, label, position, diff)`` (one column each), consolidated per (key,
-    position, label); the keys' rows off the line as ``(time..., key)`` columns, each time
-    the join of the row's with ``t`` (where the key is evaluated again, TR §4.3); and a
-    status, 0 or one of `NOT_INTS`, `NEGATIVE`, `TOO_MANY`.
+    position, label) and in a batch's order, (key, label, position); the keys' rows off
+    the line as ``(time..., key)`` columns, each time the join of the row's with ``t``
+    (where the key is evaluated again, TR §4.3); and a status, 0 or one of `NOT_INTS`,
+    `NEGATIVE`, `TOO_MANY`.
 
     Per key, as `_least._replay`: rows at or before ``t`` count from ``t[-1]``; at ``t[-1]``
     and each later position of the key's rows, the key's label must be the least proposal
@@ -114,6 +179,20 @@ def line_step(keys: np.ndarray, proposals: np.ndarray, labels: np.ndarray, t: np
                 val[f] = v
                 diff[f] = _load(daddr, r * dstride)
                 fill[i] = f + 1
+    widest = 0
+    for i in range(n):
+        widest = max(widest, fill[i] - offsets[i])
+    if widest > MAX_KEY_ROWS:
+        return empty, no_later, TOO_MANY
+    # scratch for one key at a time, made once per call: a key's few rows are ordered in place
+    # (`_order`), with no array made per key
+    at = np.empty(widest, dtype=np.int64)
+    distinct_labels = np.empty(widest, dtype=np.int64)
+    index = np.empty(widest, dtype=np.int64)
+    proposed = np.zeros(widest, dtype=np.int64)
+    sent = np.zeros(widest, dtype=np.int64)  # change to emit per label at this position
+    touched = np.empty(widest + 2, dtype=np.int64)
+    marked = np.zeros(widest, dtype=np.bool_)
     out = np.empty((4, 3 * total + 2 * n), dtype=np.int64)  # per position: its label rows, +1, -1
     nout = 0
     for i in range(n):
@@ -122,16 +201,15 @@ def line_step(keys: np.ndarray, proposals: np.ndarray, labels: np.ndarray, t: np
         rows = hi - lo
         if rows == 0:
             continue
-        if rows > MAX_KEY_ROWS:
-            return empty, no_later, TOO_MANY
-        at = lo + np.argsort(pos[lo:hi], kind="mergesort")
-        distinct_labels = np.unique(val[lo:hi])
-        nl = len(distinct_labels)
-        index = np.searchsorted(distinct_labels, val[lo:hi])
-        proposed = np.zeros(nl, dtype=np.int64)
-        sent = np.zeros(nl, dtype=np.int64)  # change to emit per label at this position
-        touched = np.empty(nl + 2, dtype=np.int64)
-        marked = np.zeros(nl, dtype=np.bool_)
+        first = nout
+        for r in range(rows):
+            at[r] = lo + r
+            distinct_labels[r] = val[lo + r]
+        _order(at, rows, pos)
+        nl = _distinct(distinct_labels, rows)
+        for r in range(rows):
+            index[r] = np.searchsorted(distinct_labels[:nl], val[lo + r])
+        proposed[:nl] = 0
         before = -1
         r = 0
         x = td
@@ -183,6 +261,7 @@ def line_step(keys: np.ndarray, proposals: np.ndarray, labels: np.ndarray, t: np
             if r >= rows:
                 break
             x = pos[at[r]]
+        _by_label(out, first, nout)
     return out[:, :nout].copy(), later[:, :nlater].copy(), 0
 
 

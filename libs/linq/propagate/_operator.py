@@ -55,7 +55,7 @@ from .._keys import KeyOf
 from .._lattice import Lattice
 from .._linear import Route, by_destination, changes_in, split_by
 from .._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
-from .._trace import Batch, Rows, Spine, concat_rows, indexed, latest, matches, matches_each
+from .._trace import Batch, Rows, Spine, concat_rows, indexed, latest, matches, matches_each, time_columns
 from .._trace._reader import address_table
 from ..collection import Collection, _lattices, lattice_of, operator_name
 from ._exchange import line_messages
@@ -273,13 +273,22 @@ class Propagate(Stateful):
         prefix = t[:-1]
         while perf_counter() < deadline:
             x = t[-1]
-            u = None  # the next staged time of the line (a scan: the staged times are a few dozen)
+            # one scan of the staged times (a few dozen, most on this line): the next on the
+            # line, and those off it, which alone need the product order's check
+            nearest = None
+            off = []
             for s in self.staged:
-                if s[-1] > x and s[:-1] == prefix and (u is None or s[-1] < u[-1]):
-                    u = s
-            if u is None:
+                if s[:-1] != prefix:
+                    off.append(s)
+                elif s[-1] > x:
+                    if nearest is None or s[-1] < nearest:
+                        nearest = s[-1]
+                else:  # on the line, not after t: before every later time
+                    return
+            if nearest is None:
                 return
-            for s in chain(self.staged, self.staged_edges):
+            u = (*prefix, nearest)
+            for s in chain(off, self.staged_edges):
                 if s != u and all(map(le, s, u)):
                     return
             self._process(u)
@@ -339,7 +348,9 @@ class Propagate(Stateful):
         values, by `few_line_changes`)."""
         if not len(keys):
             return
-        few = _stepped(self.proposals, self.labels, keys, t, self.op)
+        few: tuple[Rows, dict[tuple[int, ...], np.ndarray]] | None = _stepped(
+            self.proposals, self.labels, keys, t, self.op
+        )
         if few is None and POLICY.keys_tier(len(keys)) == "python":
             few = few_line_changes(self.proposals, self.labels, keys.tolist(), t, self.op)
         if few is not None:
@@ -349,7 +360,7 @@ class Propagate(Stateful):
             on_l, off_l = split_line(rows_of(self.labels, keys) if labels is None else labels, t)
             found = line_changes(on_p, on_l, keys, t, self.op)
             later = later_keys([off_p, off_l], t)
-        changes = Batch(found)
+        changes = found if isinstance(found, Batch) else Batch(found)
         if len(changes):
             self.labels.insert(changes)
             self.changed.append(changes)
@@ -581,8 +592,8 @@ column form, whose arrays are sized by the rows, not by the keys times the batch
 
 def _stepped(
     proposals: Spine, labels: Spine, keys: np.ndarray, t: tuple[int, ...], op: str
-) -> tuple[Rows, dict[tuple[int, ...], np.ndarray]] | None:
-    """`_least.line_changes` of ``keys`` (sorted, distinct) and the keys to evaluate later
+) -> tuple[Batch, dict[tuple[int, ...], np.ndarray]] | None:
+    """`_least.line_changes` of ``keys`` (sorted, distinct), as a batch, and the keys to evaluate later
     (`_least.later_keys`), both read and computed in one compiled call (`_line.line_step`);
     None when the policy keeps the compiled loops out, a spine is empty, or the call gives
     up (labels that are not ints, a hub key): the general forms then."""
@@ -604,8 +615,8 @@ def _stepped(
         raise _negative(op, int(changes[0, 0]), int(changes[1, 0]), int(changes[2, 0]), t)
     if status:
         return None
-    prefix = [np.full(changes.shape[1], c, dtype=np.int64) for c in t[:-1]]
-    found = Rows(changes[0], [changes[1]], [*prefix, changes[2]], changes[3])
+    prefix = time_columns(t[:-1], changes.shape[1])
+    found = Batch(Rows(changes[0], [changes[1]], [*prefix, changes[2]], changes[3]), tidy=True)  # in order
     later: dict[tuple[int, ...], np.ndarray] = {}
     if off.shape[1]:
         (*times, key), _ = consolidate(list(off), np.ones(off.shape[1], dtype=np.int64))
