@@ -355,8 +355,12 @@ TIMINGS = {
     "total": "the whole call",
     "spark": "Spark's own share: preparing and shuffling the inputs, starting the tasks (and Python "
     "workers), persisting the output; the call less the slowest task",
+    "starting": "from the call until the last task started (the driver planning the query, the inputs' "
+    "shuffle, scheduling the barrier stage)",
     "joining": "the slowest process, from its task's start until the computation ran (the rendezvous, "
     "connecting to the others, resuming from a checkpoint)",
+    "reading": "the slowest process, from running until its first input batch (Spark reading the "
+    "shuffled input, sorting it by epoch, converting it to Arrow)",
     "computing": "the slowest process, from running until its last output row left (feeding the "
     "input, the computation, converting the output)",
     "first_answer": "from the call until every process had the output of epoch 0 (only when this "
@@ -368,12 +372,13 @@ TIMINGS = {
 def _timings(tasks: dict[str, Any], total: float, began_at: float) -> dict[str, float]:
     joining = float(tasks.get("joining", 0.0))
     computing = float(tasks.get("computing", 0.0))
-    out = {
-        "total": total,
-        "spark": max(0.0, total - float(tasks.get("task", joining + computing))),
-        "joining": joining,
-        "computing": computing,
-    }
+    out = {"total": total, "spark": max(0.0, total - float(tasks.get("task", joining + computing)))}
+    if "entered_at" in tasks:
+        out["starting"] = max(0.0, float(tasks["entered_at"]) - began_at)
+    out["joining"] = joining
+    if "reading" in tasks:
+        out["reading"] = float(tasks["reading"])
+    out["computing"] = computing
     if "first_answer_at" in tasks:
         out["first_answer"] = max(0.0, float(tasks["first_answer_at"]) - began_at)
     return out

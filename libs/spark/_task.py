@@ -77,8 +77,8 @@ class TaskPlan:
     secret: bytes = field(repr=False)
     timings: Any = None
     """A Spark accumulator taking each task's figures, merged by keeping the slowest process's:
-    ``{"epochs": {epoch: seconds}, "joining": s, "computing": s, "first_answer_at": unix time}``
-    (see `_driver.TIMINGS`), or None."""
+    ``{"epochs": {epoch: seconds}, "entered_at": unix time, "joining": s, "reading": s,
+    "computing": s, "first_answer_at": unix time}`` (see `_driver.TIMINGS`), or None."""
     checkpoint_dir: str | None = None
     """Where the processes checkpoint and log their output (an absolute path every task sees)."""
     checkpoint_every: int = 10
@@ -97,7 +97,7 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     """The body of the barrier ``mapInArrow``: run this task's timely process."""
     from pyspark import BarrierTaskContext
 
-    entered = time.perf_counter()
+    entered, entered_at = time.perf_counter(), time.time()
     ctx = BarrierTaskContext.get()
     index = ctx.partitionId()
     where = f"timely process {index} of {plan.processes} (Spark stage {ctx.stageId()}, partition {index})"
@@ -107,7 +107,7 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
             log = _OutputLog(plan, index, f"task-{ctx.taskAttemptId()}", ctx.stageId())
             yield from log.reemit()  # before anything can be delivered again
         cluster = rendezvous(ctx, plan.processes, plan.secret, index, plan.book, plan.timeout)
-        yield from _compute(plan, cluster, batches, log, entered)
+        yield from _compute(plan, cluster, batches, log, entered, entered_at)
     except SparkBridgeError as e:
         raise SparkBridgeError(f"{where}: {e}") from e
     except Exception as e:
@@ -293,11 +293,13 @@ def _compute(
     batches: Iterator[pa.RecordBatch],
     log: _OutputLog | None = None,
     entered: float | None = None,
+    entered_at: float | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Run the computation over ``batches`` and yield its output; ``entered`` is when the task
-    began (`time.perf_counter`), for the figures the task reports to `plan.timings`."""
+    """Run the computation over ``batches`` and yield its output; ``entered`` and ``entered_at``
+    are when the task began (`time.perf_counter`, `time.time`), for the figures the task
+    reports to `plan.timings`."""
     entered = time.perf_counter() if entered is None else entered
-    figures: dict[str, Any] = {}
+    figures: dict[str, Any] = {"entered_at": time.time() if entered_at is None else entered_at}
     # What the worker holds before the run (Spark's worker, numpy, pyarrow, timely, the build's
     # libraries and their compiled loops) stays out of the collector's reach while it runs: a
     # full collection, the run's own or the one below, then walks only what the run made
@@ -324,7 +326,8 @@ def _computation(
     figures: dict[str, Any],
 ) -> Iterator[pa.RecordBatch]:
     """`_compute`'s body; fills ``figures`` with ``ready`` (`time.perf_counter` when the
-    computation ran), ``epochs`` and ``first_answer_at`` (see `TaskPlan.timings`)."""
+    computation ran), ``reading`` (from then until the first input batch), ``epochs`` and
+    ``first_answer_at`` (see `TaskPlan.timings`)."""
     out = _Output(plan, log)
     names = plan.names
 
@@ -379,6 +382,9 @@ def _computation(
         try:
             began = time.perf_counter()
             for batch in batches:
+                if "reading" not in figures:  # Spark's shuffle read, sort and conversion to Arrow
+                    began = time.perf_counter()
+                    figures["reading"] = began - figures["ready"]
                 for tag, n, part in _split(batch, width, wanted, plan.columns):
                     e, k = divmod(tag, width)
                     if e != epoch:
