@@ -389,13 +389,21 @@ def _numbered(epochs: list[np.ndarray]) -> pa.Table:
     return pa.table({n: pa.array(rows[:, k], type=pa.int64()) for k, n in enumerate(("epoch", "src", "dst", "diff"))})
 
 
+SMALL_FRAME = 10_000
+"""Rows up to which an input DataFrame is one partition (an epoch of changes): Spark would
+otherwise scan a small local table in a partition per core, a task each to hash a few rows
+to the timely processes."""
+
+
 def _frame(session: Any, values: np.ndarray, names: Sequence[str] = ("src", "dst"), parts: int = 1) -> Any:
-    """A DataFrame of int64 columns from an ``(n, k)`` array (through Arrow), in at least
-    ``parts`` partitions when it is large enough to travel as Arrow batches (one partition
-    per batch): Spark's first stage over it, which hashes its rows to the timely processes,
-    then runs on every task slot instead of one (docs/spark.md, "Two processes against one")."""
+    """A DataFrame of int64 columns from an ``(n, k)`` array (through Arrow): in ``parts``
+    partitions when it is large (one Arrow batch each), so that Spark's first stage over it,
+    which hashes its rows to the timely processes, runs on every task slot instead of one
+    (docs/spark.md, "Two processes against one"); in one when it is small (`SMALL_FRAME`)."""
     table = pa.table({n: pa.array(values[:, k], type=pa.int64()) for k, n in enumerate(names)})
-    if parts > 1 and len(table) > parts:
+    if len(table) <= SMALL_FRAME:
+        return session.createDataFrame(table).coalesce(1)
+    if parts > 1:
         table = pa.Table.from_batches(table.to_batches(max_chunksize=-(-len(table) // parts)))
     return session.createDataFrame(table)
 

@@ -116,14 +116,20 @@ def graph_by_epoch() -> list[set[tuple[int, int]]]:
 @pytest.mark.slow  # a Spark session
 def test_a_large_input_frame_has_a_partition_per_process_and_every_row(spark_session: Any) -> None:
     """The job's input DataFrames (`_frame`): one large enough to travel as Arrow batches
-    comes in a partition per process (Spark's first stage over it then uses every slot),
-    each row once, in order."""
+    comes in a partition per process (Spark's first stage over it then uses every slot), a
+    small one in one partition, each row once, in order."""
     values = np.arange(3 * 100_001, dtype=np.int64).reshape(-1, 3)  # above Spark's local-relation size
     for parts in (1, 2, 3):
         frame = _frame(spark_session, values, ("src", "dst", "diff"), parts)
         assert frame.rdd.getNumPartitions() == parts
         got = frame.toArrow()
         assert np.array_equal(np.column_stack([got.column(c).to_numpy() for c in ("src", "dst", "diff")]), values)
+    small = values[:100]  # an epoch of changes: one partition, one task to hash it, on any number of processes
+    for parts in (1, 2, 3):
+        frame = _frame(spark_session, small, ("src", "dst", "diff"), parts)
+        assert frame.rdd.getNumPartitions() == 1
+        got = frame.toArrow()
+        assert np.array_equal(np.column_stack([got.column(c).to_numpy() for c in ("src", "dst", "diff")]), small)
 
 
 @pytest.mark.slow  # a Spark session
