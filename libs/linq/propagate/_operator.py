@@ -49,7 +49,7 @@ from .._columns import (
     route_of,
     values_of,
 )
-from .._columns._codes import codes_of_values
+from .._columns._codes import codes_of_values, release_unused
 from .._errors import OperatorError
 from .._keys import KeyOf
 from .._lattice import Lattice
@@ -150,6 +150,32 @@ class Propagate(Stateful):
         """Times of ``staged`` whose notification has been asked for and not yet delivered."""
         self.changed: list[Rows] = []
         """The label changes of the current callback, sent once at its end (`_send_changes`)."""
+        self.arrived = -1
+        """With `_alone`, the latest epoch of a notification so far: every input at it or
+        before has arrived."""
+
+    # Compaction --------------------------------------------------------------------------------
+    def _alone(self) -> bool:
+        """Whether every notification shows which epochs are complete, so that compaction needs
+        no end-of-epoch notification of its own (a runtime round an update: `watch`).
+
+        With one worker and the loop in the top scope, inputs enter at loop counter 0 and
+        nothing arrives on the feedback (this vertex keeps its own proposals, `_send`). A
+        notification at ``(e, c)`` then means every input at an epoch ``<= e`` has arrived,
+        since ``(e', 0) <= (e, c)`` (`arrived`: the latest such ``e``); what is still to do at
+        those epochs is in ``staged`` and ``staged_edges``, which `on_notify` takes into
+        account. So after any step, times of the epochs before both ``arrived + 1`` and the
+        first staged one can no longer be told apart by anything still to come (TR §5.3), and
+        the last step of the last epoch in flight compacts past every epoch so far. With
+        peers, proposals arrive at any iteration; inside an outer loop, inputs arrive at every
+        outer iteration: there, only the end-of-epoch notification says an epoch is complete."""
+        return self.peers == 1 and self.ntimes == 2
+
+    def watch(self, time: Timestamp) -> None:
+        if self._alone():
+            release_unused()  # what `Stateful.watch` does besides asking for the notification
+            return
+        super().watch(time)
 
     # Receiving ---------------------------------------------------------------------------------
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
@@ -255,7 +281,11 @@ class Propagate(Stateful):
             self._iterate(t)
         self._send_changes(t)
         self._request()
-        epoch = self.epoch_completed(t)
+        if self._alone():
+            self.arrived = max(self.arrived, t[0])
+            epoch: int | None = self.arrived + 1
+        else:
+            epoch = self.epoch_completed(t)
         if epoch is not None:
             if self.staged or self.staged_edges:
                 epoch = min(epoch, *(s[0] for s in self.staged), *(s[0] for s in self.staged_edges))
