@@ -214,11 +214,7 @@ class Checker:
                 want = self.truth(as_of).exposed.get(hashtag or "", 0)
                 self.exposures_checked += 1
                 if want != count:
-                    self.wrong += 1
-                    if len(self.examples) < self.QUOTED:
-                        self.examples.append(
-                            f"k-exposure of #{hashtag} as of second {as_of}: got {count}, expected {want}"
-                        )
+                    self._wrong(f"k-exposure of #{hashtag} as of second {as_of}: got {count}, expected {want}")
                 continue
             expected = self.truth(as_of).answer(user) if as_of >= 0 else (None, None, 0)
             got = (component, hashtag, count)
@@ -226,11 +222,13 @@ class Checker:
             if expected[0] is None:
                 self.unknown_users += 1
             if got != expected:
-                self.wrong += 1
-                if len(self.examples) < self.QUOTED:
-                    self.examples.append(
-                        f"query {query_id} (user {user}, as of second {as_of}): got {got}, expected {expected}"
-                    )
+                self._wrong(f"query {query_id} (user {user}, as of second {as_of}): got {got}, expected {expected}")
+
+    def _wrong(self, example: str) -> None:
+        """Count a wrong answer, quoting the first `QUOTED` of them."""
+        self.wrong += 1
+        if len(self.examples) < self.QUOTED:
+            self.examples.append(example)
 
     def close(self) -> None:
         """Check what is queued, then stop."""

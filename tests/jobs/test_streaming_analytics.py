@@ -515,3 +515,22 @@ def test_bad_options_one_line(argv: list[str], message: str, capsys: pytest.Capt
     assert streaming_analytics.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and message in err and "\n" not in err
+
+
+def test_the_check_counts_every_wrong_answer_and_quotes_the_first_few() -> None:
+    """An empty window knows no user and no hashtag: a k-exposure of 5 and seven answers
+    naming a component are wrong, an answer saying the user is unknown is right; the first
+    `Checker.QUOTED` wrong ones are quoted, in the order checked."""
+    from timely_jobs._stream_check import Checker
+
+    checker = Checker(window=5, truth_of=lambda second: None, k=2)
+    checker.add_exposure("x", 5, 0)
+    for query in range(7):
+        checker.add(query, 7, 3, "x", 1, 0)
+    checker.add(9, 8, None, None, 0, 0)
+    checker.close()
+    assert (checker.checked, checker.exposures_checked, checker.unknown_users) == (8, 1, 8)
+    assert checker.wrong == 8
+    assert len(checker.examples) == Checker.QUOTED
+    assert checker.examples[0] == "k-exposure of #x as of second 0: got 5, expected 0"
+    assert checker.examples[1] == "query 0 (user 7, as of second 0): got (3, 'x', 1), expected (None, None, 0)"
