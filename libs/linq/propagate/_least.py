@@ -54,6 +54,7 @@ from .._trace._reader import address_table
 
 __all__ = [
     "FEW_ROWS",
+    "NO_BOUND",
     "few_line_changes",
     "later_keys",
     "line_changes",
@@ -71,6 +72,9 @@ FEW_ROWS = 192
 MAX_PAIRS = 1 << 22
 """Above this many (row, line time) pairs, the column form would build too large arrays: the
 Python pass is linear in the rows per key instead."""
+
+NO_BOUND = 1 << 62
+"""No time staged off a line is at or before any of its positions (`line_wave`, `Propagate._iterate`)."""
 
 WAVE_ROWS = 64
 """Up to this many proposal rows in all, a step with one worker may take the staged proposals
@@ -148,12 +152,19 @@ def line_wave(
         entries.append(entry)
         rows += len(entry)
     prefix, x = t[:-1], t[-1]
-    later = sorted(u for u in staged if u[:-1] == prefix and u[-1] > x)
-    off = [u for u in staged if u[:-1] != prefix]
+    later = []
+    blocked = NO_BOUND  # the first line position a time staged off the line is at or before
+    for u in staged:
+        if u[:-1] == prefix:
+            if u[-1] > x:
+                later.append(u)
+        elif u[-1] < blocked and all(map(le, u[:-1], prefix)):
+            blocked = u[-1]
+    later.sort()
     taken = []
     for u in later:
         here = staged[u]
-        if any(isinstance(e, np.ndarray) for e in here) or any(all(map(le, s, u)) for s in off):
+        if u[-1] >= blocked or any(isinstance(e, np.ndarray) for e in here):
             break
         rows += sum(len(e) for e in here)
         if rows > WAVE_ROWS:

@@ -60,6 +60,7 @@ from .._trace._reader import address_table
 from ..collection import Collection, _lattices, lattice_of, operator_name
 from ._exchange import line_messages
 from ._least import (
+    NO_BOUND,
     _negative,
     few_line_changes,
     later_keys,
@@ -304,21 +305,23 @@ class Propagate(Stateful):
         while perf_counter() < deadline:
             x = t[-1]
             # one scan of the staged times (a few dozen, most on this line): the next on the
-            # line, and those off it, which alone need the product order's check
+            # line, and the first position a time off it is at or before (``s <= (prefix, y)``
+            # exactly when ``s[:-1] <= prefix`` and ``s[-1] <= y``)
             nearest = None
-            off = []
+            blocked = NO_BOUND
             for s in self.staged:
                 if s[:-1] != prefix:
-                    off.append(s)
+                    if s[-1] < blocked and all(map(le, s[:-1], prefix)):
+                        blocked = s[-1]
                 elif s[-1] > x:
                     if nearest is None or s[-1] < nearest:
                         nearest = s[-1]
                 else:  # on the line, not after t: before every later time
                     return
-            if nearest is None:
+            if nearest is None or nearest >= blocked:
                 return
             u = (*prefix, nearest)
-            for s in chain(off, self.staged_edges):
+            for s in self.staged_edges:
                 if s != u and all(map(le, s, u)):
                     return
             self._process(u)
