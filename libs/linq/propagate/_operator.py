@@ -60,7 +60,7 @@ from .._trace._reader import address_table
 from ..collection import Collection, _lattices, lattice_of, operator_name
 from ._exchange import line_messages
 from ._least import (
-    NO_BOUND,
+    LineWalk,
     _negative,
     few_line_changes,
     later_keys,
@@ -69,6 +69,7 @@ from ._least import (
     ranked_rows_of,
     rows_of,
     split_line,
+    time_runs,
     unchanged,
     unchanged_few,
     unchanged_many,
@@ -151,6 +152,8 @@ class Propagate(Stateful):
         """Times of ``staged`` whose notification has been asked for and not yet delivered."""
         self.changed: list[Rows] = []
         """The label changes of the current callback, sent once at its end (`_send_changes`)."""
+        self.walk: LineWalk | None = None
+        """While `_iterate` walks a line: what is staged on it and what blocks it."""
         self.arrived = -1
         """With `_alone`, the latest epoch of a notification so far: every input at it or
         before has arrived."""
@@ -247,6 +250,8 @@ class Propagate(Stateful):
         staged = self.staged.get(t)
         if staged is None:
             self.staged[t] = [rows]
+            if self.walk is not None:
+                self.walk.add(t)
         else:
             staged.append(rows)
 
@@ -301,31 +306,19 @@ class Propagate(Stateful):
         loop come back to itself (it keeps them, `_send`). A time of ``staged`` at or before
         the next one (another epoch in flight) stops it, as does `ITERATE_SECONDS`."""
         deadline = perf_counter() + ITERATE_SECONDS
-        prefix = t[:-1]
-        while perf_counter() < deadline:
-            x = t[-1]
-            # one scan of the staged times (a few dozen, most on this line): the next on the
-            # line, and the first position a time off it is at or before (``s <= (prefix, y)``
-            # exactly when ``s[:-1] <= prefix`` and ``s[-1] <= y``)
-            nearest = None
-            blocked = NO_BOUND
-            for s in self.staged:
-                if s[:-1] != prefix:
-                    if s[-1] < blocked and all(map(le, s[:-1], prefix)):
-                        blocked = s[-1]
-                elif s[-1] > x:
-                    if nearest is None or s[-1] < nearest:
-                        nearest = s[-1]
-                else:  # on the line, not after t: before every later time
+        walk = self.walk = LineWalk(self.staged, t)  # `_stage` tells it what is staged meanwhile
+        try:
+            while perf_counter() < deadline:
+                u = walk.next(self.staged)
+                if u is None:
                     return
-            if nearest is None or nearest >= blocked:
-                return
-            u = (*prefix, nearest)
-            for s in self.staged_edges:
-                if s != u and all(map(le, s, u)):
-                    return
-            self._process(u)
-            t = u
+                for s in self.staged_edges:
+                    if s != u and all(map(le, s, u)):
+                        return
+                walk.x = u[-1]
+                self._process(u)
+        finally:
+            self.walk = None
 
     def _process(self, t: tuple[int, ...]) -> None:
         """What is staged at ``t``: edge changes, proposals, keys to evaluate."""
@@ -334,7 +327,7 @@ class Propagate(Stateful):
         staged = (
             self.staged.pop(t, None)
             if self.peers > 1
-            else line_wave(self.staged, self.staged_edges, t, self.proposals, self.labels)
+            else line_wave(self.staged, self.staged_edges, t, self.proposals, self.labels, self.walk)
         )
         if staged is not None:
             rows = concat_rows([r for r in staged if not isinstance(r, np.ndarray)], 1, self.ntimes)
@@ -499,10 +492,8 @@ class Propagate(Stateful):
                 times = [np.concatenate([p[3][i] for p in later]) for i in range(len(u))]
                 order_ = order(times)
                 times = [c[order_] for c in times]
-                starts = group_starts(times).tolist()
-                for s, e in zip(starts, [*starts[1:], len(order_)]):
+                for v, s, e in time_runs(times):
                     part = order_[s:e]
-                    v = tuple(int(c[s]) for c in times)
                     out.setdefault(v, []).append((dst[part], label[part], diffs[part]))
         self._send(out)
 
@@ -532,11 +523,7 @@ class Propagate(Stateful):
             return
         ntimes = len(times)
         times, dst, label = cols[:ntimes], cols[ntimes], cols[ntimes + 1]
-        starts = group_starts(times).tolist()
-        out = {
-            tuple(int(c[s]) for c in times): [(dst[s:e], label[s:e], diffs[s:e])]
-            for s, e in zip(starts, [*starts[1:], len(diffs)])
-        }
+        out = {u: [(dst[s:e], label[s:e], diffs[s:e])] for u, s, e in time_runs(times)}
         self._send(out)
 
     def _send(self, out: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray, np.ndarray]]]) -> None:
@@ -653,9 +640,8 @@ def _stepped(
     later: dict[tuple[int, ...], np.ndarray] = {}
     if off.shape[1]:
         (*times, key), _ = consolidate(list(off), np.ones(off.shape[1], dtype=np.int64))
-        starts = group_starts(times).tolist()
-        for s, e in zip(starts, [*starts[1:], len(key)]):
-            later[tuple(int(c[s]) for c in times)] = key[s:e]
+        for u, s, e in time_runs(times):
+            later[u] = key[s:e]
     return found, later
 
 
@@ -671,10 +657,8 @@ def _by_time(rows: Rows) -> Iterator[tuple[tuple[int, ...], Rows]]:
         return
     idx = order(rows.times)
     times = [c[idx] for c in rows.times]
-    starts = group_starts(times).tolist()
-    for s, e in zip(starts, [*starts[1:], len(idx)]):
-        part = np.sort(idx[s:e])  # the rows' own order: by key
-        yield tuple(int(c[s]) for c in times), rows.take(part)
+    for u, s, e in time_runs(times):
+        yield u, rows.take(np.sort(idx[s:e]))  # the rows' own order: by key
 
 
 def _runs(column: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
