@@ -374,12 +374,17 @@ class Propagate(Stateful):
         values, by `few_line_changes`)."""
         if not len(keys):
             return
-        few: tuple[Rows, dict[tuple[int, ...], np.ndarray]] | None = _stepped(
-            self.proposals, self.labels, keys, t, self.op
+        matrix = None  # the changes as the compiled step made them, for the compiled join
+        found: Rows
+        stepped = _stepped(self.proposals, self.labels, keys, t, self.op)
+        few = (
+            few_line_changes(self.proposals, self.labels, keys.tolist(), t, self.op)
+            if (stepped is None and POLICY.keys_tier(len(keys)) == "python")
+            else None
         )
-        if few is None and POLICY.keys_tier(len(keys)) == "python":
-            few = few_line_changes(self.proposals, self.labels, keys.tolist(), t, self.op)
-        if few is not None:
+        if stepped is not None:
+            found, later, matrix = stepped
+        elif few is not None:
             found, later = few
         else:
             on_p, off_p = split_line(rows_of(self.proposals, keys), t)
@@ -390,7 +395,8 @@ class Propagate(Stateful):
         if len(changes):
             self.labels.insert(changes)
             self.changed.append(changes)
-            self._join(changes, self.edges, edges_first=False)
+            if matrix is None or not self._join_line(matrix, t):
+                self._join(changes, self.edges, edges_first=False)
         for u, ks in later.items():
             self._stage(ks, u)
 
@@ -496,6 +502,40 @@ class Propagate(Stateful):
                     part = order_[s:e]
                     out.setdefault(v, []).append((dst[part], label[part], diffs[part]))
         self._send(out)
+
+    def _join_line(self, changes: np.ndarray, t: tuple[int, ...]) -> bool:
+        """`_join` of a step's label changes as `_stepped` made them (`_line.line_step`'s
+        matrix) with the edges, in one compiled pass over the pairs (`_line.line_join`), the
+        proposals summed per (time, node, label) as `_join_summed` sums them; False (nothing
+        sent) for a large step (a first load's: the per-time join keeps its arrays small) or
+        a weight that is not an int."""
+        batches = self.edges.batches()
+        if not batches:
+            return True
+        if changes.shape[1] >= JOIN_SUMMED_BELOW:
+            return False
+        from ._line import line_join  # loaded: `_stepped` ran it
+
+        pairs, status = line_join(changes, address_table(batches), np.array(t, dtype=np.int64), self.edges.nvals, PAIRS)
+        if status:
+            return False
+        if not pairs.shape[1]:
+            return True
+        ntimes = len(t)
+        cols, diffs = consolidate(list(pairs[: ntimes + 2]), pairs[ntimes + 2])
+        if not len(diffs):
+            return True
+        dst, label = cols[ntimes], cols[ntimes + 1]
+        runs = time_runs(cols[:ntimes])
+        if self.peers > 1:
+            self._send({u: [(dst[s:e], label[s:e], diffs[s:e])] for u, s, e in runs})
+            return True
+        # kept, as `_send` keeps them, at the next iteration: each time's rows are slices of
+        # the summed columns (no time column made per time, about nine times a step in SCC)
+        times = [*cols[: ntimes - 1], cols[ntimes - 1] + 1]
+        for u, s, e in runs:
+            self._stage(Rows(dst[s:e], [label[s:e]], [c[s:e] for c in times], diffs[s:e]), (*u[:-1], u[-1] + 1))
+        return True
 
     def _join_summed(self, delta: Batch, spine: Spine, edges_first: bool) -> None:
         """`_join` of a small delta, all its times at once: one read of the matches in every
@@ -612,9 +652,10 @@ column form, whose arrays are sized by the rows, not by the keys times the batch
 
 def _stepped(
     proposals: Spine, labels: Spine, keys: np.ndarray, t: tuple[int, ...], op: str
-) -> tuple[Batch, dict[tuple[int, ...], np.ndarray]] | None:
+) -> tuple[Batch, dict[tuple[int, ...], np.ndarray], np.ndarray] | None:
     """`_least.line_changes` of ``keys`` (sorted, distinct), as a batch, and the keys to evaluate later
-    (`_least.later_keys`), both read and computed in one compiled call (`_line.line_step`);
+    (`_least.later_keys`), both read and computed in one compiled call (`_line.line_step`),
+    and the changes as that call made them (rows key, label, position, diff: `_join_line`);
     None when the policy keeps the compiled loops out, a spine is empty, or the call gives
     up (labels that are not ints, a hub key): the general forms then."""
     if not POLICY.eager or len(keys) >= STEP_BELOW:
@@ -642,7 +683,7 @@ def _stepped(
         (*times, key), _ = consolidate(list(off), np.ones(off.shape[1], dtype=np.int64))
         for u, s, e in time_runs(times):
             later[u] = key[s:e]
-    return found, later
+    return found, later, changes
 
 
 def _at_or_before(batch: Batch, u: tuple[int, ...]) -> bool:
