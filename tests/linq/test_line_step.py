@@ -1,5 +1,6 @@
 """`Propagate`'s step in one compiled call (`propagate._line.line_step`, through
-`_operator._stepped`), against the forms it replaces and against brute force.
+`_operator._stepped`), and its changes' join with the edges (`_line.line_join`), against
+the forms they replace and against brute force.
 
 On random histories of a few keys (proposals and labels at times ``(epoch, outer,
 iteration)``, some off ``t``'s line, spread over several batches): the changes must be those
@@ -11,6 +12,8 @@ with ``t``.
 
 from __future__ import annotations
 
+from collections import Counter
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -29,7 +32,7 @@ from tests.linq.test_least import (
 )
 from timely_libs.linq import OperatorError
 from timely_libs.linq._columns import _kernels, values_of
-from timely_libs.linq._trace import Batch, Rows
+from timely_libs.linq._trace import Batch, Rows, Spine
 from timely_libs.linq.propagate import _operator
 
 
@@ -51,7 +54,13 @@ def test_a_step_changes_labels_as_the_column_form_and_brute_force_say(history: A
     if stepped is None:  # nothing arranged on one side: the general forms take it
         assert not p_spine.batches() or not l_spine.batches()
         return
-    changes, later = stepped
+    changes, later, matrix = stepped
+    assert matrix.tolist() == [
+        changes.keys.tolist(),
+        changes.vals[0].tolist(),
+        changes.times[-1].tolist(),
+        changes.diffs.tolist(),
+    ]
     assert_in_batch_order(changes)
     assert_as_the_column_form(changes, later, p_spine, l_spine, keys, t)
     # brute force: after the changes, one label at each time of the line, the least positive proposal
@@ -98,7 +107,7 @@ def test_a_key_of_many_rows_changes_labels_as_the_column_form_says(seed: int, ro
     assert stepped is not None
     assert_in_batch_order(stepped[0])
     assert rows // 2 > ORDER_BELOW  # one of the two keys has more rows than the insertion order takes
-    assert_as_the_column_form(*stepped, p_spine, l_spine, keys, t)
+    assert_as_the_column_form(*stepped[:2], p_spine, l_spine, keys, t)
 
 
 def assert_in_batch_order(changes: Batch) -> None:
@@ -136,3 +145,84 @@ def test_a_hub_key_takes_the_general_forms() -> None:
     assert _operator._stepped(_spine(few, []), l_spine, keys, (0, 0, 0), "test") is not None
     many = [(3, label, (0, 0, 0), 1) for label in range(MAX_KEY_ROWS + 1)]
     assert _operator._stepped(_spine(many, []), l_spine, keys, (0, 0, 0), "test") is None
+
+
+def _edge_spine(rows: list[tuple[int, int, int, tuple[int, ...], int]], weighted: bool, cuts: list[int]) -> Spine:
+    """Edges ``(src, dst, weight, time, diff)`` arranged by source in several batches."""
+    spine = Spine(2 if weighted else 1, 3)
+    bounds = sorted({0, len(rows), *(c % (len(rows) + 1) for c in cuts)})
+    for lo, hi in pairwise(bounds):
+        part = rows[lo:hi]
+        cols = [np.array([r[i] for r in part], dtype=np.int64) for i in range(3)]
+        times = [np.array([r[3][c] for r in part], dtype=np.int64) for c in range(3)]
+        vals = cols[1:] if weighted else cols[1:2]
+        spine.insert(Batch(Rows(cols[0], vals, times, np.array([r[4] for r in part], dtype=np.int64))))
+    return spine
+
+
+edge_rows = st.lists(
+    st.tuples(
+        st.sampled_from(KEYS),
+        st.integers(0, 9),
+        st.integers(0, 5),
+        st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(0, 9)),
+        st.sampled_from([1, 1, -1, 2]),
+    ),
+    max_size=40,
+)
+change_rows = st.lists(
+    st.tuples(st.sampled_from(KEYS), st.integers(-3, 40), st.integers(0, 12), st.sampled_from([1, -1])), max_size=20
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    edges=edge_rows,
+    changes=change_rows,
+    t=st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(0, 9)),
+    weighted=st.booleans(),
+    cuts=st.lists(st.integers(0, 40), max_size=4),
+)
+def test_a_steps_changes_meet_the_edges_as_brute_force_says(
+    edges: list[Any], changes: list[Any], t: tuple[int, int, int], weighted: bool, cuts: list[int]
+) -> None:
+    """Each (change, edge) pair proposes the change's label (plus the weight) to the edge's
+    destination at the join of the two times, with the product of the diffs: summed, the
+    pairs are the brute-force sum over every pair, whichever batches hold the edges."""
+    from timely_libs.linq._columns import PAIRS
+    from timely_libs.linq._trace._reader import address_table
+    from timely_libs.linq.propagate._line import line_join
+
+    changes = sorted((k, label, max(x, t[-1]), d) for k, label, x, d in changes)
+    matrix = np.array(changes, dtype=np.int64).reshape(len(changes), 4).T.copy()
+    spine = _edge_spine(edges, weighted, cuts)
+    if not spine.batches():
+        return
+    pairs, status = line_join(matrix, address_table(spine.batches()), np.array(t, dtype=np.int64), spine.nvals, PAIRS)
+    assert status == 0
+    got: Counter[tuple[Any, ...]] = Counter()
+    for *time, dst, label, d in pairs.T.tolist():
+        got[(*time, dst, label)] += d
+    want: Counter[tuple[Any, ...]] = Counter()
+    for k, label, x, d in changes:
+        for src, dst, w, te, de in edges:
+            if src == k:
+                at = (*map(max, te[:-1], t[:-1]), max(te[-1], x))
+                want[(*at, dst, label + w if weighted else label)] += d * de
+    assert +got == +want and -got == -want
+
+
+def test_a_weight_that_is_not_an_int_takes_the_general_join() -> None:
+    from timely_libs.linq._columns import PAIRS, codes_of
+    from timely_libs.linq._trace._reader import address_table
+    from timely_libs.linq.propagate._line import NOT_INTS, line_join
+
+    spine = Spine(2, 3)
+    weight = codes_of(np.array([0.5], dtype=object))
+    one = np.array([1], dtype=np.int64)
+    spine.insert(
+        Batch(Rows(np.array([3], dtype=np.int64), [np.array([4], dtype=np.int64), weight], [one, one, one], one))
+    )
+    matrix = np.array([[3], [7], [1], [1]], dtype=np.int64)
+    _, status = line_join(matrix, address_table(spine.batches()), np.array([1, 1, 1], dtype=np.int64), 2, PAIRS)
+    assert status == NOT_INTS

@@ -3,7 +3,7 @@ the edges (all of a small delta's times in one read, its proposals summed, or a 
 batch at a time) and the label changes leaving the loop once per callback.
 
 SCC (two label propagations inside a loop, so label and edge histories span several outer
-iterations and epochs) and CC on graphs whose edges are removed epochs after they were
+iterations and epochs), shortest paths (weights added in the join) and CC on graphs whose edges are removed epochs after they were
 added (an edge's history that adds up to nothing across batches), each join form in each
 read tier; after every epoch the output must equal NetworkX's answer and the epoch's changes
 exactly the difference from the previous one (`check`).
@@ -16,7 +16,7 @@ import random
 import pytest
 
 from tests.support.linq_harness import check
-from tests.support.linq_reference import nx_components, nx_scc_edges, random_epochs
+from tests.support.linq_reference import nx_components, nx_scc_edges, nx_shortest_paths, random_epochs
 from timely_libs import linq
 from timely_libs.linq._columns import _kernels
 from timely_libs.linq.propagate import _operator
@@ -65,3 +65,14 @@ def test_cc_steps(monkeypatch: pytest.MonkeyPatch, join: str) -> None:
     _forced(monkeypatch, join, "spine")
     epochs = _epochs(13, 60, 50)
     check(linq.connected_components, nx_components, [(e,) for e in epochs], 1)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("join", sorted(JOINS))
+def test_sssp_steps(monkeypatch: pytest.MonkeyPatch, join: str, workers: int) -> None:
+    """Weighted edges: the compiled join adds each edge's weight to the label it carries."""
+    _forced(monkeypatch, join, "spine")
+    rng = random.Random(14)
+    wedges = random_epochs(rng, lambda: (rng.randrange(40), rng.randrange(40), rng.randint(0, 6)), 70, per_epoch=6)
+    sources = random_epochs(rng, lambda: rng.randrange(40), 2, per_epoch=1, delete=0.4)
+    check(linq.shortest_paths, nx_shortest_paths, list(zip(wedges, sources)), workers)

@@ -31,7 +31,8 @@ Two forms: column-wise for int labels (a row meets each line time at or after it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from heapq import heapify, heappop, heappush
 from operator import gt, le
 
 import numpy as np
@@ -54,6 +55,8 @@ from .._trace._reader import address_table
 
 __all__ = [
     "FEW_ROWS",
+    "NO_BOUND",
+    "LineWalk",
     "few_line_changes",
     "later_keys",
     "line_changes",
@@ -61,6 +64,7 @@ __all__ = [
     "ranked_rows_of",
     "rows_of",
     "split_line",
+    "time_runs",
     "unchanged",
     "unchanged_few",
     "unchanged_many",
@@ -71,6 +75,9 @@ FEW_ROWS = 192
 MAX_PAIRS = 1 << 22
 """Above this many (row, line time) pairs, the column form would build too large arrays: the
 Python pass is linear in the rows per key instead."""
+
+NO_BOUND = 1 << 62
+"""No time staged off a line is at or before any of its positions (`line_wave`, `Propagate._iterate`)."""
 
 WAVE_ROWS = 64
 """Up to this many proposal rows in all, a step with one worker may take the staged proposals
@@ -106,11 +113,15 @@ def later_keys(off: Sequence[Rows], t: Time) -> dict[Time, np.ndarray]:
     idx = order([*times, keys])
     times = [c[idx] for c in times]
     keys = keys[idx]
-    starts = group_starts(times).tolist()
-    return {
-        tuple(int(c[s]) for c in times): distinct(keys[s:e], ordered=True)
-        for s, e in zip(starts, [*starts[1:], len(idx)])
-    }
+    return {u: distinct(keys[s:e], ordered=True) for u, s, e in time_runs(times)}
+
+
+def time_runs(times: Sequence[np.ndarray]) -> Iterator[tuple[Time, int, int]]:
+    """For rows sorted by their ``times`` columns: each distinct time, as a tuple of ints, with
+    the start and end of its rows (one ``tolist`` per column, not an int per cell)."""
+    starts = group_starts(times)
+    bounds = [*starts.tolist(), len(times[0])]
+    return zip(zip(*(c[starts].tolist() for c in times)), bounds, bounds[1:])
 
 
 def line_wave(
@@ -119,6 +130,7 @@ def line_wave(
     t: Time,
     proposals: Spine,
     labels: Spine,
+    walk: LineWalk | None = None,
 ) -> list[Rows | np.ndarray] | None:
     """What a step at ``t`` takes off ``staged`` (`Propagate`'s inputs to absorb and keys to
     evaluate, per time) with one worker: the entries at ``t``, as a step always did; or,
@@ -148,12 +160,24 @@ def line_wave(
         entries.append(entry)
         rows += len(entry)
     prefix, x = t[:-1], t[-1]
-    later = sorted(u for u in staged if u[:-1] == prefix and u[-1] > x)
-    off = [u for u in staged if u[:-1] != prefix]
+    if walk is not None and walk.prefix == prefix:  # kept up to date by `Propagate._stage`
+        later = [(*prefix, y) for y in sorted(set(walk.positions)) if y > x]
+        later = [u for u in later if u in staged]
+        blocked = walk.blocked
+    else:
+        later = []
+        blocked = NO_BOUND  # the first line position a time staged off the line is at or before
+        for u in staged:
+            if u[:-1] == prefix:
+                if u[-1] > x:
+                    later.append(u)
+            elif u[-1] < blocked and all(map(le, u[:-1], prefix)):
+                blocked = u[-1]
+        later.sort()
     taken = []
     for u in later:
         here = staged[u]
-        if any(isinstance(e, np.ndarray) for e in here) or any(all(map(le, s, u)) for s in off):
+        if u[-1] >= blocked or any(isinstance(e, np.ndarray) for e in here):
             break
         rows += sum(len(e) for e in here)
         if rows > WAVE_ROWS:
@@ -177,6 +201,50 @@ def line_wave(
     for u in taken:
         del staged[u]
     return None
+
+
+class LineWalk:
+    """What `Propagate._iterate` knows of the staged times while it walks one line: the
+    positions staged on it (a heap; a position may have left ``staged`` since, or be there
+    twice), and ``blocked``, the least position a time staged off the line is at or before
+    (``s <= (prefix, y)`` exactly when ``s[:-1] <= prefix`` and ``s[-1] <= y``). One scan of
+    the staged times when the walk starts, then `add` for each time staged during it, instead
+    of a scan per step."""
+
+    __slots__ = ("blocked", "positions", "prefix", "x")
+
+    def __init__(self, staged: Iterable[Time], t: Time) -> None:
+        self.prefix = t[:-1]
+        self.x = t[-1]
+        """The position of the step running now."""
+        self.positions: list[int] = []
+        self.blocked = NO_BOUND
+        for s in staged:
+            self.add(s)
+        heapify(self.positions)
+
+    def add(self, s: Time) -> None:
+        """A time newly staged: on the line, a later step; off it, perhaps a lower bound."""
+        if s[:-1] == self.prefix:
+            if s[-1] <= self.x:  # a step at or before this one: the walk must stop here
+                self.blocked = min(self.blocked, self.x)
+            else:
+                heappush(self.positions, s[-1])
+        elif s[-1] < self.blocked and all(map(le, s[:-1], self.prefix)):
+            self.blocked = s[-1]
+
+    def next(self, staged: dict[Time, list[Rows | np.ndarray]]) -> Time | None:
+        """The next line time still staged, if nothing off the line comes at or before it."""
+        positions = self.positions
+        while positions:
+            y = positions[0]
+            if y >= self.blocked:
+                return None
+            u = (*self.prefix, y)
+            if u in staged:
+                return u
+            heappop(positions)
+        return None
 
 
 def split_line(rows: Rows, t: Time) -> tuple[Rows, Rows]:

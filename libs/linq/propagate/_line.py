@@ -24,7 +24,7 @@ _BEGUN = _numba_cache.begin(
     __file__, "timely_libs.linq.propagate: compiling its line step with numba, once per machine (a few seconds)"
 )
 
-__all__ = ["MAX_KEY_ROWS", "NEGATIVE", "NOT_INTS", "TOO_MANY", "line_step"]
+__all__ = ["MAX_KEY_ROWS", "NEGATIVE", "NOT_INTS", "TOO_MANY", "line_join", "line_step"]
 
 MAX_KEY_ROWS = 4096
 """A key with more rows on the line than this (a hub) is left to the column form, whose cost
@@ -263,6 +263,49 @@ def line_step(keys: np.ndarray, proposals: np.ndarray, labels: np.ndarray, t: np
             x = pos[at[r]]
         _by_label(out, first, nout)
     return out[:, :nout].copy(), later[:, :nlater].copy(), 0
+
+
+@njit(Tuple((MATRIX, i8))(MATRIX, ADDRESS_TABLE, IN, i8, i8), cache=True, nogil=True)
+def line_join(changes: np.ndarray, edges: np.ndarray, t: np.ndarray, nvals: int, first_code: int) -> tuple:  # type: ignore[type-arg]
+    """The proposals of a step's label changes (`line_step`'s ``changes``: rows ``(key,
+    label, position, diff)`` at times ``(t[:-1], position)``, sorted by key) met with the
+    ``edges`` spine (an address table; values ``dst`` and, with ``nvals`` 2, ``weight``): a
+    matrix of rows ``(time..., dst, label, diff)``, one per (change, edge row) pair, each at
+    the join of the two rows' times, with the label plus the weight and the product of the
+    diffs (not consolidated); and a status, 0 or `NOT_INTS` (a weight that is not an int).
+
+    What `Propagate._join` does for label changes with a search per batch, a gather per
+    column and a maximum per time coordinate, in one pass over the pairs."""
+    ntimes = len(t)
+    found, m, total = _spine_matches(changes[0], edges)
+    out = np.empty((ntimes + 3, total), dtype=np.int64)
+    time_col = ADDR_COLUMNS + 2 * (1 + nvals)
+    diff_col = time_col + 2 * ntimes
+    r = 0
+    for p in range(m):
+        b = found[p, 0]
+        i = found[p, 1]
+        j = found[p, 2]
+        s, ss = edges[b, ADDR_STARTS], edges[b, ADDR_STARTS + 1]
+        daddr, dstride = edges[b, ADDR_COLUMNS + 2], edges[b, ADDR_COLUMNS + 3]
+        label, x, d = changes[1, i], changes[2, i], changes[3, i]
+        for e in range(_load(s, j * ss), _load(s, (j + 1) * ss)):
+            for c in range(ntimes - 1):
+                y = _load(edges[b, time_col + 2 * c], e * edges[b, time_col + 2 * c + 1])
+                out[c, r] = y if y > t[c] else t[c]
+            y = _load(edges[b, time_col + 2 * (ntimes - 1)], e * edges[b, time_col + 2 * (ntimes - 1) + 1])
+            out[ntimes - 1, r] = y if y > x else x
+            out[ntimes, r] = _load(daddr, e * dstride)
+            if nvals == 2:
+                w = _load(edges[b, ADDR_COLUMNS + 4], e * edges[b, ADDR_COLUMNS + 5])
+                if w >= first_code:
+                    return out[:, :0].copy(), NOT_INTS
+                out[ntimes + 1, r] = label + w
+            else:
+                out[ntimes + 1, r] = label
+            out[ntimes + 2, r] = d * _load(edges[b, diff_col], e * edges[b, diff_col + 1])
+            r += 1
+    return out, 0
 
 
 _numba_cache.finish(_BEGUN, globals(), __name__, "timely_libs.linq.propagate", "line step")

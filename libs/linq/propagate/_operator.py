@@ -60,6 +60,7 @@ from .._trace._reader import address_table
 from ..collection import Collection, _lattices, lattice_of, operator_name
 from ._exchange import line_messages
 from ._least import (
+    LineWalk,
     _negative,
     few_line_changes,
     later_keys,
@@ -68,6 +69,7 @@ from ._least import (
     ranked_rows_of,
     rows_of,
     split_line,
+    time_runs,
     unchanged,
     unchanged_few,
     unchanged_many,
@@ -150,6 +152,8 @@ class Propagate(Stateful):
         """Times of ``staged`` whose notification has been asked for and not yet delivered."""
         self.changed: list[Rows] = []
         """The label changes of the current callback, sent once at its end (`_send_changes`)."""
+        self.walk: LineWalk | None = None
+        """While `_iterate` walks a line: what is staged on it and what blocks it."""
         self.arrived = -1
         """With `_alone`, the latest epoch of a notification so far: every input at it or
         before has arrived."""
@@ -246,6 +250,8 @@ class Propagate(Stateful):
         staged = self.staged.get(t)
         if staged is None:
             self.staged[t] = [rows]
+            if self.walk is not None:
+                self.walk.add(t)
         else:
             staged.append(rows)
 
@@ -300,29 +306,19 @@ class Propagate(Stateful):
         loop come back to itself (it keeps them, `_send`). A time of ``staged`` at or before
         the next one (another epoch in flight) stops it, as does `ITERATE_SECONDS`."""
         deadline = perf_counter() + ITERATE_SECONDS
-        prefix = t[:-1]
-        while perf_counter() < deadline:
-            x = t[-1]
-            # one scan of the staged times (a few dozen, most on this line): the next on the
-            # line, and those off it, which alone need the product order's check
-            nearest = None
-            off = []
-            for s in self.staged:
-                if s[:-1] != prefix:
-                    off.append(s)
-                elif s[-1] > x:
-                    if nearest is None or s[-1] < nearest:
-                        nearest = s[-1]
-                else:  # on the line, not after t: before every later time
+        walk = self.walk = LineWalk(self.staged, t)  # `_stage` tells it what is staged meanwhile
+        try:
+            while perf_counter() < deadline:
+                u = walk.next(self.staged)
+                if u is None:
                     return
-            if nearest is None:
-                return
-            u = (*prefix, nearest)
-            for s in chain(off, self.staged_edges):
-                if s != u and all(map(le, s, u)):
-                    return
-            self._process(u)
-            t = u
+                for s in self.staged_edges:
+                    if s != u and all(map(le, s, u)):
+                        return
+                walk.x = u[-1]
+                self._process(u)
+        finally:
+            self.walk = None
 
     def _process(self, t: tuple[int, ...]) -> None:
         """What is staged at ``t``: edge changes, proposals, keys to evaluate."""
@@ -331,7 +327,7 @@ class Propagate(Stateful):
         staged = (
             self.staged.pop(t, None)
             if self.peers > 1
-            else line_wave(self.staged, self.staged_edges, t, self.proposals, self.labels)
+            else line_wave(self.staged, self.staged_edges, t, self.proposals, self.labels, self.walk)
         )
         if staged is not None:
             rows = concat_rows([r for r in staged if not isinstance(r, np.ndarray)], 1, self.ntimes)
@@ -378,12 +374,17 @@ class Propagate(Stateful):
         values, by `few_line_changes`)."""
         if not len(keys):
             return
-        few: tuple[Rows, dict[tuple[int, ...], np.ndarray]] | None = _stepped(
-            self.proposals, self.labels, keys, t, self.op
+        matrix = None  # the changes as the compiled step made them, for the compiled join
+        found: Rows
+        stepped = _stepped(self.proposals, self.labels, keys, t, self.op)
+        few = (
+            few_line_changes(self.proposals, self.labels, keys.tolist(), t, self.op)
+            if (stepped is None and POLICY.keys_tier(len(keys)) == "python")
+            else None
         )
-        if few is None and POLICY.keys_tier(len(keys)) == "python":
-            few = few_line_changes(self.proposals, self.labels, keys.tolist(), t, self.op)
-        if few is not None:
+        if stepped is not None:
+            found, later, matrix = stepped
+        elif few is not None:
             found, later = few
         else:
             on_p, off_p = split_line(rows_of(self.proposals, keys), t)
@@ -394,7 +395,8 @@ class Propagate(Stateful):
         if len(changes):
             self.labels.insert(changes)
             self.changed.append(changes)
-            self._join(changes, self.edges, edges_first=False)
+            if matrix is None or not self._join_line(matrix, t):
+                self._join(changes, self.edges, edges_first=False)
         for u, ks in later.items():
             self._stage(ks, u)
 
@@ -496,12 +498,44 @@ class Propagate(Stateful):
                 times = [np.concatenate([p[3][i] for p in later]) for i in range(len(u))]
                 order_ = order(times)
                 times = [c[order_] for c in times]
-                starts = group_starts(times).tolist()
-                for s, e in zip(starts, [*starts[1:], len(order_)]):
+                for v, s, e in time_runs(times):
                     part = order_[s:e]
-                    v = tuple(int(c[s]) for c in times)
                     out.setdefault(v, []).append((dst[part], label[part], diffs[part]))
         self._send(out)
+
+    def _join_line(self, changes: np.ndarray, t: tuple[int, ...]) -> bool:
+        """`_join` of a step's label changes as `_stepped` made them (`_line.line_step`'s
+        matrix) with the edges, in one compiled pass over the pairs (`_line.line_join`), the
+        proposals summed per (time, node, label) as `_join_summed` sums them; False (nothing
+        sent) for a large step (a first load's: the per-time join keeps its arrays small) or
+        a weight that is not an int."""
+        batches = self.edges.batches()
+        if not batches:
+            return True
+        if changes.shape[1] >= JOIN_SUMMED_BELOW:
+            return False
+        from ._line import line_join  # loaded: `_stepped` ran it
+
+        pairs, status = line_join(changes, address_table(batches), np.array(t, dtype=np.int64), self.edges.nvals, PAIRS)
+        if status:
+            return False
+        if not pairs.shape[1]:
+            return True
+        ntimes = len(t)
+        cols, diffs = consolidate(list(pairs[: ntimes + 2]), pairs[ntimes + 2])
+        if not len(diffs):
+            return True
+        dst, label = cols[ntimes], cols[ntimes + 1]
+        runs = time_runs(cols[:ntimes])
+        if self.peers > 1:
+            self._send({u: [(dst[s:e], label[s:e], diffs[s:e])] for u, s, e in runs})
+            return True
+        # kept, as `_send` keeps them, at the next iteration: each time's rows are slices of
+        # the summed columns (no time column made per time, about nine times a step in SCC)
+        times = [*cols[: ntimes - 1], cols[ntimes - 1] + 1]
+        for u, s, e in runs:
+            self._stage(Rows(dst[s:e], [label[s:e]], [c[s:e] for c in times], diffs[s:e]), (*u[:-1], u[-1] + 1))
+        return True
 
     def _join_summed(self, delta: Batch, spine: Spine, edges_first: bool) -> None:
         """`_join` of a small delta, all its times at once: one read of the matches in every
@@ -529,11 +563,7 @@ class Propagate(Stateful):
             return
         ntimes = len(times)
         times, dst, label = cols[:ntimes], cols[ntimes], cols[ntimes + 1]
-        starts = group_starts(times).tolist()
-        out = {
-            tuple(int(c[s]) for c in times): [(dst[s:e], label[s:e], diffs[s:e])]
-            for s, e in zip(starts, [*starts[1:], len(diffs)])
-        }
+        out = {u: [(dst[s:e], label[s:e], diffs[s:e])] for u, s, e in time_runs(times)}
         self._send(out)
 
     def _send(self, out: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray, np.ndarray]]]) -> None:
@@ -622,9 +652,10 @@ column form, whose arrays are sized by the rows, not by the keys times the batch
 
 def _stepped(
     proposals: Spine, labels: Spine, keys: np.ndarray, t: tuple[int, ...], op: str
-) -> tuple[Batch, dict[tuple[int, ...], np.ndarray]] | None:
+) -> tuple[Batch, dict[tuple[int, ...], np.ndarray], np.ndarray] | None:
     """`_least.line_changes` of ``keys`` (sorted, distinct), as a batch, and the keys to evaluate later
-    (`_least.later_keys`), both read and computed in one compiled call (`_line.line_step`);
+    (`_least.later_keys`), both read and computed in one compiled call (`_line.line_step`),
+    and the changes as that call made them (rows key, label, position, diff: `_join_line`);
     None when the policy keeps the compiled loops out, a spine is empty, or the call gives
     up (labels that are not ints, a hub key): the general forms then."""
     if not POLICY.eager or len(keys) >= STEP_BELOW:
@@ -650,10 +681,9 @@ def _stepped(
     later: dict[tuple[int, ...], np.ndarray] = {}
     if off.shape[1]:
         (*times, key), _ = consolidate(list(off), np.ones(off.shape[1], dtype=np.int64))
-        starts = group_starts(times).tolist()
-        for s, e in zip(starts, [*starts[1:], len(key)]):
-            later[tuple(int(c[s]) for c in times)] = key[s:e]
-    return found, later
+        for u, s, e in time_runs(times):
+            later[u] = key[s:e]
+    return found, later, changes
 
 
 def _at_or_before(batch: Batch, u: tuple[int, ...]) -> bool:
@@ -668,10 +698,8 @@ def _by_time(rows: Rows) -> Iterator[tuple[tuple[int, ...], Rows]]:
         return
     idx = order(rows.times)
     times = [c[idx] for c in rows.times]
-    starts = group_starts(times).tolist()
-    for s, e in zip(starts, [*starts[1:], len(idx)]):
-        part = np.sort(idx[s:e])  # the rows' own order: by key
-        yield tuple(int(c[s]) for c in times), rows.take(part)
+    for u, s, e in time_runs(times):
+        yield u, rows.take(np.sort(idx[s:e]))  # the rows' own order: by key
 
 
 def _runs(column: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
