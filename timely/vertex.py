@@ -117,6 +117,7 @@ class VertexContext:
         "notifications_delivered",
         "notifications_requested",
         "peers",
+        "processes",
         "records_received",
         "records_sent",
         "sent",
@@ -124,7 +125,7 @@ class VertexContext:
         "worker",
     )
 
-    def __init__(self, stage_name: str, worker: int, peers: int, depth: int, outputs: int) -> None:
+    def __init__(self, stage_name: str, worker: int, peers: int, depth: int, outputs: int, processes: int = 1) -> None:
         self.held: tuple[int, ...] | None = None
         """The time the running callback holds; None outside callbacks; TOP for a capability-free notification."""
         self.sent: list[dict[Timestamp, list[Any]]] = [{} for _ in range(outputs)]
@@ -132,6 +133,7 @@ class VertexContext:
         self.stage_name = stage_name
         self.worker = worker
         self.peers = peers
+        self.processes = processes
         self.depth = depth
         self.messages_received = 0
         self.records_received = 0
@@ -311,6 +313,12 @@ class Vertex:
     def peers(self) -> int:
         """How many workers the computation has (instances of every stage)."""
         return self._timely.peers
+
+    @property
+    def processes(self) -> int:
+        """How many processes the workers run in. Beyond one, waiting for a notification costs
+        a round of progress messages between them, which a loop pays every iteration."""
+        return self._timely.processes
 
     @property
     def stage_name(self) -> str:

@@ -19,6 +19,20 @@ makes at a later time (a difference meeting history of a later iteration) is hel
 notification there, and leaves with that time's own output. Outside a loop an epoch's input
 usually comes in one message, and it is met at once.
 
+On several processes, waiting for a time to complete costs a round of progress messages
+between them every iteration: the join's output waits until every peer has said that its
+upstream is done at that time. Where one input changes only at its epochs' first iteration
+(a collection entered into the loop: reach's edges) and the other hears once a time from
+each upstream worker (reach's reached nodes, from a `distinct` through the loop's
+feedback), that round saves nothing. So there, while one input has changed at no later
+iteration, a time's first messages, one per worker, are met on arrival, and only those
+beyond them are staged (bilinear: the order of meeting does not matter). That includes the
+entered input's changes at the first iteration: staged, the output they make at later
+iterations (meeting the other input's history) would wait for a notification at each of
+them and leave in a message of its own. Where both inputs change at later iterations
+(kcore's peel) a time brings messages on both, and staging from the first keeps the loop's
+messages few, as on one process, where a notification is a local question.
+
 The selector makes the output records: ``linq.columns(fn)`` receives the matched left and
 right records as columns (``fn(left_fields..., right_fields...)``), any other function is
 called once per matched pair.
@@ -75,11 +89,17 @@ class Join(Stateful):
         self.ntimes = lattice.depth + 1
         self.traces: list[Spine | None] = [None, None]
         self.drains = lattice.depth > 0
-        """Whether input waits for its time's notification (`_drained`): inside a loop, where
-        a time brings many messages; outside one, an epoch's input usually comes in one
-        message, and meeting it at once lets the next operator start in the same step."""
+        """Whether input waits for its time's notification (`_drained`; on several processes
+        not always, as the module's docstring says): inside a loop, where a time brings many
+        messages; outside one, an epoch's input usually comes in one message, and meeting it
+        at once lets the next operator start in the same step."""
         self.staged: dict[Any, list[tuple[int, Block]]] = {}
         """Per time not yet complete, the blocks received at it, with their input, in order."""
+        self.met: dict[Any, int] = {}
+        """On several processes: per time (of an epoch not yet complete), the messages met on
+        arrival; once they are as many as there are workers, the time's next ones are staged."""
+        self.varies = [False, False]
+        """Per input, whether it has changed at a loop iteration after the first."""
         self.outgoing: dict[tuple[int, ...], list[Block]] | None = None
         """While a notification runs: its output blocks per time, sent once it has met everything."""
         self.held: dict[tuple[int, ...], list[Block]] = {}
@@ -94,11 +114,17 @@ class Join(Stateful):
             self._absorb(edge, block, tuple(time))
             return
         staged = self.staged.get(time)
-        if staged is None:
-            self.staged[time] = [(edge, block)]
-            self.notify_at(time)
-        else:
+        if staged is not None:
             staged.append((edge, block))
+            return
+        if time[-1]:
+            self.varies[edge] = True
+        if self.processes > 1 and not all(self.varies) and (met := self.met.get(time, 0)) < self.peers:
+            self.met[time] = met + 1  # met at once: no round of progress to wait for
+            self._absorb(edge, block, tuple(time))
+            return
+        self.staged[time] = [(edge, block)]
+        self.notify_at(time)
 
     def on_notify(self, time: Timestamp) -> None:
         staged = self.staged.pop(time, None)
@@ -122,6 +148,8 @@ class Join(Stateful):
                     later.extend(blocks)
         epoch = self.epoch_completed(time)
         if epoch is not None:
+            if self.met:
+                self.met = {t: n for t, n in self.met.items() if t[0] >= epoch}
             if self.staged:  # a later epoch's records came early: their times must stay readable
                 epoch = min(epoch, min(s[0] for s in self.staged))
             if self.held:

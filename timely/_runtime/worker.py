@@ -200,8 +200,9 @@ class VertexRuntime(VertexContext):
         progress: dict[Pointstamp, int],
         due: set[int],
         waiting: dict[int, int],
+        processes: int = 1,
     ) -> None:
-        super().__init__(spec.name, worker.index, peers, spec.depth, len(spec.output_summaries))
+        super().__init__(spec.name, worker.index, peers, spec.depth, len(spec.output_summaries), processes)
         self.vertex = vertex
         self.stage = spec.index
         self.location = spec.index
