@@ -90,8 +90,11 @@ class Reducer:
     inputs = 1
     summed = False
     """The answer for a key depends only on the sum of its diffs (`of_totals`): the reduce then
-    reads its keys' totals (`Spine.totals`, one pass, no sort of a group's records) rather than
-    their groups, so a count over a few large groups does not re-reduce them."""
+    arranges its input by key alone, with no record (as differential dataflow's ``count``
+    arranges ``(key, ())``), so a key's rows consolidate to one per time whatever its records
+    (an edge's insertion and another's deletion at one node cancel), and it reads its keys'
+    totals (`Spine.totals`, one pass, no sort of a group's records): a count over a few large
+    groups does not re-reduce them."""
 
     def evaluate(self, group: Group, op: str) -> Output:
         raise NotImplementedError
@@ -268,6 +271,8 @@ class Reduce(Stateful):
         self.layout = Layout(op, SCALAR if self.two else None)
         self.out_layout = Layout(op)
         self.ntimes = lattice.depth + 1
+        self.keys_only = reducer.summed and not self.two
+        """The input arrangement holds keys and their diffs, no records (`Reducer.summed`)."""
         self.input_trace: Spine | None = None
         self.output_trace: Spine | None = None
         self.staged: dict[Any, list[tuple[int, Block]]] = {}
@@ -304,7 +309,12 @@ class Reduce(Stateful):
                     if spine is not None:
                         spine.advance_to(epoch)
 
+    def _input_width(self) -> int:
+        return 0 if self.keys_only else 2 if self.two else self.layout.width
+
     def _input_vals(self, edge: int, block: Block) -> list[np.ndarray]:
+        if self.keys_only:
+            return []
         if self.two:
             try:
                 codes = block.record_codes()
@@ -331,7 +341,7 @@ class Reduce(Stateful):
             parts.append(Rows.at(keys, self._input_vals(edge, block), time, block.diffs))
         if not parts:
             return EMPTY
-        width = 2 if self.two else self.layout.width
+        width = self._input_width()
         rows = concat_rows(parts, width, self.ntimes)
         batch = Batch(rows)
         if self.input_trace is None:
@@ -349,7 +359,10 @@ class Reduce(Stateful):
         answer: Output | None = None
         if self.reducer.summed:
             totals, _, later = self.input_trace.totals(keys, t, values=False)
-            if not (totals < 0).any():  # else the general path names the record
+            if (totals < 0).any():
+                if self.keys_only:  # no record is kept to name: the key is
+                    self._negative_key(keys, totals, time)
+            else:
                 answer = self.reducer.of_totals(keys, totals)
         if answer is None:
             acc, later = self.input_trace.accumulate(keys, t)
@@ -440,6 +453,14 @@ class Reduce(Stateful):
             else:
                 due.append(cols[-1][s:e])
 
+    def _negative_key(self, keys: np.ndarray, totals: np.ndarray, time: Timestamp) -> None:
+        i = int(np.flatnonzero(totals < 0)[0])
+        key = values_of(keys[i : i + 1])[0]
+        raise OperatorError(
+            f"{self.op}: key {key!r} has multiplicity {int(totals[i])} at time {time} (its records "
+            "together): a record was removed more often than it was added"
+        )
+
     def _negative(self, acc: Rows, time: Timestamp) -> None:
         i = int(np.flatnonzero(acc.diffs < 0)[0])
         if self.two:
@@ -461,7 +482,11 @@ class Reduce(Stateful):
                 if spine is not None:
                     spine.compact()
                     rows = spine.rows()
-                    arity = (2 if self.two else layout.arity or SCALAR) if tag == 0 else layout.arity or SCALAR
+                    arity = (
+                        (0 if self.keys_only else 2 if self.two else layout.arity or SCALAR)
+                        if tag == 0
+                        else layout.arity or SCALAR
+                    )
                     if tag == 0 and self.two:
                         rows = Rows(rows.keys, [rows.vals[0], rows.vals[1]], rows.times, rows.diffs)
                     pieces.extend(rows_pieces((tag, arity), rows, route_of(rows.keys), arity))
@@ -481,7 +506,7 @@ class Reduce(Stateful):
                 if type(kind) is tuple:
                     tag, arity = kind
                     layout = self.layout if tag == 0 else self.out_layout
-                    if not (self.two and tag == 0) and layout.arity is None:
+                    if not ((self.two or self.keys_only) and tag == 0) and layout.arity is None:
                         layout.arity = arity
                     parts[tag].append(rows_of_piece(piece, self.ntimes, self._recode(tag)))
                 elif kind == 2:
@@ -495,7 +520,7 @@ class Reduce(Stateful):
             for tag, rows_list in parts.items():
                 if not rows_list:
                     continue
-                width = 2 if (self.two and tag == 0) else (self.layout if tag == 0 else self.out_layout).width
+                width = self._input_width() if tag == 0 else self.out_layout.width
                 spine = Spine(width, self.ntimes)
                 spine.insert(restored_batch(self.op, rows_list, width, self.ntimes, self.worker_index, self.peers))
                 if tag == 0:

@@ -662,7 +662,8 @@ def spine_rows(keys: np.ndarray, table: np.ndarray, ncols: int) -> tuple:  # typ
     (sorted; repeats allowed: each repeat matches again), batch by batch: for each row the
     index in ``keys`` of its key, and its first ``ncols`` columns (key, values, times, diff),
     one row of the matrix per column. `_trace._reader.matches_each` and a gather of every
-    column, for every batch, in one call."""
+    column, for every batch, in one call. The key column is the probe's key, not read: a large
+    batch is cold when an update reads it, and each column read is a cache miss per key."""
     found, m, total = _spine_matches(keys, table)
     rank = np.empty(total, dtype=np.int64)
     out = np.empty((ncols, total), dtype=np.int64)
@@ -673,7 +674,10 @@ def spine_rows(keys: np.ndarray, table: np.ndarray, ncols: int) -> tuple:  # typ
         starts, ss = table[b, ADDR_STARTS], table[b, ADDR_STARTS + 1]
         lo = _load(starts, j * ss)
         hi = _load(starts, (j + 1) * ss)
-        for c in range(ncols):
+        key = keys[found[p, 1]]
+        for row in range(lo, hi):
+            out[0, r + row - lo] = key
+        for c in range(1, ncols):
             address = table[b, ADDR_COLUMNS + 2 * c]
             stride = table[b, ADDR_COLUMNS + 2 * c + 1]
             for row in range(lo, hi):
