@@ -31,6 +31,7 @@ know what it has already seen (a join's delta) keeps that itself.
 
 from __future__ import annotations
 
+import ctypes
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -67,10 +68,44 @@ step over millions of rows would hold several temporary copies of them at the sa
 _pool: ThreadPoolExecutor | None = None
 
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
+"""glibc's ``mallopt`` parameters (``malloc.h``)."""
+MALLOC_SETTINGS = ((M_ARENA_MAX, 1), (M_MMAP_THRESHOLD, 8 << 20), (M_TRIM_THRESHOLD, 64 << 20))
+"""What `_tune_malloc` sets: one arena, arrays of 8 MiB or more mapped on their own, and the
+heap's top returned to the system past 64 MiB free."""
+MALLOC_ENVIRONMENT = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
+
+
+def _tune_malloc() -> bool:
+    """Before the merge thread starts (a process holding large arrays): glibc's malloc with
+    one arena and an 8 MiB mmap threshold, as ``MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=8388608
+    MALLOC_TRIM_THRESHOLD_=67108864`` in the environment would. Why: by default glibc raises
+    its mmap threshold to each large block freed (up to 32 MiB), so a column of two million
+    rows comes from the heap, and the holes freed columns leave in the middle of the heap stay
+    resident; a thread also gets an arena of its own, whose holes the other thread never
+    reuses. Columns of more than a million rows now come and go as their own mappings; smaller
+    ones (an update's) still come from the heap, where a fixed threshold of 256 KiB cost 30%
+    more CPU in fresh pages. SCC's first answer over 2M edges: 3.2-3.3 against 3.8-4.0 GiB
+    resident after it, 0.7-0.85 against 1.2-1.35 GiB free inside the heap, peak 3.6-3.9
+    against 4.0-4.05 GiB, CPU the same. Left alone when the environment already tunes
+    malloc, and on any C library but glibc (True: set here)."""
+    if any(name in os.environ for name in MALLOC_ENVIRONMENT) or not hasattr(os, "confstr"):
+        return False
+    try:
+        if not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
+            return False
+        mallopt = ctypes.CDLL(None).mallopt
+        return all([bool(mallopt(param, value)) for param, value in MALLOC_SETTINGS])
+    except (OSError, ValueError, AttributeError):  # no such name, or no C library to ask
+        return False
+
+
 def _merger() -> ThreadPoolExecutor:
-    """The process's one merge thread (started at the first large merge)."""
+    """The process's one merge thread (started at the first large merge, malloc tuned for
+    large arrays first: `_tune_malloc`)."""
     global _pool
     if _pool is None:
+        _tune_malloc()
         _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="linq-merge")
     return _pool
 

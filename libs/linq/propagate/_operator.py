@@ -225,7 +225,17 @@ class Propagate(Stateful):
         staged = self.staged_edges.pop(t, None)
         if not staged:
             return
-        batch = Batch(concat_rows(staged, self.edges.nvals, self.ntimes))
+        # every row is at ``t``: sum (key, values) alone and keep the times as zero-stride
+        # columns, letting each copy go once the next is made (SCC's peak memory is here, at
+        # the two million edges of a loop's first iteration)
+        nvals = self.edges.nvals
+        cols = [np.concatenate([p.keys for p in staged])]
+        cols += [np.concatenate([p.vals[i] for p in staged]) for i in range(nvals)]
+        diffs = np.concatenate([p.diffs for p in staged])
+        staged.clear()
+        cols, diffs = consolidate(cols, diffs)
+        batch = Batch(Rows.at(cols[0], cols[1:], t, diffs), tidy=True)
+        del cols, diffs
         if len(batch):
             self._join(batch, self.labels, edges_first=True)
         self.edges.insert(batch)
