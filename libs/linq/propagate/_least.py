@@ -290,7 +290,10 @@ def _at_line(keys: np.ndarray, labels: np.ndarray, pos: np.ndarray, diffs: np.nd
 # Column-wise --------------------------------------------------------------------------------------
 
 DENSE = 1 << 24
-"""At most this many (key, position) cells: the line times are found by marking cells, no sort."""
+"""At most this many positions past ``t``: they are numbered through a table of that size."""
+CELLS = 1 << 24
+"""At most this many (key, position) cells: the line times are found by marking cells, no sort.
+Beyond it (a first answer over a million keys), by sorting the cells the rows mark."""
 NONE = np.iinfo(np.int64).max
 """No label (greater than every code)."""
 
@@ -298,7 +301,7 @@ NONE = np.iinfo(np.int64).max
 def _line_columns(
     p: Rows, pos_p: np.ndarray, lab: Rows, pos_l: np.ndarray, keys: np.ndarray, t: Time, op: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """`line_changes` over columns, for int labels; None if the cells or pairs would be too many.
+    """`line_changes` over columns, for int labels; None if the positions or pairs would be too many.
 
     The rows of a batch come sorted by (key, label, time), so sorting the proposals by (key,
     label, position) merges a few sorted runs (linear). Each (key, label) then has a count at
@@ -334,25 +337,32 @@ def _line_columns(
     seen[0] = 1
     positions = np.flatnonzero(seen)
     width = len(positions)
-    if len(keys) * width > DENSE:
-        return None
     dense = np.zeros(top + 1, dtype=np.int64)
     dense[positions] = np.arange(width)
     j = dense[pos - td]
     jl = dense[pos_l - td]
     r = np.searchsorted(keys, k)
     rank_l = np.searchsorted(keys, lab.keys)
-    # the line times: the (key, position) cells some row (or t itself) marks, in order
-    cells = np.zeros(len(keys) * width, dtype=bool)
-    cells[r * width + j] = True
-    cells[rank_l * width + jl] = True
-    cells[::width] = True
-    line_of = np.cumsum(cells) - 1
-    line = np.flatnonzero(cells)
+    # the line times: the (key, position) cells some row (or t itself) marks, in order, and
+    # each cell's index among them
+    cell_p = r * width + j
+    cell_l = rank_l * width + jl
+    firsts = np.arange(len(keys), dtype=np.int64) * width
+    if len(keys) * width <= CELLS:
+        cells = np.zeros(len(keys) * width, dtype=bool)
+        cells[cell_p] = True
+        cells[cell_l] = True
+        cells[firsts] = True
+        line = np.flatnonzero(cells)
+        index = np.cumsum(cells) - 1
+        line_p, line_l, line_first = index[cell_p], index[cell_l], index[firsts]
+    else:  # too many cells to mark: sort the marked ones (as many as the rows, not keys x width)
+        line = np.unique(np.concatenate([cell_p, cell_l, firsts]))
+        line_p, line_l, line_first = (np.searchsorted(line, c) for c in (cell_p, cell_l, firsts))
     line_rank = line // width
-    key_end = line_of[width - 1 :: width] + 1
+    key_end = np.append(line_first[1:], len(line))
     # each row's count holds from its line time until the label's next row (or the line's end)
-    lo = line_of[r * width + j]
+    lo = line_p
     hi = key_end[r]
     if len(r) > 1:
         same = (r[1:] == r[:-1]) & (label[1:] == label[:-1])
@@ -367,12 +377,12 @@ def _line_columns(
     before = np.empty_like(least)
     before[0] = NONE
     before[1:] = least[:-1]
-    before[line_of[np.arange(len(keys)) * width]] = NONE  # a key's first line time follows nothing
+    before[line_first] = NONE  # a key's first line time follows nothing
     changed = least != before
     plus = np.flatnonzero(changed & (least != NONE))
     minus = np.flatnonzero(changed & (before != NONE))
     # less the labels sent so far, each from its own line time on
-    at = np.concatenate([plus, minus, line_of[rank_l * width + jl]])
+    at = np.concatenate([plus, minus, line_l])
     return (
         keys[line_rank[at]],
         np.concatenate([least[plus], before[minus], lab.vals[0]]),
