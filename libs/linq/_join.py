@@ -59,9 +59,9 @@ from ._columns import (
     concat_blocks,
     consolidate,
     consolidation,
-    group_starts,
     order,
     route_of,
+    time_runs,
 )
 from ._columns._functions import Columns, as_block, left
 from ._errors import OperatorError
@@ -431,9 +431,7 @@ def by_time(out: Block, times: list[np.ndarray]) -> list[tuple[tuple[int, ...], 
     idx = order(times)
     times = [c[idx] for c in times]
     out = out.take(idx)
-    starts = group_starts(times).tolist()
-    ends = [*starts[1:], len(idx)]
-    return [(tuple(int(c[s]) for c in times), out.take(slice(s, e))) for s, e in zip(starts, ends)]  # type: ignore[arg-type]
+    return [(u, out.take(slice(s, e))) for u, s, e in time_runs(times)]  # type: ignore[arg-type]
 
 
 FEW_TIMED_ROWS = 128

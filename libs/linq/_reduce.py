@@ -49,6 +49,7 @@ from ._columns import (
     group_starts,
     order,
     route_of,
+    time_runs,
     values_of,
 )
 from ._columns._functions import Columns, apply_columns, fields_of
@@ -442,10 +443,7 @@ class Reduce(Stateful):
         """Notifications at ``join(t, s)`` for the (key, s) of the history not ``<= t``."""
         times = lub_time(later.times, t)
         cols, _ = consolidate([*times, later.keys], np.ones(len(later), dtype=np.int64))
-        starts = group_starts(cols[:-1])
-        ends = [*starts[1:].tolist(), len(cols[-1])]
-        for s, e in zip(starts.tolist(), ends):
-            u = tuple(int(c[s]) for c in cols[:-1])
+        for u, s, e in time_runs(cols[:-1]):
             due = self.pending.get(u)
             if due is None:
                 self.pending[u] = [cols[-1][s:e]]

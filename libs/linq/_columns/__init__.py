@@ -20,6 +20,7 @@ from ._kernels import (
     ranges,
     selector,
     summed_rows,
+    time_runs,
 )
 from ._wire import register
 
@@ -49,6 +50,7 @@ __all__ = [
     "consolidation",
     "distinct",
     "group_starts",
+    "time_runs",
     "order",
     "preload",
     "ranges",

@@ -10,7 +10,7 @@ that sort plus `numpy.add.reduceat` over the runs of equal rows.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -34,6 +34,7 @@ __all__ = [
     "distinct",
     "greatest",
     "group_starts",
+    "time_runs",
     "least",
     "order",
     "ranges",
@@ -290,6 +291,14 @@ def group_starts(cols: Sequence[np.ndarray]) -> np.ndarray:
     for c in cols:
         change[1:] |= c[1:] != c[:-1]
     return np.flatnonzero(change)
+
+
+def time_runs(times: Sequence[np.ndarray]) -> Iterator[tuple[tuple[int, ...], int, int]]:
+    """For rows sorted by their ``times`` columns: each distinct time, as a tuple of ints, with
+    the start and end of its rows (one ``tolist`` per column, not an int per cell)."""
+    starts = group_starts(times)
+    bounds = [*starts.tolist(), len(times[0])]
+    return zip(zip(*(c[starts].tolist() for c in times)), bounds, bounds[1:])
 
 
 def consolidate(

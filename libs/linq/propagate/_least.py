@@ -31,7 +31,7 @@ Two forms: column-wise for int labels (a row meets each line time at or after it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from heapq import heapify, heappop, heappush
 from operator import gt, le
 
@@ -47,6 +47,7 @@ from .._columns import (
     group_starts,
     order,
     ranges,
+    time_runs,
     values_of,
 )
 from .._errors import OperatorError
@@ -64,7 +65,6 @@ __all__ = [
     "ranked_rows_of",
     "rows_of",
     "split_line",
-    "time_runs",
     "unchanged",
     "unchanged_few",
     "unchanged_many",
@@ -114,14 +114,6 @@ def later_keys(off: Sequence[Rows], t: Time) -> dict[Time, np.ndarray]:
     times = [c[idx] for c in times]
     keys = keys[idx]
     return {u: distinct(keys[s:e], ordered=True) for u, s, e in time_runs(times)}
-
-
-def time_runs(times: Sequence[np.ndarray]) -> Iterator[tuple[Time, int, int]]:
-    """For rows sorted by their ``times`` columns: each distinct time, as a tuple of ints, with
-    the start and end of its rows (one ``tolist`` per column, not an int per cell)."""
-    starts = group_starts(times)
-    bounds = [*starts.tolist(), len(times[0])]
-    return zip(zip(*(c[starts].tolist() for c in times)), bounds, bounds[1:])
 
 
 def line_wave(

@@ -47,6 +47,7 @@ from .._columns import (
     group_starts,
     order,
     route_of,
+    time_runs,
     values_of,
 )
 from .._columns._codes import codes_of_values, release_unused
@@ -69,7 +70,6 @@ from ._least import (
     ranked_rows_of,
     rows_of,
     split_line,
-    time_runs,
     unchanged,
     unchanged_few,
     unchanged_many,
