@@ -8,7 +8,7 @@ Stage ``i`` is location ``i``; connector ``j`` is location ``len(stages) + j``.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import CycleError
 from ..progress import PathSummary, Reachability, Step
@@ -87,27 +87,43 @@ class FrozenGraph:
         return h.hexdigest()[:16]
 
     # Pictures ----------------------------------------------------------------------------
+    def _nest(
+        self,
+        lines: list[str],
+        stage: Callable[[StageSpec], str],
+        open_loop: Callable[[ContextSpec, str], list[str]],
+        close_loop: str,
+    ) -> None:
+        """Append every stage as ``s<index><stage(s)>``, each loop context wrapped in
+        ``open_loop``/``close_loop`` lines and indented by depth: the one walk both pictures share."""
+        children: dict[int | None, list[ContextSpec]] = {}
+        for ctx in self.contexts:
+            children.setdefault(ctx.parent, []).append(ctx)
+
+        def emit(ctx: ContextSpec, indent: str) -> None:
+            lines.extend(f"{indent}s{s.index}{stage(s)}" for s in self.stages if s.context == ctx.index)
+            for child in children.get(ctx.index, []):
+                lines.extend(open_loop(child, indent))
+                emit(child, indent + "  ")
+                lines.append(f"{indent}{close_loop}")
+
+        emit(self.contexts[0], "  ")
+
     def to_dot(self, detail: str = "") -> str:
         """The graph in Graphviz dot; loop contexts are clusters, exchanges are dashed. With
         ``detail``, every stage's box has it as a second line (the live console writes its
         figures there, so the box is laid out wide enough)."""
         second = f"\\n{detail}" if detail else ""
         lines = ["digraph timely {", "  rankdir=LR;", "  node [shape=box, fontname=Helvetica];"]
-        children: dict[int | None, list[ContextSpec]] = {}
-        for ctx in self.contexts:
-            children.setdefault(ctx.parent, []).append(ctx)
-
-        def emit(ctx: ContextSpec, indent: str) -> None:
-            for s in self.stages:
-                if s.context == ctx.index:
-                    lines.append(f'{indent}s{s.index} [label="{s.name}{second}", {_dot_style(s.kind)}];')
-            for child in children.get(ctx.index, []):
-                lines.append(f"{indent}subgraph cluster_{child.index} {{")
-                lines.append(f'{indent}  label="loop {child.name}"; style=rounded;')
-                emit(child, indent + "  ")
-                lines.append(f"{indent}}}")
-
-        emit(self.contexts[0], "  ")
+        self._nest(
+            lines,
+            stage=lambda s: f' [label="{s.name}{second}", {_dot_style(s.kind)}];',
+            open_loop=lambda c, ind: [
+                f"{ind}subgraph cluster_{c.index} {{",
+                f'{ind}  label="loop {c.name}"; style=rounded;',
+            ],
+            close_loop="}",
+        )
         for c in self.connectors:
             style = ', style=dashed, label="exchange"' if c.partition is not None else ""
             lines.append(f"  s{c.source} -> s{c.target} [taillabel={c.source_port}{style}];")
@@ -117,20 +133,12 @@ class FrozenGraph:
     def to_mermaid(self) -> str:
         """The graph as a Mermaid flowchart; loop contexts are subgraphs."""
         lines = ["flowchart LR"]
-        children: dict[int | None, list[ContextSpec]] = {}
-        for ctx in self.contexts:
-            children.setdefault(ctx.parent, []).append(ctx)
-
-        def emit(ctx: ContextSpec, indent: str) -> None:
-            for s in self.stages:
-                if s.context == ctx.index:
-                    lines.append(f"{indent}s{s.index}{_mermaid_shape(s.kind, s.name)}")
-            for child in children.get(ctx.index, []):
-                lines.append(f'{indent}subgraph c{child.index}["loop {child.name}"]')
-                emit(child, indent + "  ")
-                lines.append(f"{indent}end")
-
-        emit(self.contexts[0], "  ")
+        self._nest(
+            lines,
+            stage=lambda s: _mermaid_shape(s.kind, s.name),
+            open_loop=lambda c, ind: [f'{ind}subgraph c{c.index}["loop {c.name}"]'],
+            close_loop="end",
+        )
         for c in self.connectors:
             arrow = "-. exchange .->" if c.partition is not None else "-->"
             lines.append(f"  s{c.source} {arrow} s{c.target}")
