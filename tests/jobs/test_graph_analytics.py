@@ -6,14 +6,10 @@ names the file, line and text, and nothing written."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
-import threading
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support import GENERATED_JOB, ROOT
+from tests.support.console import read_json, run_job_watching_consoles
 from timely_jobs.graph_analytics import (
     COMPONENT_COLUMNS,
     SUMMARY_COUNTS,
@@ -438,37 +435,17 @@ def test_the_job_serves_the_console_while_its_computations_run(tmp_path: Path) -
     argv = [sys.executable, "-m", "timely_jobs.graph_analytics", "--console", "127.0.0.1:0", "--output", str(out)]
     argv += ["--nodes", "3000", "--edges", "12000", "--epochs", "2"]
     env = {**os.environ, "TIMELY_CONSOLE_LINGER": "3"}
-    job = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    urls: list[str] = []
-    errors: list[str] = []
-
-    def read() -> None:
-        assert job.stderr is not None
-        for line in job.stderr:
-            errors.append(line)
-            if "console at http://" in line:
-                urls.append(line.split("console at ", 1)[1].strip())
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
     graphs: dict[str, set[str]] = {}
     last: dict[str, dict] = {}  # the latest state read from each console
-    try:
-        deadline = time.monotonic() + 240
-        while job.poll() is None and time.monotonic() < deadline:
-            for url in list(urls):
-                with contextlib.suppress(OSError, ValueError):
-                    if url not in graphs:
-                        graph = json.loads(urllib.request.urlopen(url + "api/graph", timeout=2).read())
-                        graphs[url] = {stage["name"] for stage in graph["stages"]}
-                    state = json.loads(urllib.request.urlopen(url + "api/state", timeout=2).read())
-                    last[url] = state
-            time.sleep(0.05)
-        job.communicate(timeout=30)
-    finally:
-        job.kill()
-    reader.join(5)
-    assert job.returncode == 0, "".join(errors[-40:])
+
+    def visit(url: str) -> None:
+        if url not in graphs:
+            graphs[url] = {stage["name"] for stage in read_json(url + "api/graph")["stages"]}
+        last[url] = read_json(url + "api/state")
+
+    run = run_job_watching_consoles(argv, visit, env=env)
+    urls = run.urls
+    assert run.returncode == 0, "".join(run.errors[-40:])
     assert len(urls) == 2, urls  # one console per computation
     assert len(graphs) == 2, (urls, graphs)
     components, pagerank = (graphs[url] for url in urls)

@@ -12,9 +12,6 @@ import io
 import json
 import subprocess
 import sys
-import threading
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +24,7 @@ from hypothesis import strategies as st
 
 import timely
 from tests.support import ROOT
+from tests.support.console import read_json, run_job_watching_consoles
 from timely_jobs import streaming_analytics
 from timely_jobs._posts import StreamSpec, generate
 from timely_jobs._stream_check import DENSE, component_labels, window_truth
@@ -450,38 +448,21 @@ def test_the_console_shows_the_stream_live(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "timely_jobs.streaming_analytics", "--console", "127.0.0.1:0"]
     argv += ["--output", str(tmp_path / "out"), "--duration", "6", "--rate", "500", "--users", "2000"]
     argv += ["--window", "3", "--trigger", "0.2"]
-    job = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    urls: list[str] = []
-    errors: list[str] = []
-
-    def read() -> None:
-        assert job.stderr is not None
-        for line in job.stderr:
-            errors.append(line)
-            if "console at http://" in line:
-                urls.append(line.split("console at ", 1)[1].strip())
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
     stages: set[str] = set()
     states: list[dict[str, Any]] = []
-    try:
-        deadline = time.monotonic() + 240
-        while job.poll() is None and time.monotonic() < deadline:
-            for url in list(urls):
-                with contextlib.suppress(OSError, ValueError):
-                    if not stages:
-                        graph = json.loads(urllib.request.urlopen(url + "api/graph", timeout=2).read())
-                        stages = {stage["name"] for stage in graph["stages"]}
-                    states.append(json.loads(urllib.request.urlopen(url + "api/state", timeout=2).read()))
-            time.sleep(0.1)
-        printed, _ = job.communicate(timeout=60)
-    finally:
-        job.kill()
-    reader.join(5)
-    assert job.returncode == 0, "".join(errors[-40:])
-    assert len(urls) == 1 and {"parse", "window", "stamp", "answer", "posts", "queries"} <= stages, (urls, stages)
-    assert states and "wrong: 0" in printed
+
+    def visit(url: str) -> None:
+        if not stages:
+            stages.update(stage["name"] for stage in read_json(url + "api/graph")["stages"])
+        states.append(read_json(url + "api/state"))
+
+    run = run_job_watching_consoles(argv, visit)
+    assert run.returncode == 0, "".join(run.errors[-40:])
+    assert len(run.urls) == 1 and {"parse", "window", "stamp", "answer", "posts", "queries"} <= stages, (
+        run.urls,
+        stages,
+    )
+    assert states and "wrong: 0" in run.printed
 
 
 @pytest.mark.slow  # a Spark session of three slots, in a process of its own

@@ -5,6 +5,7 @@ so far, and JSON from its endpoints."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import subprocess
 import threading
@@ -107,3 +108,53 @@ def watched(
             launcher.wait(timeout=30)
         finally:
             stop.touch()  # the launcher is killed on the way out if it has not ended
+
+
+@dataclasses.dataclass
+class JobRun:
+    """What a job run under ``--console`` left: its exit code, what it printed, and the consoles
+    it announced on stderr, in order."""
+
+    returncode: int
+    printed: str
+    errors: list[str]
+    urls: list[str]
+
+
+def run_job_watching_consoles(
+    argv: list[str], visit: Callable[[str], None], seconds: float = 240, env: dict[str, str] | None = None
+) -> JobRun:
+    """Run a job (``argv``, from the repository root) that prints ``console at <url>`` on stderr
+    for each computation, calling ``visit(url)`` on every console announced so far about ten
+    times a second until the job ends (a visit that finds the console gone is skipped)."""
+    job = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    urls: list[str] = []
+    errors: list[str] = []
+
+    def read() -> None:
+        assert job.stderr is not None
+        for line in job.stderr:
+            errors.append(line)
+            if "console at http://" in line:
+                urls.append(line.split("console at ", 1)[1].strip())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + seconds
+        while job.poll() is None and time.monotonic() < deadline:
+            for url in list(urls):
+                with contextlib.suppress(OSError, ValueError):
+                    visit(url)
+            time.sleep(0.1)
+        printed, _ = job.communicate(timeout=60)
+    finally:
+        job.kill()
+    reader.join(5)
+    return JobRun(job.returncode, printed, errors, urls)
+
+
+def read_json(url: str) -> Any:
+    """GET ``url`` and parse its JSON body."""
+    with urllib.request.urlopen(url, timeout=2) as response:
+        return json.loads(response.read())
