@@ -13,8 +13,8 @@ of the window and of each round's changes (process 0 the roots), as a user split
 input would. Each process prints one line ``LINQDDIR {json}``: the seconds to load the compiled loops,
 to the first answer, the milliseconds of each round (wall, and this process's CPU: on a
 shared machine the CPU figure is the one to compare), and peak resident memory (at the first
-answer, and at the end, each read before the answer is saved), and on several processes the
-progress and data frames it sent during the rounds.
+answer, and at the end, each read before the answer is saved), and the scheduler steps and
+notifications it ran during the rounds (on several processes also the frames it sent).
 
 With ``LINQ_DDIR_PROFILE=FILE`` in the environment the rounds (not the first answer) run
 under cProfile, its statistics written to ``FILE`` (``FILE.pI`` on several processes): run the worker directly for that,
@@ -103,7 +103,8 @@ def main(argv: list[str]) -> None:
         initial_cpu = time.process_time() - started_cpu
         peak_first = _peak_mib()
         _save(out_dir / f"{spec.workload}-first-p{me}.npz", gathered)
-        sent_before = dict(comp.statistics().network)
+        stats_before = comp.statistics()
+        sent_before = dict(stats_before.network)
         rounds, cpu = [], []
         profile = os.environ.get(PROFILE_ENV)
         if profile and processes > 1:
@@ -128,8 +129,11 @@ def main(argv: list[str]) -> None:
             profiler.disable()
             profiler.dump_stats(str(profile))
         peak_end = _peak_mib()
-        network = comp.statistics().network
+        stats_after = comp.statistics()
+        network = stats_after.network
         frames = {k: network[k] - sent_before[k] for k in ("progress_frames_sent", "data_frames_sent") if k in network}
+        steps = stats_after.scheduler_steps - stats_before.scheduler_steps
+        notifications = stats_after.notifications_delivered - stats_before.notifications_delivered
         _save(out_dir / f"{spec.workload}-final-p{me}.npz", gathered)
     report = {
         "process": me,
@@ -141,6 +145,8 @@ def main(argv: list[str]) -> None:
         "peak_mib_first": peak_first,
         "peak_mib": peak_end,
         "frames_in_rounds": frames,
+        "steps_in_rounds": steps,
+        "notifications_in_rounds": notifications,
     }
     print(f"{MARK} {json.dumps(report)}", flush=True)
 

@@ -15,7 +15,8 @@ with ``[pI] ``); the parent parses the N lines. Modes:
 ``ring``        ``loop`` with records: each process's vertex passes a batch of ``--records`` ints on
                 to the next process at every iteration (exchanged by value), so each iteration
                 costs every process one frame of records and progress. Reports the CPU, the
-                frames, the scheduler steps and wake-ups per iteration.
+                frames, the scheduler steps and wake-ups per iteration, and the CPU split into
+                user and kernel time with the context switches.
 ``raw``         the floor for ``loop``: a plain asyncio (uvloop) all-to-all round over loopback
                 TCP among the same processes (on the ports the launcher gave them; timely does
                 not run): per round each process writes 8 bytes to every other one and waits
@@ -32,6 +33,7 @@ import functools
 import gc
 import json
 import math
+import resource
 import socket
 import statistics
 import struct
@@ -279,10 +281,12 @@ def run_ring(args: argparse.Namespace) -> None:
         before = comp.statistics()
         started = time.perf_counter()
         cpu = time.process_time()
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         for w in range(first, first + workers):  # one batch a worker, its records all routed to w
             start.send([w + k * workers * processes for k in range(args.records)])
     done = time.perf_counter()
     cpu = time.process_time() - cpu
+    spent = _usage_since(usage)
     stats = comp.statistics()
     for relay in relays:
         if len(relay.stamps) != total:
@@ -300,8 +304,21 @@ def run_ring(args: argparse.Namespace) -> None:
             "steps": stats.scheduler_steps - before.scheduler_steps,
             "wakeups": stats.wakeups - before.wakeups,
             "network": stats.network,
+            **spent,
         }
     )
+
+
+def _usage_since(before: resource.struct_rusage) -> dict[str, float]:
+    """This process's CPU since ``before``, split into user and kernel (system) seconds, and its
+    context switches: voluntary (it slept, waiting for a frame) and involuntary (preempted)."""
+    now = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "user_seconds": now.ru_utime - before.ru_utime,
+        "system_seconds": now.ru_stime - before.ru_stime,
+        "voluntary_switches": now.ru_nvcsw - before.ru_nvcsw,
+        "involuntary_switches": now.ru_nivcsw - before.ru_nivcsw,
+    }
 
 
 # raw ---------------------------------------------------------------------------------------
@@ -404,11 +421,13 @@ async def _raw_rounds(args: argparse.Namespace) -> dict[str, Any]:
     clock = time.perf_counter
     started = clock()
     cpu = time.process_time()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     for r in range(total):
         await mesh.round(r, struct.pack("<Q", r))
         stamps.append(clock())
     seconds = clock() - started
     cpu = time.process_time() - cpu
+    spent = _usage_since(usage)
     for transport in mesh.peers.values():
         transport.close()
     await asyncio.sleep(0.05)  # let the peers read their last round before the connections go
@@ -419,6 +438,7 @@ async def _raw_rounds(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": seconds,
         "cpu_seconds": cpu,
         "latency_us": summarize(stamps, args.warmup),
+        **spent,
     }
 
 

@@ -309,12 +309,14 @@ def run(ctx: Context, scale: str, workload: str, processes: int = 1) -> dict[str
         "round_cpu_ms": [sum(each) for each in zip(*(r["round_cpu_ms"] for r in reports))],
         "peak_mib": sum(r["peak_mib"] for r in reports),
     }
-    frames = ""
+    steps = max(r["steps_in_rounds"] for r in reports) / rounds
+    notifications = max(r["notifications_in_rounds"] for r in reports) / rounds
+    frames = f", {steps:.1f} scheduler steps and {notifications:.1f} notifications a round (the most of any process)"
     if processes > 1:
         sent = [r["frames_in_rounds"] for r in reports]
         progress = max(x.get("progress_frames_sent", 0) for x in sent) / (processes - 1) / rounds
         data = max(x.get("data_frames_sent", 0) for x in sent) / (processes - 1) / rounds
-        frames = f", {progress:.1f} progress and {data:.1f} data frames to each peer a round"
+        frames += f", {progress:.1f} progress and {data:.1f} data frames to each peer a round"
     ctx.progress(
         f"{workload} on {processes}: first answer {report['initial_seconds']:.2f} s, round median "
         f"{statistics.median(report['round_ms']):.2f} ms (CPU {report['initial_cpu_seconds']:.2f} s, "
