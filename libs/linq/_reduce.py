@@ -97,6 +97,11 @@ class Reducer:
     totals (`Spine.totals`, one pass, no sort of a group's records): a count over a few large
     groups does not re-reduce them."""
 
+    keyed = False
+    """Its output records are ``(key, value)`` tuples whose first field is the group's key:
+    the output arrangement then stores only the value (`Layout` with ``key=0``), as a join's
+    arrangement by a field does, so a read of a key's output rows gathers one column less."""
+
     def evaluate(self, group: Group, op: str) -> Output:
         raise NotImplementedError
 
@@ -200,6 +205,7 @@ class Count(Reducer):
     """``(key, n)``."""
 
     summed = True
+    keyed = True
 
     def evaluate(self, group: Group, op: str) -> Output:
         s = group.starts
@@ -216,6 +222,8 @@ class Count(Reducer):
 
 class Sum(Reducer):
     """``(key, sum of value(record) * count)``; column-wise for int values."""
+
+    keyed = True
 
     def __init__(self, value: Callable[[Any], Any], fallback: Evaluate) -> None:
         self.value = value
@@ -270,7 +278,7 @@ class Reduce(Stateful):
         self.reducer = reducer
         self.two = len(keys) > 1
         self.layout = Layout(op, SCALAR if self.two else None)
-        self.out_layout = Layout(op)
+        self.out_layout = Layout(op, key=0 if reducer.keyed else None)
         self.ntimes = lattice.depth + 1
         self.keys_only = reducer.summed and not self.two
         """The input arrangement holds keys and their diffs, no records (`Reducer.summed`)."""
@@ -373,7 +381,7 @@ class Reduce(Stateful):
             answer = self.reducer.evaluate(group, self.op) if len(acc) else (EMPTY, [], SCALAR, EMPTY)
         out_keys, out_cols, arity, out_counts = answer
         if len(out_keys):
-            out_cols = self._accept_output(out_cols, arity)
+            out_cols = self.out_layout.stored(self._accept_output(out_cols, arity))
         width = self.out_layout.width
         if self.output_trace is not None:
             before, out_later = self.output_trace.accumulate(keys, t)
@@ -387,7 +395,7 @@ class Reduce(Stateful):
                 if self.output_trace is None:
                     self.output_trace = Spine(width, self.ntimes)
                 self.output_trace.insert(Batch(Rows.at(delta.keys, delta.vals, t, delta.diffs), tidy=True))
-                self.send_by(self.outputs[0], [self.out_layout.decode(delta.vals, delta.diffs)], time)
+                self.send_by(self.outputs[0], [self.out_layout.decode(delta.vals, delta.diffs, delta.keys)], time)
         if len(later):
             self.schedule(later, t)
 
@@ -487,6 +495,8 @@ class Reduce(Stateful):
                     )
                     if tag == 0 and self.two:
                         rows = Rows(rows.keys, [rows.vals[0], rows.vals[1]], rows.times, rows.diffs)
+                    if tag == 1:  # every field of the records, a keyed layout's key put back
+                        rows = Rows(rows.keys, layout.full(rows.vals, rows.keys), rows.times, rows.diffs)
                     pieces.extend(rows_pieces((tag, arity), rows, route_of(rows.keys), arity))
             for t, batches in self.staged.items():
                 for edge, block in batches:
@@ -533,6 +543,6 @@ class Reduce(Stateful):
             layout = self.layout if tag == 0 else self.out_layout
             if layout.arity == SCALAR:
                 return [codes_of(block.cols[0])]
-            return [codes_of(c) for c in block.cols]
+            return layout.stored([codes_of(c) for c in block.cols])
 
         return recode
