@@ -45,6 +45,7 @@ from ._columns import (
     codes_of,
     concat_blocks,
     consolidate,
+    consolidate_parts,
     distinct,
     group_starts,
     order,
@@ -389,8 +390,7 @@ class Reduce(Stateful):
         else:
             before = Rows.empty(width, 0)
         if len(out_keys) or len(before):
-            new = Rows(out_keys, out_cols, (), out_counts) if len(out_keys) else Rows.empty(width, 0)
-            delta = concat_rows([new, before.negated()], width, 0).consolidated()
+            delta = _difference(Rows(out_keys, out_cols, (), out_counts), before, width)
             if len(delta):
                 if self.output_trace is None:
                     self.output_trace = Spine(width, self.ntimes)
@@ -546,3 +546,14 @@ class Reduce(Stateful):
             return layout.stored([codes_of(c) for c in block.cols])
 
         return recode
+
+
+def _difference(new: Rows, before: Rows, width: int) -> Rows:
+    """``new - before`` (rows without times), consolidated. Both come sorted, or nearly (a
+    typed reducer's answer by key, the output read back consolidated): one natural merge of
+    the two runs (`consolidate_parts`), no sort of the rows afresh."""
+    parts = [(r.columns(), d) for r, d in ((new, new.diffs), (before, -before.diffs)) if len(r)]
+    if not parts:
+        return Rows.empty(width, 0)
+    cols, sums = consolidate_parts(parts, None, runs=True)
+    return Rows(cols[0], cols[1:], (), sums)
