@@ -45,6 +45,7 @@ from ._columns import (
     codes_of,
     concat_blocks,
     consolidate,
+    consolidate_parts,
     distinct,
     group_starts,
     order,
@@ -96,6 +97,11 @@ class Reducer:
     (an edge's insertion and another's deletion at one node cancel), and it reads its keys'
     totals (`Spine.totals`, one pass, no sort of a group's records): a count over a few large
     groups does not re-reduce them."""
+
+    keyed = False
+    """Its output records are ``(key, value)`` tuples whose first field is the group's key:
+    the output arrangement then stores only the value (`Layout` with ``key=0``), as a join's
+    arrangement by a field does, so a read of a key's output rows gathers one column less."""
 
     def evaluate(self, group: Group, op: str) -> Output:
         raise NotImplementedError
@@ -200,6 +206,7 @@ class Count(Reducer):
     """``(key, n)``."""
 
     summed = True
+    keyed = True
 
     def evaluate(self, group: Group, op: str) -> Output:
         s = group.starts
@@ -216,6 +223,8 @@ class Count(Reducer):
 
 class Sum(Reducer):
     """``(key, sum of value(record) * count)``; column-wise for int values."""
+
+    keyed = True
 
     def __init__(self, value: Callable[[Any], Any], fallback: Evaluate) -> None:
         self.value = value
@@ -270,7 +279,7 @@ class Reduce(Stateful):
         self.reducer = reducer
         self.two = len(keys) > 1
         self.layout = Layout(op, SCALAR if self.two else None)
-        self.out_layout = Layout(op)
+        self.out_layout = Layout(op, key=0 if reducer.keyed else None)
         self.ntimes = lattice.depth + 1
         self.keys_only = reducer.summed and not self.two
         """The input arrangement holds keys and their diffs, no records (`Reducer.summed`)."""
@@ -373,7 +382,7 @@ class Reduce(Stateful):
             answer = self.reducer.evaluate(group, self.op) if len(acc) else (EMPTY, [], SCALAR, EMPTY)
         out_keys, out_cols, arity, out_counts = answer
         if len(out_keys):
-            out_cols = self._accept_output(out_cols, arity)
+            out_cols = self.out_layout.stored(self._accept_output(out_cols, arity))
         width = self.out_layout.width
         if self.output_trace is not None:
             before, out_later = self.output_trace.accumulate(keys, t)
@@ -381,13 +390,12 @@ class Reduce(Stateful):
         else:
             before = Rows.empty(width, 0)
         if len(out_keys) or len(before):
-            new = Rows(out_keys, out_cols, (), out_counts) if len(out_keys) else Rows.empty(width, 0)
-            delta = concat_rows([new, before.negated()], width, 0).consolidated()
+            delta = _difference(Rows(out_keys, out_cols, (), out_counts), before, width)
             if len(delta):
                 if self.output_trace is None:
                     self.output_trace = Spine(width, self.ntimes)
                 self.output_trace.insert(Batch(Rows.at(delta.keys, delta.vals, t, delta.diffs), tidy=True))
-                self.send_by(self.outputs[0], [self.out_layout.decode(delta.vals, delta.diffs)], time)
+                self.send_by(self.outputs[0], [self.out_layout.decode(delta.vals, delta.diffs, delta.keys)], time)
         if len(later):
             self.schedule(later, t)
 
@@ -487,6 +495,8 @@ class Reduce(Stateful):
                     )
                     if tag == 0 and self.two:
                         rows = Rows(rows.keys, [rows.vals[0], rows.vals[1]], rows.times, rows.diffs)
+                    if tag == 1:  # every field of the records, a keyed layout's key put back
+                        rows = Rows(rows.keys, layout.full(rows.vals, rows.keys), rows.times, rows.diffs)
                     pieces.extend(rows_pieces((tag, arity), rows, route_of(rows.keys), arity))
             for t, batches in self.staged.items():
                 for edge, block in batches:
@@ -533,6 +543,17 @@ class Reduce(Stateful):
             layout = self.layout if tag == 0 else self.out_layout
             if layout.arity == SCALAR:
                 return [codes_of(block.cols[0])]
-            return [codes_of(c) for c in block.cols]
+            return layout.stored([codes_of(c) for c in block.cols])
 
         return recode
+
+
+def _difference(new: Rows, before: Rows, width: int) -> Rows:
+    """``new - before`` (rows without times), consolidated. Both come sorted, or nearly (a
+    typed reducer's answer by key, the output read back consolidated): one natural merge of
+    the two runs (`consolidate_parts`), no sort of the rows afresh."""
+    parts = [(r.columns(), d) for r, d in ((new, new.diffs), (before, -before.diffs)) if len(r)]
+    if not parts:
+        return Rows.empty(width, 0)
+    cols, sums = consolidate_parts(parts, None, runs=True)
+    return Rows(cols[0], cols[1:], (), sums)

@@ -1,6 +1,7 @@
 """A count arranges its input by key alone (`Reduce.keys_only`): its answers against a brute-force
 count after every epoch (epochs waited for and in flight, 1 and 2 workers, at the top and inside
-a loop), and its input arrangement holding one row per key, no record."""
+a loop), its input arrangement holding one row per key, no record, and its output arrangement
+holding the count alone beside the key (the key is not stored twice)."""
 
 from __future__ import annotations
 
@@ -84,6 +85,7 @@ def test_a_count_by_key_equals_a_brute_force_count_after_every_epoch(workers: in
         reduces = [v for v in comp.vertices(stage) if isinstance(v, Reduce)]
         assert reduces
         kept = 0
+        answers: Counter[tuple[int, int]] = Counter()
         for reduce in reduces:
             assert reduce.keys_only
             spine = reduce.input_trace
@@ -93,8 +95,15 @@ def test_a_count_by_key_equals_a_brute_force_count_after_every_epoch(workers: in
             spine.compact()
             rows = spine.rows()
             kept += len(rows.keys)
+            out = reduce.output_trace
+            assert out is not None and out.nvals == 1, "a count's output arrangement keeps the count alone"
+            o = out.rows()
+            for key, n, d in zip(o.keys.tolist(), o.vals[0].tolist(), o.diffs.tolist()):
+                answers[(key, n)] += d  # int fields are their own codes
         # every epoch is complete and compacted: one row per key with edges, whatever its edges
         assert kept == len(wanted[-1]), (kept, wanted[-1])
+        # the output arrangement, summed over its times, is the answer (key and count)
+        assert {r: d for r, d in answers.items() if d} == wanted[-1]
 
 
 def test_a_negative_count_names_the_key() -> None:

@@ -378,32 +378,40 @@ def consolidate(
 
 
 def consolidate_parts(
-    parts: Sequence[tuple[Sequence[np.ndarray], np.ndarray]], floor: tuple[int, int], runs: bool = False
+    parts: Sequence[tuple[Sequence[np.ndarray], np.ndarray]], floor: tuple[int, int] | None, runs: bool = False
 ) -> tuple[list[np.ndarray], np.ndarray]:
     """`consolidate` of the rows of several ``parts`` (columns and diffs each; a merge's two
-    inputs), column ``floor[0]`` first raised to at least ``floor[1]`` (logical compaction):
-    for many rows packed straight from the parts, with no concatenation; sorted ``runs`` (a
-    spine's merge) of fewer than `MERGED_RUNS_BELOW` rows by one natural merge (`_merged_runs`)."""
+    inputs), column ``floor[0]`` first raised to at least ``floor[1]`` (logical compaction;
+    None: no floor): for many rows packed straight from the parts, with no concatenation;
+    sorted ``runs`` (a spine's merge, a reduce's new output against its old) of fewer than
+    `MERGED_RUNS_BELOW` rows by one natural merge (`_merged_runs`), linear in a few runs where
+    a sort of a few hundred rows costs tens of microseconds in mispredicted branches."""
     n = sum(len(diffs) for _, diffs in parts)
     if runs and POLICY.merged_runs(n):
         merged = _merged_runs(parts, floor)
         if merged is not None:
             return merged
     if compiled_rows(n):
-        done = compiled_loops().consolidate_packed([(list(cols), diffs) for cols, diffs in parts], runs, floor)
+        loops = compiled_loops()
+        done = loops.consolidate_packed([(list(cols), diffs) for cols, diffs in parts], runs, floor or NO_FLOOR)
         if done is not None:
             return done
     ncols = len(parts[0][0])
     cols = [np.concatenate([c[j] for c, _ in parts]) for j in range(ncols)]
     diffs = np.concatenate([d for _, d in parts])
-    j, least = floor
-    if len(diffs) and int(cols[j].min()) < least:
-        cols[j] = np.maximum(cols[j], least)
+    if floor is not None:
+        j, least = floor
+        if len(diffs) and int(cols[j].min()) < least:
+            cols[j] = np.maximum(cols[j], least)
     return consolidate(cols, diffs, runs)
 
 
+NO_FLOOR = (0, np.iinfo(np.int64).min)
+"""A floor that raises nothing (`_compiled.NO_FLOOR` in the first column)."""
+
+
 def _merged_runs(
-    parts: Sequence[tuple[Sequence[np.ndarray], np.ndarray]], floor: tuple[int, int]
+    parts: Sequence[tuple[Sequence[np.ndarray], np.ndarray]], floor: tuple[int, int] | None
 ) -> tuple[list[np.ndarray], np.ndarray] | None:
     """`consolidate_parts` of sorted runs in one compiled call: the parts side by side as one
     matrix, the floor applied, then the natural merge sort of `_compiled.consolidate_words`
@@ -420,7 +428,8 @@ def _merged_runs(
     diffs = np.concatenate([d for _, d in parts]) if len(parts) > 1 else parts[0][1]
     if diffs.dtype != np.int64:
         return None
-    np.maximum(rows[floor[0]], floor[1], out=rows[floor[0]])
+    if floor is not None:
+        np.maximum(rows[floor[0]], floor[1], out=rows[floor[0]])
     kept, sums, m = compiled_loops().consolidate_words(rows, np.ascontiguousarray(diffs))
     out = rows[:, kept[:m]]
     return list(out), sums[:m]
