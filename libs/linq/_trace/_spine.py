@@ -268,11 +268,13 @@ class Spine:
         n = len(batch)
         if not n:
             return
-        self.reads = None
+        reads, self.reads = self.reads, None
         if n <= TAIL:
             tail = self.tail
             tail.append(batch)
             if len(tail) < TAIL_BATCHES:
+                if reads is not None:
+                    self.reads = _with_tail_batch(reads, batch, len(tail) - 1)
                 return
             merged = _merged(_compacted(tail, self.nvals, self.epoch), self.since)
             if len(merged) <= TAIL:
@@ -432,3 +434,16 @@ class Spine:
     def rows(self) -> Rows:
         """Every row (for checkpoints), unconsolidated across batches."""
         return concat_rows(self.batches(), self.nvals, self.ntimes)
+
+
+def _with_tail_batch(reads: SpineReads, batch: Batch, at: int) -> SpineReads:
+    """``reads`` with ``batch`` added to the tail at position ``at`` (`Spine.batches` lists the
+    tail first), and its address table, if one was made, extended by the batch's row: a loop
+    step inserts a small batch into each spine it reads, and the compiled read right after
+    would otherwise rebuild the whole table."""
+    held = reads.batches
+    out = SpineReads((*held[:at], batch, *held[at:]))
+    table = reads.table
+    if table is not None and held:  # (an empty spine's table has no row to say its width)
+        out.table = np.concatenate((table[:at], batch.address()[None], table[at:]))
+    return out

@@ -25,7 +25,6 @@ a Python path per node for the minimum, and other weights per proposal.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from itertools import chain
 from operator import itemgetter, le
 from time import perf_counter
 from typing import Any
@@ -200,7 +199,7 @@ class Propagate(Stateful):
                 for d, rows in _runs(offsets):
                     u = (*t[:-1], t[-1] + d)
                     self._stage(Rows.at(dst[rows], [label[rows]], u, block.diffs[rows]), u)
-        self._request()
+        self._request(t)
 
     def _edges(self, block: Block, t: tuple[int, ...]) -> None:
         width = 3 if self.weighted else 2
@@ -215,7 +214,9 @@ class Propagate(Stateful):
         staged = self.staged_edges.get(t)
         if staged is None:
             self.staged_edges[t] = [Rows.at(cols[0], cols[1:], t, block.diffs)]
-            self.notify_at(t)  # type: ignore[arg-type]
+            if t not in self.requested:  # known to `_request`, which then asks for no later time of the line
+                self.requested.add(t)
+                self.notify_at(t)  # type: ignore[arg-type]
         else:
             staged.append(Rows.at(cols[0], cols[1:], t, block.diffs))
 
@@ -265,11 +266,22 @@ class Propagate(Stateful):
         else:
             staged.append(rows)
 
-    def _request(self) -> None:
+    def _request(self, held: tuple[int, ...] | None = None, walked: bool = False) -> None:
         """A notification for every staged time; with one worker, only for the first staged
         time of each line not behind a requested one: `_iterate` goes on from there along the
         line, and asks again for what it leaves (a notification per time it covered would be
-        delivered to an empty ``staged``, a runtime round each)."""
+        delivered to an empty ``staged``, a runtime round each).
+
+        ``held``: the time of the callback (a message's, or a notification's after its walk,
+        ``walked``), at or after which it may ask. With one worker, a line with no time
+        requested yet is asked for as early as ``held`` allows, ``held``'s last coordinate,
+        rather than at its first staged time: a later input on the line (an edge change at its
+        first iteration) then finds the line requested, and one walk takes both, where the
+        notification at the staged time would be delivered after that walk, to nothing. In
+        SCC's inner loops: an update's edge change and a new node's own label entering at
+        ``at(label)``; proposals joined with edges of a later outer iteration and the edge
+        changes of that iteration. Not ``held``'s own line after its walk: what the walk left
+        is blocked, and asking for ``held`` again would deliver the same step at once."""
         if self.peers > 1:
             for t in self.staged:
                 if t not in self.requested:
@@ -277,15 +289,23 @@ class Propagate(Stateful):
                     self.notify_at(t)  # type: ignore[arg-type]
             return
         first: dict[tuple[int, ...], int] = {}
-        for t in chain(self.requested, self.staged):
+        for t in self.staged:
             x = first.get(t[:-1])
             if x is None or t[-1] < x:
                 first[t[:-1]] = t[-1]
+        if held is not None:
+            prefix, x = held[:-1], held[-1]
+            for line, y in first.items():
+                if x < y and (line != prefix or not walked) and all(map(le, prefix, line)):
+                    first[line] = x
+        for t in self.requested:
+            x = first.get(t[:-1])
+            if x is not None and t[-1] <= x:
+                del first[t[:-1]]
         for prefix, x in first.items():
             t = (*prefix, x)
-            if t not in self.requested:
-                self.requested.add(t)
-                self.notify_at(t)  # type: ignore[arg-type]
+            self.requested.add(t)
+            self.notify_at(t)  # type: ignore[arg-type]
 
     # The min-reduce, then the join ---------------------------------------------------------------
     def on_notify(self, time: Timestamp) -> None:
@@ -296,7 +316,7 @@ class Propagate(Stateful):
         if self.peers == 1:
             self._iterate(t)
         self._send_changes(t)
-        self._request()
+        self._request(t, walked=True)
         if self._alone():
             self.arrived = max(self.arrived, t[0])
             epoch: int | None = self.arrived + 1
