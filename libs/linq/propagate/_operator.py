@@ -56,6 +56,7 @@ from .._lattice import Lattice
 from .._linear import Route, by_destination, changes_in, split_by
 from .._stateful import Stateful, paused_gc, pieces_of, restored_batch, rows_of_piece, rows_pieces
 from .._trace import Batch, Rows, Spine, concat_rows, indexed, latest, matches, matches_each, time_columns
+from .._trace._batch import SMALL_ROWS
 from .._trace._reader import address_table
 from ..collection import Collection, _lattices, lattice_of, operator_name
 from ._exchange import line_messages
@@ -222,21 +223,26 @@ class Propagate(Stateful):
 
     def _absorb_edges(self, t: tuple[int, ...]) -> None:
         """A time's edge changes, all at once (one batch, however many messages brought them):
-        they meet every label so far, then join the arrangement."""
+        they meet every label so far, then join the arrangement. An update's edge or two, in
+        one message, become a batch as they were staged (summed in Python values by `Batch`):
+        3.1 us of CPU against 7.8 for the general form's concatenations and consolidation."""
         staged = self.staged_edges.pop(t, None)
         if not staged:
             return
-        # every row is at ``t``: sum (key, values) alone and keep the times as zero-stride
-        # columns, letting each copy go once the next is made (SCC's peak memory is here, at
-        # the two million edges of a loop's first iteration)
-        nvals = self.edges.nvals
-        cols = [np.concatenate([p.keys for p in staged])]
-        cols += [np.concatenate([p.vals[i] for p in staged]) for i in range(nvals)]
-        diffs = np.concatenate([p.diffs for p in staged])
-        staged.clear()
-        cols, diffs = consolidate(cols, diffs)
-        batch = Batch(Rows.at(cols[0], cols[1:], t, diffs), tidy=True)
-        del cols, diffs
+        if len(staged) == 1 and len(staged[0]) <= SMALL_ROWS:
+            batch = Batch(staged[0])
+        else:
+            # every row is at ``t``: sum (key, values) alone and keep the times as zero-stride
+            # columns, letting each copy go once the next is made (SCC's peak memory is here,
+            # at the two million edges of a loop's first iteration)
+            nvals = self.edges.nvals
+            cols = [np.concatenate([p.keys for p in staged])]
+            cols += [np.concatenate([p.vals[i] for p in staged]) for i in range(nvals)]
+            diffs = np.concatenate([p.diffs for p in staged])
+            staged.clear()
+            cols, diffs = consolidate(cols, diffs)
+            batch = Batch(Rows.at(cols[0], cols[1:], t, diffs), tidy=True)
+            del cols, diffs
         if len(batch):
             self._join(batch, self.labels, edges_first=True)
         self.edges.insert(batch)
@@ -335,6 +341,8 @@ class Propagate(Stateful):
         at or before ``(t[:-1], x)`` has arrived, and the proposals this vertex sends round the
         loop come back to itself (it keeps them, `_send`). A time of ``staged`` at or before
         the next one (another epoch in flight) stops it, as does `ITERATE_SECONDS`."""
+        if not self.staged:  # an update that moved no label: nothing to walk
+            return
         deadline = perf_counter() + ITERATE_SECONDS
         walk = self.walk = LineWalk(self.staged, t)  # `_stage` tells it what is staged meanwhile
         try:
