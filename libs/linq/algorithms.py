@@ -120,24 +120,33 @@ def _nothing(record: Any) -> bool:
 # Strongly connected components (TR Figure 8) --------------------------------------------------------
 
 
-def _trim_by_reachability(edges: Collection) -> Collection:
-    """Edges whose two ends are reached from the same least node (TR Figure 8)."""
-    labels = propagate_min_labels(edges).arrange(_first, name="labels")  # one arrangement, two joins
+def _trim_by_reachability(edges: Collection, nodes: Collection) -> Collection:
+    """Edges whose two ends are reached from the same least node (TR Figure 8); ``nodes``
+    start with their own labels (a superset of the edges' ends changes no edge's labels)."""
+    labels = propagate(edges, nodes, at=by_size, name="label_propagation").arrange(_first, name="labels")
     with_src = edges.join(labels, _first, None, columns(lambda s, d, n, label: (s, d, label)), name="label_src")
     with_both = with_src.join(labels, _second, None, columns(lambda s, d, a, n, b: (s, d, a, b)), name="label_dst")
     same = with_both.where(columns(lambda s, d, a, b: a == b), name="same_label")
     return same.select(itemgetter(0, 1), name="edge")
 
 
-def _trim_twice(edges: Collection) -> Collection:
-    forward = _trim_by_reachability(edges).select(_reverse, name="transpose")
-    return _trim_by_reachability(forward).select(_reverse, name="transpose_back")
+def _trim_twice(edges: Collection, nodes: Collection) -> Collection:
+    inner = nodes.enter(edges.scope, name="nodes")
+    forward = _trim_by_reachability(edges, inner).select(_reverse, name="transpose")
+    return _trim_by_reachability(forward, inner).select(_reverse, name="transpose_back")
 
 
 def strongly_connected_components(edges: Collection) -> Collection:
     """The edges ``(src, dst)`` whose ends lie in the same strongly connected component
-    (TR Figure 8: a fixed point around two nested label propagations)."""
-    return edges.fixed_point(_trim_twice, name="scc")
+    (TR Figure 8: a fixed point around two nested label propagations).
+
+    The nodes' own labels are those of every end of an input edge, made once outside the
+    loop, not of the ends of each iteration's trimmed edges: a node left with no edge keeps
+    its own label and meets nothing, so the trims keep the same edges, while the loop holds
+    no distinct of its own (on 2M edges, two arrangements of millions of rows per iteration
+    and the largest transient copies of the first answer)."""
+    nodes = _own_labels(edges)
+    return edges.fixed_point(lambda x: _trim_twice(x, nodes), name="scc")
 
 
 # Shortest paths (TR Figure 19) ----------------------------------------------------------------------

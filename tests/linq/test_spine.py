@@ -125,3 +125,43 @@ def test_a_merged_batch_keeps_one_epoch_as_a_view_and_its_rows() -> None:
     assert batch.times[0].strides == (0,) and int(batch.times[0][0]) == batch.since[0][0] > 0
     assert batch.times[1].strides != (0,)
     assert _contents(_held(spine), 3) == _contents(inserted, 3)
+
+
+def test_a_finished_merge_of_an_idle_spine_is_adopted_when_another_spine_is_used() -> None:
+    """An idle spine's merge finished on the merge thread is adopted (its inputs let go) as soon
+    as any spine of the same thread inserts, not only when its own operator next runs;
+    it still holds every row, and a spine of another thread is left to its own thread."""
+    rng = np.random.default_rng(13)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_spine, "BACKGROUND_ROWS", 1000)
+        idle, busy = Spine(1, 2), Spine(1, 2)
+        inserted: list[tuple[int, int, int, int, int]] = []
+        for _ in range(2):  # two batches at one level: a merge on the merge thread
+            n = 30_000
+            keys, vals = rng.integers(0, 10**5, n), rng.integers(0, 3, n)
+            iters, diffs = rng.integers(0, 3, n), rng.choice([-1, 1, 1], n)
+            idle.insert(Batch(Rows(keys, [vals], [np.zeros(n, dtype=np.int64), iters], diffs)))
+            inserted += zip(keys.tolist(), vals.tolist(), [0] * n, iters.tolist(), diffs.tolist())
+        merges = [here for here in idle.levels if isinstance(here, _spine._Merge)]
+        assert len(merges) == 1 and merges[0].future is not None
+        merges[0].future.result()  # finished, not adopted: the idle spine holds both inputs
+        assert idle.pending == 1
+
+        elsewhere = threading.Thread(target=lambda: Spine(1, 2).batches())
+        elsewhere.start()
+        elsewhere.join()
+        assert idle.pending == 1  # another thread's spine does not adopt this thread's merges
+
+        busy.insert(
+            Batch(
+                Rows(
+                    np.arange(5),
+                    [np.zeros(5, dtype=np.int64)],
+                    [np.zeros(5, dtype=np.int64)] * 2,
+                    np.ones(5, dtype=np.int64),
+                )
+            )
+        )
+        assert idle.pending == 0
+        assert not any(isinstance(here, _spine._Merge) for here in idle.levels)
+        assert _contents(_held(idle), 0) == _contents(inserted, 0)
