@@ -323,11 +323,14 @@ class Propagate(Stateful):
         else:
             epoch = self.epoch_completed(t)
         if epoch is not None:
-            if self.staged or self.staged_edges:
-                epoch = min(epoch, *(s[0] for s in self.staged), *(s[0] for s in self.staged_edges))
-            if self.compaction(epoch):
-                for spine in (self.edges, self.proposals, self.labels):
-                    spine.advance_to(epoch)
+            self.compact(epoch)
+
+    def compact(self, epoch: int) -> None:
+        if self.staged or self.staged_edges:
+            epoch = min(epoch, *(s[0] for s in self.staged), *(s[0] for s in self.staged_edges))
+        if self.compaction(epoch):
+            for spine in (self.edges, self.proposals, self.labels):
+                spine.advance_to(epoch)
 
     def _iterate(self, t: tuple[int, ...]) -> None:
         """With one worker, the later times of ``t``'s line, in order, while nothing else can
