@@ -171,7 +171,8 @@ class Propagate(Stateful):
         first staged one can no longer be told apart by anything still to come (TR §5.3), and
         the last step of the last epoch in flight compacts past every epoch so far. With
         peers, proposals arrive at any iteration; inside an outer loop, inputs arrive at every
-        outer iteration: there, only the end-of-epoch notification says an epoch is complete."""
+        outer iteration: there a notification says nothing of other epochs, and the operator
+        compacts from its input frontier like every stateful operator (`Stateful.catch_up`)."""
         return self.peers == 1 and self.ntimes == 2
 
     def watch(self, time: Timestamp) -> None:
