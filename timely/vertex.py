@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import TimelyError, TimestampError
+from .progress import Antichain
 from .timestamp import Timestamp, _from_flat, product_le
 
 __all__ = [
@@ -158,6 +159,11 @@ class VertexContext:
         capability). The runtime's context implements it."""
         raise NotImplementedError
 
+    def input_frontier(self) -> Antichain:
+        """The frontier at this vertex's location in the process's view of progress (see
+        `Vertex.input_frontier`). The runtime's context implements it."""
+        raise NotImplementedError
+
     def check_time(self, time: Any, what: str) -> Timestamp:
         """Normalise ``time`` and refuse it if it is before the held time (or has the wrong depth)."""
         held = self.held
@@ -273,6 +279,21 @@ class Vertex:
         else:
             hold = None
         ctx.request_notification(at, hold)
+
+    def input_frontier(self) -> Antichain:
+        """The earliest times at which anything could still arrive at this vertex: a record
+        on any input (in flight, or yet to be sent by anyone upstream, around a loop too) or a
+        notification it asked for holding a capability. A time no element is at or before is
+        finished here: nothing at or before it will be delivered again.
+
+        Conservative, never ahead: it is this process's view of progress, taken when the
+        current step began, so it may lag what has happened (on several processes, by the
+        progress messages still on their way). Inside ``on_recv`` at ``t`` some element is at
+        or before ``t`` (the batch, or what sent it, is not retired yet). Call it from a
+        callback; it is recomputed only when the view has changed since the last call, and the
+        answer is shared: do not modify it. A vertex that reads its frontier when it is scheduled (to compact its state, say)
+        needs no capability-free notification to learn that a time has passed."""
+        return self._timely.input_frontier()
 
     # Fault tolerance (Naiad §3.4) --------------------------------------------------------------
     def checkpoint(self) -> Any:

@@ -153,7 +153,11 @@ class Arrange(Stateful):
 
     def on_notify(self, time: Timestamp) -> None:
         epoch = self.epoch_completed(time)
-        if epoch is not None and self.compaction(epoch):
+        if epoch is not None:
+            self.compact(epoch)
+
+    def compact(self, epoch: int) -> None:
+        if self.compaction(epoch):
             self.shared.advance(-1, epoch)
 
     def checkpoint(self) -> KeyedState | None:
@@ -238,7 +242,11 @@ class JoinArranged(Stateful):
 
     def on_notify(self, time: Timestamp) -> None:
         epoch = self.epoch_completed(time)
-        if epoch is not None and self.compaction(epoch):
+        if epoch is not None:
+            self.compact(epoch)
+
+    def compact(self, epoch: int) -> None:
+        if self.compaction(epoch):
             if self.trace is not None:
                 self.trace.advance_to(epoch)
             if self.shared is not None:

@@ -148,16 +148,19 @@ class Join(Stateful):
                     later.extend(blocks)
         epoch = self.epoch_completed(time)
         if epoch is not None:
-            if self.met:
-                self.met = {t: n for t, n in self.met.items() if t[0] >= epoch}
-            if self.staged:  # a later epoch's records came early: their times must stay readable
-                epoch = min(epoch, min(s[0] for s in self.staged))
-            if self.held:
-                epoch = min(epoch, min(u[0] for u in self.held))
-            if self.compaction(epoch):
-                for trace in self.traces:
-                    if trace is not None:
-                        trace.advance_to(epoch)
+            self.compact(epoch)
+
+    def compact(self, epoch: int) -> None:
+        if self.met:
+            self.met = {t: n for t, n in self.met.items() if t[0] >= epoch}
+        if self.staged:  # a later epoch's records came early: their times must stay readable
+            epoch = min(epoch, min(s[0] for s in self.staged))
+        if self.held:
+            epoch = min(epoch, min(u[0] for u in self.held))
+        if self.compaction(epoch):
+            for trace in self.traces:
+                if trace is not None:
+                    trace.advance_to(epoch)
 
     def _absorb(self, edge: int, block: Block, t: tuple[int, ...]) -> None:
         """One input's delta at ``t`` meets the other input's arrangement, then joins its own."""

@@ -312,12 +312,15 @@ class Reduce(Stateful):
                 self.process(keys, time)
         epoch = self.epoch_completed(time)
         if epoch is not None:
-            if self.pending:
-                epoch = min(epoch, min(t[0] for t in self.pending))
-            if self.compaction(epoch):
-                for spine in (self.input_trace, self.output_trace):
-                    if spine is not None:
-                        spine.advance_to(epoch)
+            self.compact(epoch)
+
+    def compact(self, epoch: int) -> None:
+        if self.pending:
+            epoch = min(epoch, min(t[0] for t in self.pending))
+        if self.compaction(epoch):
+            for spine in (self.input_trace, self.output_trace):
+                if spine is not None:
+                    spine.advance_to(epoch)
 
     def _input_width(self) -> int:
         return 0 if self.keys_only else 2 if self.two else self.layout.width

@@ -3,9 +3,12 @@
 Compaction. Once every epoch before ``E`` is complete at an operator's inputs, a time
 ``(e, c...)`` with ``e < E`` can move to ``(E, c...)`` without changing any answer at a time
 still to come (TR §5.3); the operator tells its arrangements so (`Spine.advance_to`), and they
-sum what then coincides when they next merge. An operator learns that an epoch is complete
-through a notification that holds no capability (``notify_at(end_of_epoch, capability=None)``),
-which delays no one.
+sum what then coincides when they next merge. Outside loops an operator learns that an epoch
+is complete through a notification at the epoch itself, which costs nothing: it holds the
+capability the callback holds anyway, and a reduce asks for it regardless. Inside a loop such a
+notification would have to be one of its own at the end of the epoch, a round of the runtime
+per epoch and operator; there the operator reads its input frontier instead when it is
+scheduled (`Stateful.catch_up`), as differential dataflow's operators do.
 
 Checkpoints (Naiad §3.4). An arrangement is saved as arrays, not per difference: a piece is
 a `Routed` — columns of rows with each row's route (the route of its key, as the operator's
@@ -44,12 +47,20 @@ class Stateful(Vertex):
         self.lattice = lattice
         self.latest_epoch = -1
         self.compacted_to = 0
+        self.asked = -1
+        """Inside a loop, the latest epoch whose end `catch_up` asked to hear of."""
         hold_codes(self)  # its state holds codes: they must outlive a sweep of the interner
 
     def watch(self, time: Timestamp) -> None:
-        """Ask to hear when the epoch of ``time`` completes (once per epoch). Every stateful
-        operator calls it first thing on receiving: no linq callback of this thread is half-way
-        then, so it is where the interner may free the codes no operator holds."""
+        """Follow the epochs of ``time``'s callback for compaction. Every stateful operator
+        calls it first thing on receiving: no linq callback of this thread is half-way then,
+        so it is where the interner may free the codes no operator holds.
+
+        Outside loops: ask for a notification at each new epoch (`on_notify` then calls
+        `compact`). Inside a loop: `catch_up`, but only while an epoch later than the one
+        compacted to has been seen (before that, compacting further moves every row alike
+        and sums nothing new), so an operator that sees one epoch at a time reads its frontier
+        about once an epoch."""
         release_unused()
         if time[0] > self.latest_epoch:
             self.latest_epoch = time[0]
@@ -57,11 +68,44 @@ class Stateful(Vertex):
                 # the end of epoch e is the time (e,) itself; holding it costs nothing, and shares
                 # the request a reduce makes anyway
                 self.notify_at(time)
-            else:
-                self.notify_at(self.lattice.end_of_epoch(time[0]), capability=None)  # type: ignore[arg-type]
+                return
+        if self.lattice.depth and self.latest_epoch > self.compacted_to:
+            self.catch_up()
+
+    def catch_up(self) -> None:
+        """Compact to the least epoch of the input frontier, when that is news.
+
+        Safe: compaction to ``E`` needs every epoch before ``E`` complete at this operator,
+        nothing at an earlier time still to arrive (TR §5.3), and the input frontier holds the
+        earliest times at which anything can still arrive, records on any input and this
+        operator's own pending notifications alike; its view of progress may lag, never lead.
+        Inside a callback the frontier is never empty (the callback's time, or what caused it,
+        is not retired yet). Called on receiving only: a notification's callback may hold no
+        capability, and then may not ask for the notification below."""
+        frontier = self.input_frontier().elements
+        latest = self.latest_epoch
+        epoch = min([t[0] for t in frontier]) if frontier else latest + 1
+        if epoch > self.compacted_to:
+            self.compact(epoch)
+        if epoch < latest and self.asked < latest:
+            # epochs overlap (fed ahead of the answers): the callbacks of the latest may all
+            # run before the earlier ones end, and nothing would read the frontier after, so the
+            # end of the latest epoch is asked for, once (the end of an epoch follows every time
+            # of it, so this callback may ask); one epoch at a time never gets here
+            self.asked = latest
+            self.notify_at(self.lattice.end_of_epoch(latest), capability=None)  # type: ignore[arg-type]
+
+    def compact(self, epoch: int) -> None:
+        """Every epoch before ``epoch`` is complete at the inputs: advance the traces to it, no
+        further than what the operator still holds back (a later epoch's work waiting for its
+        notification keeps that epoch readable). Each operator says which traces, and what it
+        holds back; `compaction` says whether the advance is news."""
+        raise NotImplementedError
 
     def epoch_completed(self, time: Time) -> int | None:
-        """If the notification at ``time`` means an epoch is complete, the first epoch still open."""
+        """If the notification at ``time`` means an epoch is complete, the first epoch still
+        open: outside loops any notification; inside, one at the end of an epoch (asked for
+        before operators read their frontier, and still pending in a checkpoint of then)."""
         if len(time) == 1 or time[1] == FAR:
             return time[0] + 1
         return None

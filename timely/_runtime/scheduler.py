@@ -92,7 +92,9 @@ class Scheduler:
         for w in self.workers:
             for spec in graph.stages:
                 w.vertices.append(
-                    VertexRuntime(spec, _make_vertex(spec), w, self.peers, pending, self._due, self._waiting, processes)
+                    VertexRuntime(
+                        spec, _make_vertex(spec), w, self.peers, pending, self._due, self._waiting, processes, tracker
+                    )
                 )
         self.link = link
         self._wire(link)

@@ -17,10 +17,10 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..errors import VertexError
+from ..errors import TimelyError, VertexError
 from ..graph import StageSpec
 from ..net.codec import short_repr
-from ..progress import Pointstamp
+from ..progress import Antichain, Pointstamp, ProgressTracker
 from ..timestamp import Timestamp, product_le
 from ..vertex import Vertex, VertexContext, attach
 
@@ -179,12 +179,15 @@ class VertexRuntime(VertexContext):
         "backlog",
         "busy",
         "due",
+        "frontier",
+        "frontier_version",
         "input_locations",
         "location",
         "notificator",
         "progress",
         "routes",
         "stage",
+        "tracker",
         "urgent",
         "vertex",
         "waiting",
@@ -201,6 +204,7 @@ class VertexRuntime(VertexContext):
         due: set[int],
         waiting: dict[int, int],
         processes: int = 1,
+        tracker: ProgressTracker | None = None,
     ) -> None:
         super().__init__(spec.name, worker.index, peers, spec.depth, len(spec.output_summaries), processes)
         self.vertex = vertex
@@ -221,7 +225,23 @@ class VertexRuntime(VertexContext):
         self.progress = progress
         self.due = due
         self.waiting = waiting
+        self.tracker = tracker
+        """The process's view of progress, read by `input_frontier` (None: a bare instance)."""
+        self.frontier = Antichain()
+        self.frontier_version = -1
+        """`input_frontier`'s last answer and the tracker's version it was computed at."""
         attach(vertex, self, len(spec.output_summaries))
+
+    def input_frontier(self) -> Antichain:
+        """The tracker's frontier at this location, recomputed only when the tracker's view has
+        changed since the last call: a vertex may ask at the start of every callback."""
+        tracker = self.tracker
+        if tracker is None:
+            raise TimelyError(f"stage {self.stage_name!r}: input_frontier() of an instance that runs in no computation")
+        if self.frontier_version != tracker.version:
+            self.frontier = tracker.frontier_at(self.location)
+            self.frontier_version = tracker.version
+        return self.frontier
 
     def request_notification(self, time: Timestamp, capability: Timestamp | None) -> None:
         """Keep the request (a repeat coalesces), count the capability it holds in the process's

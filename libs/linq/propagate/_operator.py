@@ -172,7 +172,8 @@ class Propagate(Stateful):
         first staged one can no longer be told apart by anything still to come (TR §5.3), and
         the last step of the last epoch in flight compacts past every epoch so far. With
         peers, proposals arrive at any iteration; inside an outer loop, inputs arrive at every
-        outer iteration: there, only the end-of-epoch notification says an epoch is complete."""
+        outer iteration: there a notification says nothing of other epochs, and the operator
+        compacts from its input frontier like every stateful operator (`Stateful.catch_up`)."""
         return self.peers == 1 and self.ntimes == 2
 
     def watch(self, time: Timestamp) -> None:
@@ -329,11 +330,14 @@ class Propagate(Stateful):
         else:
             epoch = self.epoch_completed(t)
         if epoch is not None:
-            if self.staged or self.staged_edges:
-                epoch = min(epoch, *(s[0] for s in self.staged), *(s[0] for s in self.staged_edges))
-            if self.compaction(epoch):
-                for spine in (self.edges, self.proposals, self.labels):
-                    spine.advance_to(epoch)
+            self.compact(epoch)
+
+    def compact(self, epoch: int) -> None:
+        if self.staged or self.staged_edges:
+            epoch = min(epoch, *(s[0] for s in self.staged), *(s[0] for s in self.staged_edges))
+        if self.compaction(epoch):
+            for spine in (self.edges, self.proposals, self.labels):
+                spine.advance_to(epoch)
 
     def _iterate(self, t: tuple[int, ...]) -> None:
         """With one worker, the later times of ``t``'s line, in order, while nothing else can
