@@ -291,8 +291,9 @@ class Vertex:
         progress messages still on their way). Inside ``on_recv`` at ``t`` some element is at
         or before ``t`` (the batch, or what sent it, is not retired yet). Call it from a
         callback; it is recomputed only when the view has changed since the last call, and the
-        answer is shared: do not modify it. A vertex that reads its frontier when it is scheduled (to compact its state, say)
-        needs no capability-free notification to learn that a time has passed."""
+        answer is shared: do not modify it. A vertex that reads its frontier when it is
+        scheduled (to compact its state, say) needs no capability-free notification to learn
+        that a time has passed."""
         return self._timely.input_frontier()
 
     # Fault tolerance (Naiad §3.4) --------------------------------------------------------------
