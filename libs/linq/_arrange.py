@@ -152,9 +152,7 @@ class Arrange(Stateful):
         self.send_by(self.outputs[0], [(seq, batch, shared)], time)
 
     def on_notify(self, time: Timestamp) -> None:
-        epoch = self.epoch_completed(time)
-        if epoch is not None:
-            self.compact(epoch)
+        self.compact_if_complete(time)
 
     def compact(self, epoch: int) -> None:
         if self.compaction(epoch):
@@ -241,9 +239,7 @@ class JoinArranged(Stateful):
         self.trace.insert(batch)
 
     def on_notify(self, time: Timestamp) -> None:
-        epoch = self.epoch_completed(time)
-        if epoch is not None:
-            self.compact(epoch)
+        self.compact_if_complete(time)
 
     def compact(self, epoch: int) -> None:
         if self.compaction(epoch):

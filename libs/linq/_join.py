@@ -146,9 +146,7 @@ class Join(Stateful):
                     self.notify_at(u)  # type: ignore[arg-type]
                 else:
                     later.extend(blocks)
-        epoch = self.epoch_completed(time)
-        if epoch is not None:
-            self.compact(epoch)
+        self.compact_if_complete(time)
 
     def compact(self, epoch: int) -> None:
         if self.met:

@@ -310,9 +310,7 @@ class Reduce(Stateful):
             keys = distinct(np.concatenate(due)) if due else EMPTY
             if len(keys):
                 self.process(keys, time)
-        epoch = self.epoch_completed(time)
-        if epoch is not None:
-            self.compact(epoch)
+        self.compact_if_complete(time)
 
     def compact(self, epoch: int) -> None:
         if self.pending:

@@ -102,6 +102,13 @@ class Stateful(Vertex):
         holds back; `compaction` says whether the advance is news."""
         raise NotImplementedError
 
+    def compact_if_complete(self, time: Time) -> None:
+        """At the end of a notification's callback: compact when the notification at ``time``
+        says an epoch is complete (`epoch_completed`)."""
+        epoch = self.epoch_completed(time)
+        if epoch is not None:
+            self.compact(epoch)
+
     def epoch_completed(self, time: Time) -> int | None:
         """If the notification at ``time`` means an epoch is complete, the first epoch still
         open: outside loops any notification; inside, one at the end of an epoch (asked for
