@@ -244,3 +244,41 @@ print("ok")
         timeout=120,
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("form", ["python", "numpy", "compiled"])
+@settings(max_examples=100, deadline=None)
+@given(
+    keys=st.lists(st.integers(-5, 60), min_size=1, max_size=150),
+    broadcast=st.booleans(),
+    step=st.sampled_from([1, 2]),
+)
+def test_a_batch_indexes_its_keys_as_numpys_unique(form: str, keys: list[int], broadcast: bool, step: int) -> None:
+    """A new batch's distinct keys, where each one's rows start and its latest time, in each
+    form (`Policy.batch_index`: a few rows in Python lists, numpy, or one compiled call), with
+    keys of one value broadcast (a constant key) or a strided slice, against `numpy.unique`."""
+    from timely_libs.linq._trace import Batch, Rows
+
+    with pytest.MonkeyPatch.context() as patch:
+        loaded = form == "compiled"
+        patch.setattr(_kernels.POLICY, "eager", loaded)
+        patch.setattr(_kernels, "INDEX_ROWS", 2 if loaded else 1 << 40)
+        patch.setattr(_kernels, "COMPILED_ROWS", 2 if loaded else 1 << 40)
+        patch.setattr("timely_libs.linq._trace._batch.SMALL_ROWS", 1 << 40 if form == "python" else 0)
+        if loaded:
+            _kernels.preload()
+        n = len(keys)
+        if broadcast:
+            column = np.broadcast_to(np.int64(keys[0]), n)
+        else:
+            column = np.repeat(np.sort(np.array(keys, dtype=np.int64)), step)[::step]
+        epoch = np.broadcast_to(np.int64(3), n)
+        iteration = np.arange(n, dtype=np.int64) % 7
+        vals = np.arange(n, dtype=np.int64)  # distinct: the rows are consolidated as they are
+        batch = Batch(Rows(column, [vals], [epoch, iteration], np.ones(n, dtype=np.int64)), tidy=True)
+    ukeys, first = np.unique(column, return_index=True)
+    assert batch.ukeys.tolist() == ukeys.tolist()
+    assert batch.starts.tolist() == [*first.tolist(), n]
+    assert (batch.kmin, batch.kmax) == (int(ukeys[0]), int(ukeys[-1]))
+    assert batch.latest == (3, int(iteration.max()))
+    assert all(batch.span(k) == (s, e) for k, s, e in zip(ukeys.tolist(), first.tolist(), [*first.tolist()[1:], n]))

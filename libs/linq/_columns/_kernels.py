@@ -123,6 +123,12 @@ MERGED_RUNS_BELOW = 2048
 one natural merge (`_merged_runs`). Measured (CPU, two runs of 4 columns): 11-43 us at 70 to
 1,700 rows against 14-51 for `consolidate_packed` or the fused consolidation; even at 2,400;
 from 4,000 rows the radix sort of packed rows is faster (66 us against 106)."""
+INDEX_ROWS = 8
+"""From this many rows, once the compiled loops are loaded, a new batch finds its distinct
+keys and their starts in one compiled call (`Policy.batch_index`). Measured (paired, old and
+new in turn, load 4-5, a batch of one value and two time columns): 15-19 us from 10 to 3,000
+rows against 16-27 us for a few dozen rows in Python lists and 25-84 us from 100 to 3,000
+by numpy; at 3 rows the Python lists are as fast or faster (11-21 us against 16-18)."""
 SPINE_BELOW = 1024
 """Reads of this many keys or more go batch by batch: a batch's key table (`Keys.dense_table`)
 finds each key in one step, and the per-batch calls are a small part of such a read."""
@@ -166,6 +172,11 @@ class Policy:
         (`_compiled.spine_rows`, `spine_sums`): once the loops are loaded, from `SPINE_KEYS`
         keys and below `SPINE_BELOW`."""
         return self.eager and SPINE_KEYS <= n < SPINE_BELOW
+
+    def batch_index(self, n: int) -> bool:
+        """Whether a new batch of ``n`` rows finds its distinct keys and their starts in one
+        compiled pass (`_compiled.key_starts`) rather than numpy's seven calls."""
+        return n >= (INDEX_ROWS if self.eager else COMPILED_ROWS)
 
     def merged_runs(self, n: int) -> bool:
         """Whether a merge of sorted runs of ``n`` rows is one compiled natural merge
