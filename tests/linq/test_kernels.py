@@ -282,3 +282,41 @@ def test_a_batch_indexes_its_keys_as_numpys_unique(form: str, keys: list[int], b
     assert (batch.kmin, batch.kmax) == (int(ukeys[0]), int(ukeys[-1]))
     assert batch.latest == (3, int(iteration.max()))
     assert all(batch.span(k) == (s, e) for k, s, e in zip(ukeys.tolist(), first.tolist(), [*first.tolist()[1:], n]))
+
+
+@pytest.mark.parametrize("form", ["numpy", "compiled"])
+@settings(max_examples=100, deadline=None)
+@given(
+    values=st.lists(st.integers(-(1 << 62), 1 << 62), min_size=1, max_size=60),
+    layout=st.sampled_from(["contiguous", "strided", "broadcast", "long"]),
+)
+def test_a_columns_bounds_are_its_least_and_greatest_value(form: str, values: list[int], layout: str) -> None:
+    """`bounds` (what `codes_of` checks a column's range with), in one compiled pass for a
+    short column or numpy's two reductions, of every layout a batch's column takes; ``long``:
+    past `_compiled.BOUNDS_BELOW`, where the compiled tier hands over to numpy."""
+    column = np.array(values, dtype=np.int64)
+    if layout == "strided":
+        column = np.repeat(column, 2)[::2]
+    elif layout == "broadcast":
+        column = np.broadcast_to(column[:1], len(values))
+    elif layout == "long":
+        column = np.resize(column, 5000)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_kernels.POLICY, "eager", form == "compiled")
+        if form == "compiled":
+            _kernels.preload()
+        lo, hi = _kernels.bounds(column)
+    assert (lo, hi) == (min(column.tolist()), max(column.tolist()))
+    assert type(lo) is int and type(hi) is int
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(st.integers(-2, 2), max_size=20), as_mask=st.booleans())
+def test_every_and_some_are_all_and_any(values: list[int], as_mask: bool) -> None:
+    """`every` and `some` (the operators' checks of diffs, masks and key order) answer as
+    Python's ``all`` and ``any`` do, of ints (non-zero is true) and of masks, empty ones too."""
+    column = np.array(values, dtype=np.int64)
+    if as_mask:
+        column = column > 0
+    assert _kernels.every(column) is all(values if not as_mask else [v > 0 for v in values])
+    assert _kernels.some(column) is any(values if not as_mask else [v > 0 for v in values])

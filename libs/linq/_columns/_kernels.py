@@ -32,6 +32,8 @@ __all__ = [
     "consolidate_parts",
     "consolidation",
     "distinct",
+    "bounds",
+    "every",
     "greatest",
     "group_starts",
     "time_runs",
@@ -39,6 +41,7 @@ __all__ = [
     "order",
     "ranges",
     "selector",
+    "some",
     "summed_rows",
 ]
 
@@ -90,6 +93,30 @@ least = np.minimum.reduce
 microsecond of each call, and a loop step makes hundreds of them on small arrays)."""
 greatest = np.maximum.reduce
 """An array's greatest value (as `least`)."""
+
+
+def every(values: np.ndarray) -> bool:
+    """Whether every value is true (non-zero): ``values.all()`` without `ndarray.all`'s Python
+    wrapper, a third of its cost on the short arrays an update's operators check (a dozen
+    times a loop's iteration: are the diffs non-zero, the keys in order, the mask all kept)."""
+    return int(np.count_nonzero(values)) == len(values)
+
+
+def some(values: np.ndarray) -> bool:
+    """Whether some value is true (non-zero): ``values.any()``, as `every`."""
+    return bool(np.count_nonzero(values))
+
+
+def bounds(column: np.ndarray) -> tuple[int, int]:
+    """The least and greatest value of an int64 column (at least one value): once the compiled
+    loops are loaded, a short column's in one compiled pass (`_compiled.column_bounds`), else
+    `least` and `greatest`. An operator checks the range of most columns it is handed (are they
+    their own codes?), a few hundred times a loop's round."""
+    if POLICY.eager:
+        return compiled_loops().column_bounds(column)  # type: ignore[no-any-return]
+    return int(least(column)), int(greatest(column))
+
+
 FUSED_BELOW = 1024
 """Below this many rows, once the compiled loops are loaded (`preload`), `consolidate` is one
 compiled call (`_compiled.consolidate_rows`: pack, sort, sum and unpack in one loop) instead
