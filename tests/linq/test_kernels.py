@@ -308,6 +308,10 @@ def test_a_columns_bounds_are_its_least_and_greatest_value(form: str, values: li
         lo, hi = _kernels.bounds(column)
     assert (lo, hi) == (min(column.tolist()), max(column.tolist()))
     assert type(lo) is int and type(hi) is int
+    with pytest.MonkeyPatch.context() as patch:  # a column of another int type: numpy's reductions
+        patch.setattr(_kernels.POLICY, "eager", form == "compiled")
+        small = np.clip(column, -100, 100).astype(np.int32)
+        assert _kernels.bounds(small) == (int(small.min()), int(small.max()))
 
 
 @settings(max_examples=100, deadline=None)

@@ -108,11 +108,11 @@ def some(values: np.ndarray) -> bool:
 
 
 def bounds(column: np.ndarray) -> tuple[int, int]:
-    """The least and greatest value of an int64 column (at least one value): once the compiled
-    loops are loaded, a short column's in one compiled pass (`_compiled.column_bounds`), else
-    `least` and `greatest`. An operator checks the range of most columns it is handed (are they
-    their own codes?), a few hundred times a loop's round."""
-    if POLICY.eager:
+    """The least and greatest value of a column (at least one value): once the compiled loops
+    are loaded, an int64 column's in one compiled pass when short (`_compiled.column_bounds`),
+    else `least` and `greatest`. An operator checks the range of most columns it is handed
+    (are they their own codes?), a few hundred times a loop's round."""
+    if POLICY.eager and column.dtype == np.int64:
         return compiled_loops().column_bounds(column)  # type: ignore[no-any-return]
     return int(least(column)), int(greatest(column))
 
