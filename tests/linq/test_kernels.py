@@ -319,7 +319,7 @@ def test_a_columns_bounds_are_its_least_and_greatest_value(form: str, values: li
 def test_every_and_some_are_all_and_any(values: list[int], as_mask: bool) -> None:
     """`every` and `some` (the operators' checks of diffs, masks and key order) answer as
     Python's ``all`` and ``any`` do, of ints (non-zero is true) and of masks, empty ones too."""
-    column = np.array(values, dtype=np.int64)
+    column: np.ndarray = np.array(values, dtype=np.int64)
     if as_mask:
         column = column > 0
     assert _kernels.every(column) is all(values if not as_mask else [v > 0 for v in values])
