@@ -203,7 +203,7 @@ def test_the_first_import_on_a_machine_says_it_compiles_and_later_ones_load_quie
             cwd=Path(__file__).parents[2],
             capture_output=True,
             text=True,
-            timeout=100,
+            timeout=540,  # a cold compile of 25 loops: 122 s at load 10 (test_numba_cache's bound)
             check=True,
         )
         said.append(done.stderr)
