@@ -55,12 +55,15 @@ from timely import KeyedState, Timestamp, Vertex
 from ._columns import (
     SCALAR,
     Block,
+    bounds,
     codes_of,
     concat_blocks,
     consolidate,
     consolidation,
+    every,
     order,
     route_of,
+    some,
     time_runs,
 )
 from ._columns._functions import Columns, as_block, left
@@ -239,7 +242,7 @@ def delta_batch(
     idx, sums = consolidation([keys, *vals], block.diffs)
     if not len(sums):
         return None
-    if len(sums) < len(block) or (idx[1:] < idx[:-1]).any():
+    if len(sums) < len(block) or some(idx[1:] < idx[:-1]):
         block = block.take(idx).with_diffs(sums)
         keys = keys[idx]
         vals = [v[idx] for v in vals]
@@ -340,7 +343,7 @@ def _meet_rows(
     first, second = (one, other) if delta_first else (other, one)
     out = select_pairs(vertex.op, selector, first, second, one.diffs * right.diffs)
     if isinstance(times, tuple):  # one time for the whole delta: no column of it to build and gather
-        if all(int(np.maximum.reduce(b)) <= c for b, c in zip(right.times, times)):
+        if all(bounds(b)[1] <= c for b, c in zip(right.times, times)):
             # the history met is all at or before the delta's time (most often): one output
             # time, with no column of times to build and split
             if outgoing is None:
@@ -369,11 +372,11 @@ def _advanced(keys: np.ndarray, left: np.ndarray, right: Rows, t: tuple[int, ...
     if len(left) < CONSOLIDATE_MATCHES or len(left) <= len(keys):  # no delta row meets two rows
         return left, right
     early = le_time(right.times, t)
-    every = bool(early.all())
-    rank = left if every else left[early]
+    all_early = every(early)
+    rank = left if all_early else left[early]
     if len(rank) < 2 or int(np.bincount(rank).max()) < 2:
         return left, right
-    if every:
+    if all_early:
         (left, *vals), diffs = consolidate([left, *right.vals], right.diffs)
         return left, Rows(keys[left], vals, time_columns(t, len(diffs)), diffs)
     late = ~early

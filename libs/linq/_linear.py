@@ -15,7 +15,18 @@ import numpy as np
 
 from timely import Timestamp, Vertex
 
-from ._columns import SCALAR, Block, blocks_of, codes_of, concat_blocks, consolidate, group_starts, order
+from ._columns import (
+    SCALAR,
+    Block,
+    blocks_of,
+    codes_of,
+    concat_blocks,
+    consolidate,
+    every,
+    group_starts,
+    order,
+    some,
+)
 from ._columns._functions import Columns, apply_columns, as_block, fields_of, twice
 from ._errors import OperatorError
 from ._keys import KeyOf, unhashable
@@ -43,7 +54,7 @@ def block_in(records: list[Any]) -> Block:
 def changes_in(records: list[Any]) -> Block:
     """The one block of a message, without its zero diffs (what a keyed operator arranges)."""
     block = block_in(records)
-    return block if block.diffs.all() else block.take(block.diffs != 0)
+    return block if every(block.diffs) else block.take(block.diffs != 0)
 
 
 class _Linear(Vertex):
@@ -102,8 +113,8 @@ class Where(_Linear):
                 mask = np.fromiter((bool(keep(d)) for d in recs), dtype=bool, count=len(recs))
             except Exception as exc:
                 raise self.fail("predicate", recs, exc) from exc
-        if mask.any():
-            self.send_by(self.outputs[0], [block.take(mask) if not mask.all() else block], time)
+        if some(mask):
+            self.send_by(self.outputs[0], [block.take(mask) if not every(mask) else block], time)
 
 
 class SelectMany(_Linear):

@@ -47,9 +47,11 @@ from ._columns import (
     consolidate,
     consolidate_parts,
     distinct,
+    every,
     group_starts,
     order,
     route_of,
+    some,
     time_runs,
     values_of,
 )
@@ -216,7 +218,7 @@ class Count(Reducer):
 
     def of_totals(self, keys: np.ndarray, totals: np.ndarray) -> Output:
         here = totals > 0
-        if not here.all():
+        if not every(here):
             keys, totals = keys[here], totals[here]
         return keys, [keys, totals], 2, np.ones(len(keys), np.int64)
 
@@ -345,7 +347,7 @@ class Reduce(Stateful):
         if not self.two and len(staged) > 1:  # one layout for the whole time
             staged = [(0, concat_blocks([b for _, b in staged]))]
         for edge, block in staged:
-            block = block.take(block.diffs != 0) if not block.diffs.all() else block
+            block = block.take(block.diffs != 0) if not every(block.diffs) else block
             if not len(block):
                 continue
             keys = self.keyof[edge].codes(block)
@@ -370,7 +372,7 @@ class Reduce(Stateful):
         answer: Output | None = None
         if self.reducer.summed:
             totals, _, later = self.input_trace.totals(keys, t, values=False)
-            if (totals < 0).any():
+            if some(totals < 0):
                 if self.keys_only:  # no record is kept to name: the key is
                     self._negative_key(keys, totals, time)
             else:

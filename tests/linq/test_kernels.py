@@ -203,7 +203,7 @@ def test_the_first_import_on_a_machine_says_it_compiles_and_later_ones_load_quie
             cwd=Path(__file__).parents[2],
             capture_output=True,
             text=True,
-            timeout=100,
+            timeout=540,  # a cold compile of 25 loops: 122 s at load 10 (test_numba_cache's bound)
             check=True,
         )
         said.append(done.stderr)
@@ -244,3 +244,83 @@ print("ok")
         timeout=120,
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("form", ["python", "numpy", "compiled"])
+@settings(max_examples=100, deadline=None)
+@given(
+    keys=st.lists(st.integers(-5, 60), min_size=1, max_size=150),
+    broadcast=st.booleans(),
+    step=st.sampled_from([1, 2]),
+)
+def test_a_batch_indexes_its_keys_as_numpys_unique(form: str, keys: list[int], broadcast: bool, step: int) -> None:
+    """A new batch's distinct keys, where each one's rows start and its latest time, in each
+    form (`Policy.batch_index`: a few rows in Python lists, numpy, or one compiled call), with
+    keys of one value broadcast (a constant key) or a strided slice, against `numpy.unique`."""
+    from timely_libs.linq._trace import Batch, Rows
+
+    with pytest.MonkeyPatch.context() as patch:
+        loaded = form == "compiled"
+        patch.setattr(_kernels.POLICY, "eager", loaded)
+        patch.setattr(_kernels, "INDEX_ROWS", 2 if loaded else 1 << 40)
+        patch.setattr(_kernels, "COMPILED_ROWS", 2 if loaded else 1 << 40)
+        patch.setattr("timely_libs.linq._trace._batch.SMALL_ROWS", 1 << 40 if form == "python" else 0)
+        if loaded:
+            _kernels.preload()
+        n = len(keys)
+        if broadcast:
+            column = np.broadcast_to(np.int64(keys[0]), n)
+        else:
+            column = np.repeat(np.sort(np.array(keys, dtype=np.int64)), step)[::step]
+        epoch = np.broadcast_to(np.int64(3), n)
+        iteration = np.arange(n, dtype=np.int64) % 7
+        vals = np.arange(n, dtype=np.int64)  # distinct: the rows are consolidated as they are
+        batch = Batch(Rows(column, [vals], [epoch, iteration], np.ones(n, dtype=np.int64)), tidy=True)
+    ukeys, first = np.unique(column, return_index=True)
+    assert batch.ukeys.tolist() == ukeys.tolist()
+    assert batch.starts.tolist() == [*first.tolist(), n]
+    assert (batch.kmin, batch.kmax) == (int(ukeys[0]), int(ukeys[-1]))
+    assert batch.latest == (3, int(iteration.max()))
+    assert all(batch.span(k) == (s, e) for k, s, e in zip(ukeys.tolist(), first.tolist(), [*first.tolist()[1:], n]))
+
+
+@pytest.mark.parametrize("form", ["numpy", "compiled"])
+@settings(max_examples=100, deadline=None)
+@given(
+    values=st.lists(st.integers(-(1 << 62), 1 << 62), min_size=1, max_size=60),
+    layout=st.sampled_from(["contiguous", "strided", "broadcast", "long"]),
+)
+def test_a_columns_bounds_are_its_least_and_greatest_value(form: str, values: list[int], layout: str) -> None:
+    """`bounds` (what `codes_of` checks a column's range with), in one compiled pass for a
+    short column or numpy's two reductions, of every layout a batch's column takes; ``long``:
+    past `_compiled.BOUNDS_BELOW`, where the compiled tier hands over to numpy."""
+    column = np.array(values, dtype=np.int64)
+    if layout == "strided":
+        column = np.repeat(column, 2)[::2]
+    elif layout == "broadcast":
+        column = np.broadcast_to(column[:1], len(values))
+    elif layout == "long":
+        column = np.resize(column, 5000)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_kernels.POLICY, "eager", form == "compiled")
+        if form == "compiled":
+            _kernels.preload()
+        lo, hi = _kernels.bounds(column)
+    assert (lo, hi) == (min(column.tolist()), max(column.tolist()))
+    assert type(lo) is int and type(hi) is int
+    with pytest.MonkeyPatch.context() as patch:  # a column of another int type: numpy's reductions
+        patch.setattr(_kernels.POLICY, "eager", form == "compiled")
+        small = np.clip(column, -100, 100).astype(np.int32)
+        assert _kernels.bounds(small) == (int(small.min()), int(small.max()))
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(st.integers(-2, 2), max_size=20), as_mask=st.booleans())
+def test_every_and_some_are_all_and_any(values: list[int], as_mask: bool) -> None:
+    """`every` and `some` (the operators' checks of diffs, masks and key order) answer as
+    Python's ``all`` and ``any`` do, of ints (non-zero is true) and of masks, empty ones too."""
+    column: np.ndarray = np.array(values, dtype=np.int64)
+    if as_mask:
+        column = column > 0
+    assert _kernels.every(column) is all(values if not as_mask else [v > 0 for v in values])
+    assert _kernels.some(column) is any(values if not as_mask else [v > 0 for v in values])

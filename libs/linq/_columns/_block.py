@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ._codes import PAIRS, codes_of_ints, codes_of_tuples, codes_of_values, values_of
-from ._kernels import greatest, selector
+from ._kernels import bounds, selector
 
 __all__ = ["SCALAR", "Block", "concat_blocks", "column_of"]
 
@@ -149,7 +149,7 @@ def block_of_codes(cols: Sequence[np.ndarray], arity: int, diffs: np.ndarray) ->
     """A block from code columns: a column of plain ints stays as it is; others become values."""
     out = []
     for c in cols:
-        if not len(c) or int(greatest(c)) < PAIRS:
+        if not len(c) or bounds(c)[1] < PAIRS:
             out.append(c)
         else:
             out.append(_object_column(values_of(c)))

@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from ..._hash import stable_hash
-from ._kernels import greatest, least
+from ._kernels import bounds, greatest, least
 from ._tuples import TupleTable
 
 __all__ = [
@@ -363,7 +363,7 @@ def codes_of_ints(column: np.ndarray) -> np.ndarray:
     (those are interned, a batch at a time)."""
     if not len(column):
         return column
-    lo, hi = int(least(column)), int(greatest(column))
+    lo, hi = bounds(column)
     if lo >= -PAIRS and hi < PAIRS:
         return column
     out = column.copy()

@@ -47,11 +47,14 @@ NO_FLOOR = np.iinfo(np.int64).min
 """A floor that raises nothing."""
 
 __all__ = [
+    "bounds",
     "consolidate_packed",
     "consolidate_rows",
+    "column_bounds",
     "consolidate_words",
     "key_matches",
     "key_rows",
+    "key_starts",
     "key_sums",
     "key_table",
     "matched_rows",
@@ -155,7 +158,7 @@ def _range(columns: Iterable[np.ndarray]) -> tuple[int, int]:
     """The least and greatest value of some columns together (a broadcast one: its value)."""
     lo = hi = None
     for c in columns:
-        a, b = (int(c[0]), int(c[0])) if c.strides[0] == 0 else (int(np.minimum.reduce(c)), int(np.maximum.reduce(c)))
+        a, b = (int(c[0]), int(c[0])) if c.strides[0] == 0 else column_bounds(c)
         lo = a if lo is None else min(lo, a)
         hi = b if hi is None else max(hi, b)
     assert lo is not None and hi is not None
@@ -406,6 +409,56 @@ def key_table(keys: np.ndarray, low: int, size: int) -> np.ndarray:
     for i in range(len(keys)):
         table[keys[i] - low] = i
     return table
+
+
+@njit(Tuple((i8, i8))(ANY), cache=True)
+def bounds(column: np.ndarray) -> tuple:  # type: ignore[type-arg]
+    """The least and greatest value of a column (at least one value), in one pass."""
+    lo = hi = column[0]
+    for i in range(1, len(column)):
+        v = column[i]
+        if v < lo:
+            lo = v
+        elif v > hi:
+            hi = v
+    return lo, hi
+
+
+def column_bounds(column: np.ndarray) -> tuple[int, int]:
+    """The least and greatest value of an int64 column (at least one value): one compiled pass
+    below `BOUNDS_BELOW` values, where numpy's two reductions cost a microsecond or two each
+    in call overhead; numpy's vectorised reductions beyond."""
+    if len(column) < BOUNDS_BELOW:
+        return bounds(column)  # type: ignore[no-any-return]
+    return int(np.minimum.reduce(column)), int(np.maximum.reduce(column))
+
+
+BOUNDS_BELOW = 4096
+"""Up to this many values `column_bounds` is one compiled pass. Measured (load 4-5): 0.4-0.7 us
+from 10 to 200 values against 5.6-6.8 for two reductions; even at 5,000; at 400,000 numpy's
+vectorised reductions take half the time."""
+
+
+@njit(Tuple((OUT, OUT))(ANY), cache=True)
+def key_starts(keys: np.ndarray) -> tuple:  # type: ignore[type-arg]
+    """For sorted ``keys`` (at least one): where each distinct key's rows start, the length at
+    the end, and the distinct keys (`Batch`'s index of its rows). One pass, where numpy took
+    seven calls (a comparison, ``flatnonzero``, a shift, a concatenation, a cast, two gathers)."""
+    n = len(keys)
+    starts = np.empty(n + 1, dtype=np.int64)
+    ukeys = np.empty(n, dtype=np.int64)
+    starts[0] = 0
+    ukeys[0] = keys[0]
+    m = 1
+    for i in range(1, n):
+        if keys[i] != keys[i - 1]:
+            starts[m] = i
+            ukeys[m] = keys[i]
+            m += 1
+    starts[m] = n
+    if m < n // 2:  # a large batch of few keys would keep its rows' length twice over
+        return starts[: m + 1].copy(), ukeys[:m].copy()
+    return starts[: m + 1], ukeys[:m]
 
 
 @njit(Tuple((OUT, OUT, i8))(IN, IN, TABLE, i8), cache=True, nogil=True)

@@ -32,6 +32,8 @@ __all__ = [
     "consolidate_parts",
     "consolidation",
     "distinct",
+    "bounds",
+    "every",
     "greatest",
     "group_starts",
     "time_runs",
@@ -39,6 +41,7 @@ __all__ = [
     "order",
     "ranges",
     "selector",
+    "some",
     "summed_rows",
 ]
 
@@ -90,6 +93,30 @@ least = np.minimum.reduce
 microsecond of each call, and a loop step makes hundreds of them on small arrays)."""
 greatest = np.maximum.reduce
 """An array's greatest value (as `least`)."""
+
+
+def every(values: np.ndarray) -> bool:
+    """Whether every value is true (non-zero): ``values.all()`` without `ndarray.all`'s Python
+    wrapper, a third of its cost on the short arrays an update's operators check (a dozen
+    times a loop's iteration: are the diffs non-zero, the keys in order, the mask all kept)."""
+    return int(np.count_nonzero(values)) == len(values)
+
+
+def some(values: np.ndarray) -> bool:
+    """Whether some value is true (non-zero): ``values.any()``, as `every`."""
+    return bool(np.count_nonzero(values))
+
+
+def bounds(column: np.ndarray) -> tuple[int, int]:
+    """The least and greatest value of a column (at least one value): once the compiled loops
+    are loaded, an int64 column's in one compiled pass when short (`_compiled.column_bounds`),
+    else `least` and `greatest`. An operator checks the range of most columns it is handed
+    (are they their own codes?), a few hundred times a loop's round."""
+    if POLICY.eager and column.dtype == np.int64:
+        return compiled_loops().column_bounds(column)  # type: ignore[no-any-return]
+    return int(least(column)), int(greatest(column))
+
+
 FUSED_BELOW = 1024
 """Below this many rows, once the compiled loops are loaded (`preload`), `consolidate` is one
 compiled call (`_compiled.consolidate_rows`: pack, sort, sum and unpack in one loop) instead
@@ -123,6 +150,12 @@ MERGED_RUNS_BELOW = 2048
 one natural merge (`_merged_runs`). Measured (CPU, two runs of 4 columns): 11-43 us at 70 to
 1,700 rows against 14-51 for `consolidate_packed` or the fused consolidation; even at 2,400;
 from 4,000 rows the radix sort of packed rows is faster (66 us against 106)."""
+INDEX_ROWS = 8
+"""From this many rows, once the compiled loops are loaded, a new batch finds its distinct
+keys and their starts in one compiled call (`Policy.batch_index`). Measured (paired, old and
+new in turn, load 4-5, a batch of one value and two time columns): 15-19 us from 10 to 3,000
+rows against 16-27 us for a few dozen rows in Python lists and 25-84 us from 100 to 3,000
+by numpy; at 3 rows the Python lists are as fast or faster (11-21 us against 16-18)."""
 SPINE_BELOW = 1024
 """Reads of this many keys or more go batch by batch: a batch's key table (`Keys.dense_table`)
 finds each key in one step, and the per-batch calls are a small part of such a read."""
@@ -166,6 +199,11 @@ class Policy:
         (`_compiled.spine_rows`, `spine_sums`): once the loops are loaded, from `SPINE_KEYS`
         keys and below `SPINE_BELOW`."""
         return self.eager and SPINE_KEYS <= n < SPINE_BELOW
+
+    def batch_index(self, n: int) -> bool:
+        """Whether a new batch of ``n`` rows finds its distinct keys and their starts in one
+        compiled pass (`_compiled.key_starts`) rather than numpy's seven calls."""
+        return n >= (INDEX_ROWS if self.eager else COMPILED_ROWS)
 
     def merged_runs(self, n: int) -> bool:
         """Whether a merge of sorted runs of ``n`` rows is one compiled natural merge

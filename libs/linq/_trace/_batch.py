@@ -16,7 +16,17 @@ from itertools import pairwise
 
 import numpy as np
 
-from .._columns import EMPTY, FEW_KEYS, compiled_keys, compiled_loops, consolidate, ranges, selector, summed_rows
+from .._columns import (
+    EMPTY,
+    FEW_KEYS,
+    POLICY,
+    compiled_keys,
+    compiled_loops,
+    consolidate,
+    ranges,
+    selector,
+    summed_rows,
+)
 from .._columns._kernels import greatest, least
 from ._frontier import Description
 
@@ -37,7 +47,9 @@ first ask (a tenth of a binary search's cost; an update asks the small batches o
 hundreds of times, mostly about keys they do not have)."""
 SMALL_ROWS = 64
 """Up to this many rows, a new batch is summed (`summed_rows`) and finds its key starts and
-time bounds in Python lists (numpy's per-call cost exceeds the work)."""
+time bounds in Python lists (numpy's per-call cost exceeds the work); once the compiled loops
+are loaded, one already sorted and summed (``tidy``) from `INDEX_ROWS` rows finds them in one
+compiled call instead (`Policy.batch_index`)."""
 
 
 class Rows:
@@ -139,7 +151,7 @@ class Batch(Rows):
         """The key table (None for sparse keys), ``starts`` and ``ukeys`` as memoryviews, for a
         larger batch (built by `span`): reading one gives a Python int, four times faster than
         a numpy scalar."""
-        if 1 < len(rows.diffs) <= SMALL_ROWS:
+        if 1 < len(rows.diffs) <= SMALL_ROWS and not (tidy and POLICY.batch_index(len(rows.diffs))):
             self._small(rows, tidy)
             return
         if not tidy:
@@ -155,10 +167,13 @@ class Batch(Rows):
             self.ukeys = keys
             self.latest = tuple(int(t[0]) for t in self.times)
         else:
-            change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-            self.starts = np.concatenate([[0], change, [n]]).astype(np.int64)
-            self.ukeys = keys[self.starts[:-1]]
-            self.latest = tuple(int(greatest(t)) for t in self.times)
+            if POLICY.batch_index(n):
+                self.starts, self.ukeys = compiled_loops().key_starts(keys)
+            else:
+                change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+                self.starts = np.concatenate([[0], change, [n]]).astype(np.int64)
+                self.ukeys = keys[self.starts[:-1]]
+            self.latest = tuple(int(t[0]) if t.strides[0] == 0 else int(greatest(t)) for t in self.times)
         self.kmin = int(keys[0])
         self.kmax = int(keys[-1])
         self.index = Keys(self.ukeys)

@@ -29,7 +29,7 @@ from operator import is_, le
 
 import numpy as np
 
-from .._columns import POLICY, compiled_loops, selector
+from .._columns import POLICY, compiled_loops, every, selector
 from ._batch import Batch, Keys, Rows, concat_rows, le_time
 from ._frontier import Time
 
@@ -75,7 +75,7 @@ def matches_each(keys: np.ndarray, batches: list[Batch]) -> Iterator[tuple[Batch
             if found is not None:
                 yield batch, found[0], found[1]
         return
-    ordered = bool((keys[1:] >= keys[:-1]).all())
+    ordered = every(keys[1:] >= keys[:-1])
     if tier == "compiled" and (ordered or n < SORT_BELOW):  # one compiled pass per batch, keys in order
         key_rows = compiled_loops().key_rows  # numba only once arrays are large
         perm = None if ordered else np.argsort(keys, kind="stable")
@@ -106,7 +106,7 @@ def matches(keys: np.ndarray, batches: list[Batch], nvals: int, ntimes: int) -> 
     policy says so (`Policy.spine_read`), every batch is read in one compiled call."""
     n = len(keys)
     if n and POLICY.spine_read(n) and batches:
-        ordered = bool((keys[1:] >= keys[:-1]).all())
+        ordered = every(keys[1:] >= keys[:-1])
         perm = None if ordered else np.argsort(keys, kind="stable")
         probe = np.ascontiguousarray(keys if perm is None else keys[perm])
         rank, cols = _spine_rows(probe, batches, 2 + nvals + ntimes)
