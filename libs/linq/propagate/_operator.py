@@ -63,6 +63,7 @@ from ._exchange import line_messages
 from ._least import (
     LineWalk,
     _negative,
+    absorbs_wave,
     few_line_changes,
     later_keys,
     line_changes,
@@ -74,7 +75,7 @@ from ._least import (
     unchanged_few,
     unchanged_many,
 )
-from ._proposals import few_proposals
+from ._proposals import as_pairs, few_pairs, few_proposals, next_batch
 
 __all__ = ["Propagate", "by_size", "propagate"]
 
@@ -244,9 +245,31 @@ class Propagate(Stateful):
             cols, diffs = consolidate(cols, diffs)
             batch = Batch(Rows.at(cols[0], cols[1:], t, diffs), tidy=True)
             del cols, diffs
-        if len(batch):
+        if len(batch) and not self._wave_edges(batch, t):
             self._join(batch, self.labels, edges_first=True)
         self.edges.insert(batch)
+
+    def _wave_edges(self, batch: Batch, t: tuple[int, ...]) -> bool:
+        """An update's few edge changes met with the labels (`_proposals.few_pairs`), their
+        proposals made straight into one batch at their next iterations (`next_batch`) and
+        checked and absorbed as `line_wave` would absorb them once staged (`absorbs_wave`), or
+        else staged as `_send` stages them; False (nothing done) when the general join must
+        run. Only with one worker and nothing else staged, so that the proposals would be
+        all that `line_wave` finds staged, and on ``t``'s line, so that it would take them
+        all: the batch then skips the arrays made per time, their concatenation and a
+        second sort."""
+        if self.peers > 1 or self.staged or self.staged_edges:
+            return False
+        batches = self.labels.batches()
+        found = few_pairs(batch, batches, True, self.weighted) if batches else None
+        if found is None:
+            return False
+        prefix = t[:-1]
+        on_line = all(u[:-1] == prefix for u in found)
+        if on_line and absorbs_wave(next_batch(found, self.ntimes), t, self.proposals, self.labels):
+            return True
+        self._send(as_pairs(found))
+        return True
 
     def _nodes(self, block: Block, t: tuple[int, ...]) -> None:
         if block.arity != 2:
