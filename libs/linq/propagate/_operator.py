@@ -232,7 +232,8 @@ class Propagate(Stateful):
         if not staged:
             return
         if len(staged) == 1 and len(staged[0]) <= SMALL_ROWS:
-            batch = Batch(staged[0])
+            rows = staged[0]
+            batch = Batch(rows, tidy=len(rows) == 1 and bool(rows.diffs[0]))  # one row, not zero: tidy as it is
         else:
             # every row is at ``t``: sum (key, values) alone and keep the times as zero-stride
             # columns, letting each copy go once the next is made (SCC's peak memory is here,
