@@ -59,6 +59,7 @@ from .._trace import Batch, Rows, Spine, concat_rows, indexed, latest, matches, 
 from .._trace._batch import SMALL_ROWS
 from .._trace._reader import address_table
 from ..collection import Collection, _lattices, lattice_of, operator_name
+from . import _least
 from ._exchange import line_messages
 from ._least import (
     LineWalk,
@@ -155,6 +156,9 @@ class Propagate(Stateful):
         """The label changes of the current callback, sent once at its end (`_send_changes`)."""
         self.walk: LineWalk | None = None
         """While `_iterate` walks a line: what is staged on it and what blocks it."""
+        self.unwaved: tuple[int, ...] | None = None
+        """A time whose step `_wave_edges` found its proposals would move a label: the step
+        skips `line_wave`, whose check of the same proposals would say so again."""
         self.arrived = -1
         """With `_alone`, the latest epoch of a notification so far: every input at it or
         before has arrived."""
@@ -266,9 +270,12 @@ class Propagate(Stateful):
         if found is None:
             return False
         prefix = t[:-1]
-        on_line = all(u[:-1] == prefix for u in found)
-        if on_line and absorbs_wave(next_batch(found, self.ntimes), t, self.proposals, self.labels):
-            return True
+        if all(u[:-1] == prefix for u in found):
+            delta = next_batch(found, self.ntimes)
+            if len(delta) <= _least.WAVE_ROWS:  # what `line_wave` would take: all of them
+                if absorbs_wave(delta, t, self.proposals, self.labels):
+                    return True
+                self.unwaved = t  # and its check would fail again
         self._send(as_pairs(found))
         return True
 
@@ -390,11 +397,11 @@ class Propagate(Stateful):
         """What is staged at ``t``: edge changes, proposals, keys to evaluate."""
         if self.staged_edges:
             self._absorb_edges(t)
-        staged = (
-            self.staged.pop(t, None)
-            if self.peers > 1
-            else line_wave(self.staged, self.staged_edges, t, self.proposals, self.labels, self.walk)
-        )
+        if self.peers > 1 or self.unwaved == t:
+            staged = self.staged.pop(t, None)
+            self.unwaved = None
+        else:
+            staged = line_wave(self.staged, self.staged_edges, t, self.proposals, self.labels, self.walk)
         if staged is not None:
             rows = concat_rows([r for r in staged if not isinstance(r, np.ndarray)], 1, self.ntimes)
             keys = [r for r in staged if isinstance(r, np.ndarray)]
