@@ -269,6 +269,8 @@ class Propagate(Stateful):
         found = few_pairs(batch, batches, True, self.weighted) if batches else None
         if found is None:
             return False
+        if not found:  # no label at the source (unreached): nothing to propose, no batch to make
+            return True
         prefix = t[:-1]
         if all(u[:-1] == prefix for u in found):
             delta = next_batch(found, self.ntimes)
