@@ -103,3 +103,36 @@ def test_strongly_connected_components(monkeypatch: pytest.MonkeyPatch, tier: st
         wave,
         lambda: check(linq.strongly_connected_components, nx_scc_edges, [(e,) for e in epochs], 1),
     )
+
+
+def _edge_waves(patch: pytest.MonkeyPatch) -> list[bool]:
+    """Each check of an update's edge proposals made straight into one batch
+    (`Propagate._wave_edges`): whether they were absorbed (else staged)."""
+    said: list[bool] = []
+    absorbs = _least.absorbs_wave
+
+    def counting(*args: Any) -> bool:
+        said.append(absorbs(*args))
+        return said[-1]
+
+    patch.setattr(_operator, "absorbs_wave", counting)
+    return said
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("algo", ["sssp", "cc"])
+def test_edge_wave(monkeypatch: pytest.MonkeyPatch, tier: str, algo: str) -> None:
+    """An update's edge change whose proposals go straight to the wave check, absorbed when
+    they move nothing and staged for the steps when they may: both must happen, and the
+    output must equal NetworkX's after every epoch."""
+    _tier(monkeypatch, tier)
+    said = _edge_waves(monkeypatch)
+    rng = random.Random(24)
+    nodes = 40
+    if algo == "sssp":
+        epochs = _single_changes(rng, lambda: (rng.randrange(nodes), rng.randrange(nodes), rng.randint(1, 9)), 120, 60)
+        check(linq.shortest_paths, nx_shortest_paths, list(zip(epochs, [[(0, 1)]] + [[]] * 60)), 1)
+    else:
+        epochs = _single_changes(rng, lambda: (rng.randrange(nodes), rng.randrange(nodes)), 50, 60)
+        check(linq.connected_components, nx_components, [(e,) for e in epochs], 1)
+    assert any(said) and not all(said)

@@ -58,6 +58,7 @@ __all__ = [
     "FEW_ROWS",
     "NO_BOUND",
     "LineWalk",
+    "absorbs_wave",
     "few_line_changes",
     "later_keys",
     "line_changes",
@@ -179,20 +180,33 @@ def line_wave(
     if not taken:
         return mine
     delta = Batch(concat_rows(entries, 1, len(t)))
-    if len(delta):
-        if POLICY.keys_tier(len(delta.ukeys)) != "python":
-            return mine
-        for spine in (proposals, labels):  # every row on the line (`Propagate._touched`)
-            top = latest(spine.batches())
-            if top is not None and any(map(gt, top[:-1], prefix)):
-                return mine
-        keep = unchanged_few(delta, labels, t, proposals, inserted=False)
-        if keep is None or not keep.all():
-            return mine
-        proposals.insert(delta)
+    if not absorbs_wave(delta, t, proposals, labels):
+        return mine
     for u in taken:
         del staged[u]
     return None
+
+
+def absorbs_wave(delta: Batch, t: Time, proposals: Spine, labels: Spine) -> bool:
+    """`line_wave`'s check and insert: whether the proposals ``delta`` (at ``t`` and the later
+    times of its line, at most `WAVE_ROWS` rows) move no label, every row of both
+    arrangements being on ``t``'s line (`Propagate._touched`); if so, they are inserted into
+    ``proposals`` (an empty delta: nothing to insert). Also `Propagate._wave_edges`'s, for
+    an update's edge proposals made straight into one batch."""
+    if not len(delta):
+        return True
+    if len(delta) > WAVE_ROWS or POLICY.keys_tier(len(delta.ukeys)) != "python":
+        return False
+    prefix = t[:-1]
+    for spine in (proposals, labels):
+        top = latest(spine.batches())
+        if top is not None and any(map(gt, top[:-1], prefix)):
+            return False
+    keep = unchanged_few(delta, labels, t, proposals, inserted=False)
+    if keep is None or not keep.all():
+        return False
+    proposals.insert(delta)
+    return True
 
 
 class LineWalk:

@@ -59,10 +59,12 @@ from .._trace import Batch, Rows, Spine, concat_rows, indexed, latest, matches, 
 from .._trace._batch import SMALL_ROWS
 from .._trace._reader import address_table
 from ..collection import Collection, _lattices, lattice_of, operator_name
+from . import _least
 from ._exchange import line_messages
 from ._least import (
     LineWalk,
     _negative,
+    absorbs_wave,
     few_line_changes,
     later_keys,
     line_changes,
@@ -74,7 +76,7 @@ from ._least import (
     unchanged_few,
     unchanged_many,
 )
-from ._proposals import few_proposals
+from ._proposals import as_pairs, few_pairs, few_proposals, next_batch
 
 __all__ = ["Propagate", "by_size", "propagate"]
 
@@ -154,6 +156,9 @@ class Propagate(Stateful):
         """The label changes of the current callback, sent once at its end (`_send_changes`)."""
         self.walk: LineWalk | None = None
         """While `_iterate` walks a line: what is staged on it and what blocks it."""
+        self.unwaved: tuple[int, ...] | None = None
+        """A time whose step `_wave_edges` found its proposals would move a label: the step
+        skips `line_wave`, whose check of the same proposals would say so again."""
         self.arrived = -1
         """With `_alone`, the latest epoch of a notification so far: every input at it or
         before has arrived."""
@@ -231,7 +236,8 @@ class Propagate(Stateful):
         if not staged:
             return
         if len(staged) == 1 and len(staged[0]) <= SMALL_ROWS:
-            batch = Batch(staged[0])
+            rows = staged[0]
+            batch = Batch(rows, tidy=len(rows) == 1 and bool(rows.diffs[0]))  # one row, not zero: tidy as it is
         else:
             # every row is at ``t``: sum (key, values) alone and keep the times as zero-stride
             # columns, letting each copy go once the next is made (SCC's peak memory is here,
@@ -244,9 +250,36 @@ class Propagate(Stateful):
             cols, diffs = consolidate(cols, diffs)
             batch = Batch(Rows.at(cols[0], cols[1:], t, diffs), tidy=True)
             del cols, diffs
-        if len(batch):
+        if len(batch) and not self._wave_edges(batch, t):
             self._join(batch, self.labels, edges_first=True)
         self.edges.insert(batch)
+
+    def _wave_edges(self, batch: Batch, t: tuple[int, ...]) -> bool:
+        """An update's few edge changes met with the labels (`_proposals.few_pairs`), their
+        proposals made straight into one batch at their next iterations (`next_batch`) and
+        checked and absorbed as `line_wave` would absorb them once staged (`absorbs_wave`), or
+        else staged as `_send` stages them; False (nothing done) when the general join must
+        run. Only with one worker and nothing else staged, so that the proposals would be
+        all that `line_wave` finds staged, and on ``t``'s line, so that it would take them
+        all: the batch then skips the arrays made per time, their concatenation and a
+        second sort."""
+        if self.peers > 1 or self.staged or self.staged_edges:
+            return False
+        batches = self.labels.batches()
+        found = few_pairs(batch, batches, True, self.weighted) if batches else None
+        if found is None:
+            return False
+        if not found:  # no label at the source (unreached): nothing to propose, no batch to make
+            return True
+        prefix = t[:-1]
+        if all(u[:-1] == prefix for u in found):
+            delta = next_batch(found, self.ntimes)
+            if len(delta) <= _least.WAVE_ROWS:  # what `line_wave` would take: all of them
+                if absorbs_wave(delta, t, self.proposals, self.labels):
+                    return True
+                self.unwaved = t  # and its check would fail again
+        self._send(as_pairs(found))
+        return True
 
     def _nodes(self, block: Block, t: tuple[int, ...]) -> None:
         if block.arity != 2:
@@ -366,11 +399,11 @@ class Propagate(Stateful):
         """What is staged at ``t``: edge changes, proposals, keys to evaluate."""
         if self.staged_edges:
             self._absorb_edges(t)
-        staged = (
-            self.staged.pop(t, None)
-            if self.peers > 1
-            else line_wave(self.staged, self.staged_edges, t, self.proposals, self.labels, self.walk)
-        )
+        if self.peers > 1 or self.unwaved == t:
+            staged = self.staged.pop(t, None)
+            self.unwaved = None
+        else:
+            staged = line_wave(self.staged, self.staged_edges, t, self.proposals, self.labels, self.walk)
         if staged is not None:
             rows = concat_rows([r for r in staged if not isinstance(r, np.ndarray)], 1, self.ntimes)
             keys = [r for r in staged if isinstance(r, np.ndarray)]

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._columns import PAIRS, POLICY
-from .._trace import Batch, key_spans
+from .._trace import Batch, Rows, key_spans
 
-__all__ = ["FEW_PAIRS", "Pairs", "few_proposals"]
+__all__ = ["FEW_PAIRS", "Found", "Pairs", "as_pairs", "few_pairs", "few_proposals", "next_batch"]
 
 FEW_PAIRS = 256
 """Up to this many (delta row, arrangement row) pairs, the join runs in Python values; a key
@@ -26,10 +26,13 @@ with more rows (a hub's edges) takes the column form."""
 Time = tuple[int, ...]
 Pairs = dict[Time, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]
 """Per joined time: ``(destination, label, diff)`` columns (`Propagate._join`'s ``out``)."""
+Found = dict[Time, dict[tuple[int, int], int]]
+"""Per joined time: ``(destination, label)`` to its summed diff, as Python ints (`few_pairs`)."""
 
 
-def few_proposals(delta: Batch, batches: list[Batch], edges_first: bool, weighted: bool) -> Pairs | None:
-    """The proposals of ``delta`` joined with ``batches`` (an arrangement's), by joined time:
+def few_pairs(delta: Batch, batches: list[Batch], edges_first: bool, weighted: bool) -> Found | None:
+    """The proposals of ``delta`` joined with ``batches`` (an arrangement's), by joined time,
+    as Python values: per time, ``(destination, label)`` to the summed diff (zeros kept):
     ``delta`` edge changes ``(src, dst[, weight])`` against labels ``(node, label)`` when
     ``edges_first``, else label changes against edges. A proposal goes to the edge's
     destination with the label (plus the edge's weight, ``weighted``), at the join of the
@@ -73,6 +76,17 @@ def few_proposals(delta: Batch, batches: list[Batch], edges_first: bool, weighte
                 if out is None:
                     out = found[time] = {}
                 out[dst, label] = out.get((dst, label), 0) + d * diffs[q]
+    return found
+
+
+def few_proposals(delta: Batch, batches: list[Batch], edges_first: bool, weighted: bool) -> Pairs | None:
+    """`few_pairs` as `Propagate._join`'s ``out``: per joined time, its proposals' columns."""
+    found = few_pairs(delta, batches, edges_first, weighted)
+    return None if found is None else as_pairs(found)
+
+
+def as_pairs(found: Found) -> Pairs:
+    """`few_pairs`'s answer as columns per joined time, the proposals that sum to zero left out."""
     proposals: Pairs = {}
     for time, summed in found.items():  # summed per (node, label): a history that adds up to nothing proposes nothing
         kept = [(dst, label, d) for (dst, label), d in summed.items() if d]
@@ -82,3 +96,21 @@ def few_proposals(delta: Batch, batches: list[Batch], edges_first: bool, weighte
                 (np.array(dst, dtype=np.int64), np.array(label, dtype=np.int64), np.array(d, dtype=np.int64))
             ]
     return proposals
+
+
+def next_batch(found: Found, ntimes: int) -> Batch:
+    """`few_pairs`'s answer as one batch at the next iteration of each joined time (where
+    `Propagate._send` stages them): sorted and summed in Python values, so the batch is
+    made with its arrays once, not per time and again when a step concatenates the times."""
+    rows: dict[tuple[int, ...], int] = {}
+    for time, summed in found.items():
+        after = (*time[:-1], time[-1] + 1)
+        for (dst, label), d in summed.items():
+            if d:
+                rows[(dst, label, *after)] = d
+    if not rows:
+        return Batch(Rows.empty(1, ntimes))
+    table = sorted(rows)
+    cols = np.array(table, dtype=np.int64).T.copy()
+    diffs = np.array([rows[r] for r in table], dtype=np.int64)
+    return Batch(Rows(cols[0], [cols[1]], list(cols[2:]), diffs), tidy=True)
