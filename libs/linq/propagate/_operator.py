@@ -84,6 +84,11 @@ JOIN_SUMMED_BELOW = 1024
 """Deltas of fewer rows join all their times at once (`Propagate._join_summed`), their
 proposals summed; larger ones (a first load's) take the compiled join per time and batch."""
 
+LINE_JOIN_BELOW = 1 << 16
+"""A compiled step's label changes, fewer than this many, meet the edges in one compiled pass
+over the pairs (`Propagate._join_line`): in a large SCC round (steps of a few thousand keys)
+a third of the CPU of the join per time and batch; more (a first load's) take that join."""
+
 ITERATE_SECONDS = 0.1
 """At most this long in one callback on the later iterations of a loop (`Propagate._iterate`):
 then the runtime gets its turn, and the rest waits for its notifications."""
@@ -554,7 +559,7 @@ class Propagate(Stateful):
         batches = self.edges.batches()
         if not batches:
             return True
-        if changes.shape[1] >= JOIN_SUMMED_BELOW:
+        if changes.shape[1] >= LINE_JOIN_BELOW:
             return False
         from ._line import line_join  # loaded: `_stepped` ran it
 
@@ -686,10 +691,12 @@ class Propagate(Stateful):
                         self.staged.setdefault(u, []).append(item)
 
 
-STEP_BELOW = 1024
+STEP_BELOW = 1 << 15
 """Below this many keys (and once the compiled loops are loaded), a step reads and evaluates
 its keys in one compiled call (`_line.line_step`); a larger one (a first load's) takes the
-column form, whose arrays are sized by the rows, not by the keys times the batches."""
+column form, whose arrays are sized by the rows, not by the keys times the batches. A large
+SCC round's steps of a few thousand keys cost the same CPU either way; compiled, their changes
+take the compiled join (`LINE_JOIN_BELOW`)."""
 
 
 def _stepped(
