@@ -86,6 +86,12 @@ JOIN_SUMMED_BELOW = 1024
 """Deltas of fewer rows join all their times at once (`Propagate._join_summed`), their
 proposals summed; larger ones (a first load's) take the compiled join per time and batch."""
 
+LINE_JOIN_BELOW = 1 << 16
+"""A step's label changes, fewer than this many (and once the compiled loops are loaded),
+meet the edges in one compiled pass over the pairs (`Propagate._join_line`), whichever form
+evaluated them: in a large SCC round (steps of a few thousand keys) a third of the CPU of the
+join per time and batch; more (a first load's) take that join."""
+
 ITERATE_SECONDS = 0.1
 """At most this long in one callback on the later iterations of a loop (`Propagate._iterate`):
 then the runtime gets its turn, and the rest waits for its notifications."""
@@ -470,6 +476,9 @@ class Propagate(Stateful):
         if len(changes):
             self.labels.insert(changes)
             self.changed.append(changes)
+            if matrix is None and POLICY.eager and JOIN_SUMMED_BELOW <= len(changes) < LINE_JOIN_BELOW:
+                # the column form's changes (on the line, by key) as the compiled step makes them
+                matrix = np.stack([changes.keys, changes.vals[0], changes.times[-1], changes.diffs])
             if matrix is None or not self._join_line(matrix, t):
                 self._join(changes, self.edges, edges_first=False)
         for u, ks in later.items():
@@ -580,16 +589,16 @@ class Propagate(Stateful):
 
     def _join_line(self, changes: np.ndarray, t: tuple[int, ...]) -> bool:
         """`_join` of a step's label changes as `_stepped` made them (`_line.line_step`'s
-        matrix) with the edges, in one compiled pass over the pairs (`_line.line_join`), the
+        matrix; or the column form's, put in that matrix by `_evaluate`) with the edges, in one compiled pass over the pairs (`_line.line_join`), the
         proposals summed per (time, node, label) as `_join_summed` sums them; False (nothing
         sent) for a large step (a first load's: the per-time join keeps its arrays small) or
         a weight that is not an int."""
         batches = self.edges.batches()
         if not batches:
             return True
-        if changes.shape[1] >= JOIN_SUMMED_BELOW:
+        if changes.shape[1] >= LINE_JOIN_BELOW:
             return False
-        from ._line import line_join  # loaded: `_stepped` ran it
+        from ._line import line_join  # loaded: the policy is eager (`linq.preload`)
 
         pairs, status = line_join(changes, address_table(batches), np.array(t, dtype=np.int64), self.edges.nvals, PAIRS)
         if status:
@@ -721,8 +730,9 @@ class Propagate(Stateful):
 
 STEP_BELOW = 1024
 """Below this many keys (and once the compiled loops are loaded), a step reads and evaluates
-its keys in one compiled call (`_line.line_step`); a larger one (a first load's) takes the
-column form, whose arrays are sized by the rows, not by the keys times the batches."""
+its keys in one compiled call (`_line.line_step`); a larger one (a first load's, or a large
+SCC round's, at the same CPU) takes the column form, whose arrays are sized by the rows, not
+by the keys times the batches."""
 
 
 def _stepped(
