@@ -345,6 +345,43 @@ def test_user_codec_failures_are_codec_errors() -> None:
     assert isinstance(info.value.__cause__, TypeError)
 
 
+def test_kept_packers_survive_reentry_failure_and_large_values() -> None:
+    """The codec keeps its msgpack packers for reuse (`PackerPool`): a registered encoder that
+    encodes through the same codec while the outer batch is being packed, a failure in the
+    middle of a pack, and a value larger than a kept packer's buffer must each leave every
+    later encoding byte for byte what a fresh codec makes (a shared packer reentered would
+    interleave the two values' bytes)."""
+
+    def reference() -> Codec:
+        fresh = Codec()
+        fresh.register(Point, lambda p: (p.x, p.y), lambda v: Point(*v), code=42)
+        return fresh
+
+    codec = Codec()
+    fail = [False]
+
+    def encode(p: Point) -> Any:
+        if fail[0]:
+            raise RuntimeError("boom")
+        return codec.encode_records([p.x, p.y])  # reenters this codec's packing
+
+    codec.register(Point, encode, lambda v: Point(*codec.decode_records(v)), code=42)
+    batch = [Point(i, -i) for i in range(50)] + [(1, "a"), None]
+    first = codec.encode_records(batch)
+    assert codec.decode_records(first) == batch
+    fail[0] = True
+    with pytest.raises(CodecError, match="boom"):
+        codec.encode_records([1, 2, Point(3, 4)])
+    fail[0] = False
+    large = [bytes(1000)] * 400  # about 400 KB: more than a kept packer's buffer
+    assert codec.encode_records(large) == reference().encode_records(large)
+    assert codec.decode_records(codec.encode_records(large)) == large
+    for records in ([1, 2, 3], [(i, str(i)) for i in range(100)], [{"k": 1.5}]):
+        assert codec.encode_records(records) == reference().encode_records(records)
+    assert codec.encode_records(batch) == first
+    assert codec.decode_records(codec.encode_records(batch)) == batch
+
+
 # --- encoding errors -------------------------------------------------------------------
 
 

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import msgpack
 
 from ..errors import FrameError, PeerError, TimelyError
-from ..net.codec import OBJECT_BYTES, Codec, decoded_size_bound
+from ..net.codec import OBJECT_BYTES, Codec, PackerPool, decoded_size_bound
 from ..net.transport import SilentPeerError, Transport
 from ..progress import ChangeBatch, Pointstamp, ProgressAccumulator, ProgressTracker
 from ..timestamp import Timestamp, _from_flat
@@ -97,6 +97,8 @@ class ClusterLink:
         self.outboxes: dict[int, list[list[Any]]] = {p: [] for p in self.peers}
         self.progress_out = ProgressAccumulator(tracker.reach)
         """This process's progress updates its peers have not been sent yet."""
+        self._pack = PackerPool().pack
+        """Packs a frame's envelope and progress batch (one packer kept, not one made a frame)."""
         self._waits: tuple[int, int, bool] = (-1, -1, False)
         """(``progress_out``'s version, the tracker's version, `ProgressAccumulator.waits_on_others`'
         answer then): a step that changed neither asks nothing again."""
@@ -226,7 +228,7 @@ class ClusterLink:
             self._wait_timer = None
         self.records_since_release = False
         changes = [[t, loc, d] for (t, loc), d in out.release()]
-        return msgpack.packb(changes) if changes else None
+        return self._pack(changes) if changes else None
 
     def _waits_on_others(self, out: ProgressAccumulator) -> bool:
         """`ProgressAccumulator.waits_on_others`, asked again only when the buffer or the
@@ -246,7 +248,7 @@ class ClusterLink:
         self.host.wake()
 
     def _send_data(self, peer: int, messages: list[list[Any]], progress: bytes | None) -> None:
-        body = msgpack.packb(messages)
+        body = self._pack(messages)
         if progress is None:
             payload = b"\x92" + _DATA + body  # [DATA, messages]
             self.records_since_release = True

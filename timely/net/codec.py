@@ -347,6 +347,33 @@ class _Unencodable(Exception):
 
 
 _PACK_ERRORS = (TypeError, ValueError, OverflowError, RecursionError)
+_KEPT_PACKER_BYTES = 1 << 18
+"""A packer that packed more than this (its initial buffer) is dropped, not kept for reuse."""
+
+
+class PackerPool:
+    """``msgpack.packb`` with these options, its packers kept for reuse: ``packb`` makes a
+    packer a call, which with ``default`` is half of packing a small batch. A packer is not
+    reentrant (a ``default`` may pack a value of its own while the outer one is being packed)
+    nor to be shared between threads, so each pack takes one off the list (atomic under the
+    GIL) or makes one, and puts it back after, unless the value was large (a packer keeps its
+    grown buffer) or packing failed."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._spare: list[msgpack.Packer] = []
+
+    def pack(self, value: Any) -> bytes:
+        spare = self._spare
+        try:
+            packer = spare.pop()
+        except IndexError:
+            packer = msgpack.Packer(**self._options)
+        packed: bytes = packer.pack(value)
+        if len(packed) <= _KEPT_PACKER_BYTES:
+            spare.append(packer)
+        return packed
+
 
 PICKLE_HINT = "on a trusted cluster, enable pickle with timely.execute(..., pickle=True) or timely run --pickle"
 """How a user enables pickle, as error messages say it."""
@@ -461,7 +488,7 @@ class Codec:
             strict wrapper is a level of nesting inside another value (``nested``), not at the
             root, which the decoder unwraps without a nested unpack."""
             if not needs_strict(census):
-                return packb(value, default=default, use_bin_type=True)  # type: ignore[no-any-return]
+                return pack_plain(value)
             level = enter_level("cannot encode a value") if nested else 0
             try:
                 strict = packb(value, default=default, use_bin_type=True, strict_types=True)
@@ -511,6 +538,7 @@ class Codec:
                     ) from e
             return _as_base(obj)
 
+        pack_plain = PackerPool(default=default, use_bin_type=True).pack  # what pack_value packs with
         return default, pack_value
 
     def _unencodable(self, what: str, e: _Unencodable) -> CodecError:

@@ -533,14 +533,14 @@ class TcpTransport(Transport):
 
     # Moving frames ----------------------------------------------------------------------------
     def send(self, peer: int, payload: bytes) -> None:
-        writer = self.peers[peer].writer
+        transport = self.peers[peer].writer.transport  # not the stream's Python wrapper: a call less a frame
         length = len(payload)
         if length > self.max_frame:  # the limit is on what the runtime sends
             frame_header(length, self.max_frame)  # raises, saying so
         if self.encrypt:
             payload = self._sealers[peer].seal(payload)
             length += TAG_BYTES
-        writer.writelines((_pack_length(length), payload))
+        transport.writelines((_pack_length(length), payload))
         self.bytes_sent += length + 4
         self.frames_sent += 1
 
