@@ -83,18 +83,20 @@ def _ran(form: str, sizes: dict[str, list[int]]) -> None:
 
 
 @pytest.mark.parametrize("form", sorted(FORMS))
-def test_scc_steps_of_many_keys(monkeypatch: pytest.MonkeyPatch, form: str) -> None:
+@pytest.mark.parametrize(
+    ("algorithm", "oracle", "seed", "nodes", "initial"),
+    [
+        (linq.strongly_connected_components, nx_scc_edges, 21, 1500, 2400),
+        (linq.connected_components, nx_components, 22, 2000, 1700),
+    ],
+    ids=["scc", "cc"],
+)
+def test_steps_of_many_keys(
+    monkeypatch: pytest.MonkeyPatch, form: str, algorithm: Any, oracle: Any, seed: int, nodes: int, initial: int
+) -> None:
     sizes = _forced(monkeypatch, form)
-    epochs = _epochs(21, 1500, 2400)
-    check(linq.strongly_connected_components, nx_scc_edges, [(e,) for e in epochs], 1)
-    _ran(form, sizes)
-
-
-@pytest.mark.parametrize("form", sorted(FORMS))
-def test_cc_steps_of_many_keys(monkeypatch: pytest.MonkeyPatch, form: str) -> None:
-    sizes = _forced(monkeypatch, form)
-    epochs = _epochs(22, 2000, 1700)
-    check(linq.connected_components, nx_components, [(e,) for e in epochs], 1)
+    epochs = _epochs(seed, nodes, initial)
+    check(algorithm, oracle, [(e,) for e in epochs], 1)
     _ran(form, sizes)
 
 
