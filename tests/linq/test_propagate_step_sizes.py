@@ -21,7 +21,10 @@ from tests.support.linq_harness import check, compiled_from
 from tests.support.linq_reference import nx_components, nx_scc_edges, nx_shortest_paths, random_epochs
 from timely_libs import linq
 from timely_libs.linq._columns import _kernels
-from timely_libs.linq.propagate import _operator
+from timely_libs.linq.propagate import _line, _operator  # noqa: F401  (_line: compiled here, see below)
+
+# The step's and join's loops compile when `_line` is first imported: here, at collection, where
+# a cold cache's tens of seconds fall outside any computation's timeout (in CI they fell inside).
 
 pytestmark = pytest.mark.timeout(600)
 
