@@ -589,10 +589,10 @@ class Propagate(Stateful):
 
     def _join_line(self, changes: np.ndarray, t: tuple[int, ...]) -> bool:
         """`_join` of a step's label changes as `_stepped` made them (`_line.line_step`'s
-        matrix; or the column form's, put in that matrix by `_evaluate`) with the edges, in one compiled pass over the pairs (`_line.line_join`), the
-        proposals summed per (time, node, label) as `_join_summed` sums them; False (nothing
-        sent) for a large step (a first load's: the per-time join keeps its arrays small) or
-        a weight that is not an int."""
+        matrix; or the column form's, put in that matrix by `_evaluate`) with the edges, in
+        one compiled pass over the pairs (`_line.line_join`), the proposals summed per (time,
+        node, label) as `_join_summed` sums them; False (nothing sent) for a large step (a
+        first load's: the per-time join keeps its arrays small) or a weight that is not an int."""
         batches = self.edges.batches()
         if not batches:
             return True
