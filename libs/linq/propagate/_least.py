@@ -57,6 +57,7 @@ from .._trace._reader import address_table
 __all__ = [
     "FEW_ROWS",
     "NO_BOUND",
+    "WAVE_ROWS",
     "LineWalk",
     "absorbs_wave",
     "few_line_changes",

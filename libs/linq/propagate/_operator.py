@@ -59,9 +59,9 @@ from .._trace import Batch, Rows, Spine, concat_rows, indexed, latest, matches, 
 from .._trace._batch import SMALL_ROWS
 from .._trace._reader import address_table
 from ..collection import Collection, _lattices, lattice_of, operator_name
-from . import _least
 from ._exchange import line_messages
 from ._least import (
+    WAVE_ROWS,
     LineWalk,
     _negative,
     absorbs_wave,
@@ -280,7 +280,7 @@ class Propagate(Stateful):
         prefix = t[:-1]
         if all(u[:-1] == prefix for u in found):
             delta = next_batch(found, self.ntimes)
-            if len(delta) <= _least.WAVE_ROWS:  # what `line_wave` would take: all of them
+            if len(delta) <= WAVE_ROWS:  # what `line_wave` would take: all of them
                 if absorbs_wave(delta, t, self.proposals, self.labels):
                     return True
                 self.unwaved = t  # and its check would fail again
