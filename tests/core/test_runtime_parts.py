@@ -6,6 +6,7 @@ computation, and checked against what its contract says."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import defaultdict
 from typing import Any, ClassVar
 
@@ -276,3 +277,56 @@ def test_an_input_binding_logs_each_epoch_as_it_ends() -> None:
     assert sealed == [(0, [1, 2], 3), (3, [4], None)]
     with pytest.raises(timely.InputError, match="closed"):
         inp.send([5])
+
+
+# The time slice -----------------------------------------------------------------------------------
+
+
+class _SliceClock:
+    """A clock for `ProcessRuntime.step` whose slice is up as soon as it has begun: the step's
+    first reading (its deadline) is the real time, every later one is far past it."""
+
+    def __init__(self) -> None:
+        self.starting = False
+
+    def perf_counter(self) -> float:
+        if self.starting:
+            self.starting = False
+            return time.perf_counter()
+        return time.perf_counter() + 1000.0
+
+
+def test_a_slice_that_runs_out_of_time_says_whether_work_remains(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ProcessRuntime.step` past its deadline returns True only while a further pass would find
+    work: a step that ran out of time on its last piece of work is out of work (else its
+    progress is held back from the peers as a busy process's, and an empty step follows)."""
+    from timely._runtime import process
+
+    def build(scope: timely.Scope) -> Any:
+        inp = scope.new_input("in")
+        inp.stage("record", Record, exchange=lambda r: r).probe("out")
+        return inp
+
+    dataflow, inp, graph = Dataflow.build(build, 0, 1, 1)
+    runtime = process.ProcessRuntime(graph, dataflow)
+    Record.seen.clear()
+    clock = _SliceClock()
+    monkeypatch.setattr(process, "_time", clock)  # every step makes one pass, then its time is up
+    inp.send([7])
+    inp.advance_to(1)
+    said = []
+    for _ in range(20):
+        clock.starting = True
+        more = runtime.step()
+        said.append(more)
+        if not more:
+            break
+    assert Record.seen[0] == [("recv", 0, [7]), ("notify", 0)]
+    # the first step left the probe's message queued; the second did the rest and said so
+    assert said == [True, False]
+    assert not runtime.scheduler.has_work() and not runtime.pending
+    clock.starting = True
+    assert runtime.step() is False  # and indeed none was left
+    inp.close()
+    clock.starting = True
+    assert runtime.step() is False and runtime.complete

@@ -249,7 +249,11 @@ class ProcessRuntime:
             if not did:
                 return False
             if _time.perf_counter() > deadline:
-                return True
+                # Work remains only if a further pass would find some: a slice that ran out of
+                # time on its last piece of work is out of work, and says so, so that its
+                # progress goes with the records it sent rather than in a frame of its own
+                # after an empty step.
+                return bool(pending or arrived or scheduler.has_work() or (fence.due and self.recovery is not None))
 
     def _frontier_changed(self) -> None:
         self.bindings.frontier_changed()

@@ -163,6 +163,10 @@ class Scheduler:
     def has_queued(self) -> bool:
         return any(w.queue for w in self.workers)
 
+    def has_work(self) -> bool:
+        """A message is queued, or some notification may have become deliverable."""
+        return bool(self._due) or any(w.queue for w in self.workers)
+
     def backlog(self) -> int:
         """Messages waiting in this process: queued, behind busy vertices, behind the fence."""
         n = sum(w.queued for w in self.workers) + self.held_by_busy + self.fence.held_back
