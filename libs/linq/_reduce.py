@@ -309,7 +309,9 @@ class Reduce(Stateful):
             staged = self.staged.pop(time, None)
             if staged:
                 due.append(self.absorb(staged, tuple(time)))
-            keys = distinct(np.concatenate(due)) if due else EMPTY
+            # each part is sorted and distinct (an absorbed batch's keys, a time's run of
+            # `schedule`): one part, the common case, needs no sort
+            keys = (due[0] if len(due) == 1 else distinct(np.concatenate(due))) if due else EMPTY
             if len(keys):
                 self.process(keys, time)
         self.compact_if_complete(time)
@@ -351,12 +353,17 @@ class Reduce(Stateful):
             if not len(block):
                 continue
             keys = self.keyof[edge].codes(block)
-            parts.append(Rows.at(keys, self._input_vals(edge, block), time, block.diffs))
+            parts.append((keys, self._input_vals(edge, block), block.diffs))
         if not parts:
             return EMPTY
         width = self._input_width()
-        rows = concat_rows(parts, width, self.ntimes)
-        batch = Batch(rows)
+        if len(parts) == 1:
+            keys, vals, diffs = parts[0]
+        else:
+            keys = np.concatenate([k for k, _, _ in parts])
+            vals = [np.concatenate([v[i] for _, v, _ in parts]) for i in range(width)]
+            diffs = np.concatenate([d for _, _, d in parts])
+        batch = Batch.at(keys, vals, time, diffs)
         if self.input_trace is None:
             self.input_trace = Spine(width, self.ntimes)
         self.input_trace.insert(batch)
@@ -397,7 +404,7 @@ class Reduce(Stateful):
             if len(delta):
                 if self.output_trace is None:
                     self.output_trace = Spine(width, self.ntimes)
-                self.output_trace.insert(Batch(Rows.at(delta.keys, delta.vals, t, delta.diffs), tidy=True))
+                self.output_trace.insert(Batch.at(delta.keys, delta.vals, t, delta.diffs, tidy=True))
                 self.send_by(self.outputs[0], [self.out_layout.decode(delta.vals, delta.diffs, delta.keys)], time)
         if len(later):
             self.schedule(later, t)
@@ -433,7 +440,7 @@ class Reduce(Stateful):
             cols = [np.where(here, v[changed], o[changed]) for v, o in zip(vals, old)]
             if self.output_trace is None:
                 self.output_trace = Spine(len(cols), self.ntimes)
-            self.output_trace.insert(Batch(Rows.at(keys[changed], cols, t, diffs), tidy=True))
+            self.output_trace.insert(Batch.at(keys[changed], cols, t, diffs, tidy=True))
             self.send_by(self.outputs[0], [self.out_layout.decode(cols, diffs)], time)
         if len(later):
             self.schedule(later, t)
@@ -527,7 +534,7 @@ class Reduce(Stateful):
                     self.pending.setdefault(t, [])
                 else:
                     _, t, keys = piece
-                    self.pending.setdefault(tuple(t), []).append(codes_of(keys.cols[0]))
+                    self.pending.setdefault(tuple(t), []).append(distinct(codes_of(keys.cols[0])))
             for tag, rows_list in parts.items():
                 if not rows_list:
                     continue

@@ -149,6 +149,36 @@ def test_a_batch_is_its_rows_sorted_and_summed_with_key_starts_and_time_bounds(
     assert batch.index.few == (batch.ukeys.tolist() if len(batch.ukeys) <= _batch.FEW_KEYS else [])
 
 
+@pytest.mark.parametrize("n", [0, 1, 5, 64, 65, 300, 5000])
+@pytest.mark.parametrize("tidy", [False, True])
+def test_a_batch_at_one_time_is_the_batch_of_its_rows(n: int, tidy: bool) -> None:
+    """`Batch.at` (rows all at one time, whose join of times it takes from the caller) makes
+    the batch the general constructor makes of the same rows, its `latest` included: for a
+    few rows (Python values), many (numpy, zero-stride time columns), summed or given tidy,
+    and rows that all cancel (no rows: ``latest`` is ``()``)."""
+    rng = np.random.default_rng(n)
+    keys = rng.integers(0, max(n // 3, 1), n)
+    vals = rng.integers(-2, 3, n)
+    diffs = rng.integers(-2, 3, n)
+    if tidy:  # sorted and summed, as an operator's consolidated output comes
+        order = np.lexsort([vals, keys])
+        keys, vals, diffs = keys[order], vals[order], diffs[order]
+        total: dict[tuple[int, int], int] = {}
+        for k, v, d in zip(keys.tolist(), vals.tolist(), diffs.tolist()):
+            total[(k, v)] = total.get((k, v), 0) + d
+        kept = sorted((r, d) for r, d in total.items() if d)
+        keys = np.array([r[0] for r, _ in kept], dtype=np.int64)
+        vals = np.array([r[1] for r, _ in kept], dtype=np.int64)
+        diffs = np.array([d for _, d in kept], dtype=np.int64)
+    time = (4, 7)
+    at = Batch.at(keys, [vals], time, diffs, tidy=tidy)
+    general = Batch(Rows(keys, [vals], [np.full(len(keys), c, dtype=np.int64) for c in time], diffs), tidy=tidy)
+    assert [c.tolist() for c in at.columns()] == [c.tolist() for c in general.columns()]
+    assert at.diffs.tolist() == general.diffs.tolist()
+    assert at.latest == general.latest == (time if len(general) else ())
+    assert at.ukeys.tolist() == general.ukeys.tolist() and at.starts.tolist() == general.starts.tolist()
+
+
 @pytest.mark.parametrize("way", ["numpy", "compiled", "compiled-dense"])
 def test_key_totals_sum_each_keys_rows_up_to_t_as_a_scan_does(way: str) -> None:
     """`Spine.totals` (a distinct's counts) over a spine of several batches, for

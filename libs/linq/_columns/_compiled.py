@@ -47,10 +47,10 @@ NO_FLOOR = np.iinfo(np.int64).min
 """A floor that raises nothing."""
 
 __all__ = [
-    "bounds",
+    "bounds_loop",
+    "column_bounds",
     "consolidate_packed",
     "consolidate_rows",
-    "column_bounds",
     "consolidate_words",
     "key_matches",
     "key_rows",
@@ -412,7 +412,7 @@ def key_table(keys: np.ndarray, low: int, size: int) -> np.ndarray:
 
 
 @njit(Tuple((i8, i8))(ANY), cache=True)
-def bounds(column: np.ndarray) -> tuple:  # type: ignore[type-arg]
+def bounds_loop(column: np.ndarray) -> tuple:  # type: ignore[type-arg]
     """The least and greatest value of a column (at least one value), in one pass."""
     lo = hi = column[0]
     for i in range(1, len(column)):
@@ -429,7 +429,7 @@ def column_bounds(column: np.ndarray) -> tuple[int, int]:
     below `BOUNDS_BELOW` values, where numpy's two reductions cost a microsecond or two each
     in call overhead; numpy's vectorised reductions beyond."""
     if len(column) < BOUNDS_BELOW:
-        return bounds(column)  # type: ignore[no-any-return]
+        return bounds_loop(column)  # type: ignore[no-any-return]
     return int(np.minimum.reduce(column)), int(np.maximum.reduce(column))
 
 

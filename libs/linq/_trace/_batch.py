@@ -141,7 +141,9 @@ class Batch(Rows):
 
     __slots__ = ("addresses", "index", "kmax", "kmin", "latest", "since", "spans", "starts", "ukeys", "views")
 
-    def __init__(self, rows: Rows, tidy: bool = False) -> None:
+    def __init__(self, rows: Rows, tidy: bool = False, latest: Sequence[int] | None = None) -> None:
+        """``tidy``: the rows come sorted and consolidated. ``latest``: the join of their times
+        when the caller knows it (`at`), else found by a pass over each time column."""
         self.since: tuple[tuple[int, ...], ...] = ()
         self.addresses: np.ndarray | None = None
         """Where its arrays are, for the compiled reads of a whole spine (`address`)."""
@@ -152,7 +154,7 @@ class Batch(Rows):
         larger batch (built by `span`): reading one gives a Python int, four times faster than
         a numpy scalar."""
         if 1 < len(rows.diffs) <= SMALL_ROWS and not (tidy and POLICY.batch_index(len(rows.diffs))):
-            self._small(rows, tidy)
+            self._small(rows, tidy, latest)
             return
         if not tidy:
             rows = rows.consolidated()
@@ -173,7 +175,11 @@ class Batch(Rows):
                 change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
                 self.starts = np.concatenate([[0], change, [n]]).astype(np.int64)
                 self.ukeys = keys[self.starts[:-1]]
-            self.latest = tuple(int(t[0]) if t.strides[0] == 0 else int(greatest(t)) for t in self.times)
+            self.latest = (
+                tuple(int(t[0]) if t.strides[0] == 0 else int(greatest(t)) for t in self.times)
+                if latest is None
+                else tuple(latest)
+            )
         self.kmin = int(keys[0])
         self.kmax = int(keys[-1])
         self.index = Keys(self.ukeys)
@@ -186,7 +192,16 @@ class Batch(Rows):
         self.kmin, self.kmax = 1, 0
         self.index = Keys(EMPTY)
 
-    def _small(self, rows: Rows, tidy: bool) -> None:
+    @classmethod
+    def at(
+        cls, keys: np.ndarray, vals: Sequence[np.ndarray], time: Sequence[int], diffs: np.ndarray, tidy: bool = False
+    ) -> Batch:
+        """A batch of rows all at one ``time`` (an operator's output or input at a notification):
+        its `latest` is that time, with no reduction of its time columns (a few microseconds of
+        numpy's call overhead per column, on the tens of batches an update makes)."""
+        return cls(Rows.at(keys, vals, time, diffs), tidy, time)
+
+    def _small(self, rows: Rows, tidy: bool, latest: Sequence[int] | None) -> None:
         """A batch of a few rows (an update's), made in Python values: summed in a dict, the
         arrays built again only if the rows did not come sorted and summed, and the key starts
         and time bounds read from the lists (numpy's per-call cost exceeds the work here)."""
@@ -212,7 +227,7 @@ class Batch(Rows):
         ukeys = [ks[i] for i in starts[:-1]]
         self.starts = np.array(starts, dtype=np.int64)
         self.ukeys = np.array(ukeys, dtype=np.int64)
-        self.latest = tuple(map(max, lists[1 + nv :]))
+        self.latest = tuple(map(max, lists[1 + nv :])) if latest is None else tuple(latest)
         self.kmin = ukeys[0]
         self.kmax = ukeys[-1]
         self.index = Keys(self.ukeys, ukeys)
