@@ -73,7 +73,7 @@ from ._lattice import Lattice
 from ._layout import Layout, widened
 from ._linear import changes_in
 from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, routed, rows_of_piece, rows_pieces
-from ._trace import Batch, Rows, Spine, le_time, matches, time_columns
+from ._trace import Batch, Rows, Spine, latest, le_time, matches, time_columns
 
 
 class Join(Stateful):
@@ -330,12 +330,20 @@ def _meet_rows(
     outgoing: dict[tuple[int, ...], list[Block]] | None,
 ) -> None:
     """`meet` for one chunk of the delta."""
+    early = False
+    if isinstance(times, tuple):
+        # the join of the history's times (kept with the spine's batches): when it is <= the
+        # delta's time, every row met is, and no row's time needs a look
+        hist = latest(batches)
+        if hist is None:
+            return
+        early = all(h <= c for h, c in zip(hist, times))
     found = matches(keys, batches, layout.width, len(times))
     if found is None:
         return
     left, right = found
     if isinstance(times, tuple):
-        left, right = _advanced(keys, left, right, times)
+        left, right = _advanced(keys, left, right, times, early)
         if not len(left):
             return
     one = delta.take(left)
@@ -343,7 +351,7 @@ def _meet_rows(
     first, second = (one, other) if delta_first else (other, one)
     out = select_pairs(vertex.op, selector, first, second, one.diffs * right.diffs)
     if isinstance(times, tuple):  # one time for the whole delta: no column of it to build and gather
-        if all(bounds(b)[1] <= c for b, c in zip(right.times, times)):
+        if early or all(bounds(b)[1] <= c for b, c in zip(right.times, times)):
             # the history met is all at or before the delta's time (most often): one output
             # time, with no column of times to build and split
             if outgoing is None:
@@ -361,26 +369,33 @@ def _meet_rows(
             outgoing.setdefault(u, []).append(part)
 
 
-def _advanced(keys: np.ndarray, left: np.ndarray, right: Rows, t: tuple[int, ...]) -> tuple[np.ndarray, Rows]:
+def _advanced(
+    keys: np.ndarray, left: np.ndarray, right: Rows, t: tuple[int, ...], early: bool = False
+) -> tuple[np.ndarray, Rows]:
     """The matches (``left``: each one's delta row, of ``keys``) of a delta all at ``t`` with
     the arranged history, the history at times ``<= t`` advanced to ``t`` and consolidated
     first (differential-dataflow's join advances the history by the delta's times before it
     meets it): every such row meets the delta at ``t`` anyway, so a value added at one
     iteration and retracted at a later one (a label inside a loop) cancels before it makes a
     pair, instead of making two that cancel downstream. Only when some delta row meets
-    several rows at or before ``t``; otherwise the matches as they were."""
+    several rows at or before ``t``; otherwise the matches as they were. ``early``: every
+    row is known to be at or before ``t``."""
     if len(left) < CONSOLIDATE_MATCHES or len(left) <= len(keys):  # no delta row meets two rows
         return left, right
-    early = le_time(right.times, t)
-    all_early = every(early)
-    rank = left if all_early else left[early]
+    if early:
+        all_early = True
+        rank = left
+    else:
+        early_rows = le_time(right.times, t)
+        all_early = every(early_rows)
+        rank = left if all_early else left[early_rows]
     if len(rank) < 2 or int(np.bincount(rank).max()) < 2:
         return left, right
     if all_early:
         (left, *vals), diffs = consolidate([left, *right.vals], right.diffs)
         return left, Rows(keys[left], vals, time_columns(t, len(diffs)), diffs)
-    late = ~early
-    (a, *vals), diffs = consolidate([rank, *(v[early] for v in right.vals)], right.diffs[early])
+    late = ~early_rows
+    (a, *vals), diffs = consolidate([rank, *(v[early_rows] for v in right.vals)], right.diffs[early_rows])
     left = np.concatenate([a, left[late]])
     return left, Rows(
         keys[left],
