@@ -45,7 +45,7 @@ between epochs unless a later epoch's records came early).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -330,36 +330,37 @@ def _meet_rows(
     outgoing: dict[tuple[int, ...], list[Block]] | None,
 ) -> None:
     """`meet` for one chunk of the delta."""
-    early = False
+    fixed: tuple[bool, ...] = ()
     if isinstance(times, tuple):
-        # the join of the history's times (kept with the spine's batches): when it is <= the
-        # delta's time, every row met is, and no row's time needs a look
+        # the join of the history's times (kept with the spine's batches): in each coordinate
+        # where it is <= the delta's time, so is every row's, and the output's is the delta's
         hist = latest(batches)
         if hist is None:
             return
-        early = all(h <= c for h, c in zip(hist, times))
+        fixed = tuple(h <= c for h, c in zip(hist, times))
     found = matches(keys, batches, layout.width, len(times))
     if found is None:
         return
     left, right = found
     if isinstance(times, tuple):
-        left, right = _advanced(keys, left, right, times, early)
+        left, right = _advanced(keys, left, right, times, fixed)
         if not len(left):
             return
     one = delta.take(left)
     other = layout.decode(right.vals, right.diffs, right.keys)
     first, second = (one, other) if delta_first else (other, one)
     out = select_pairs(vertex.op, selector, first, second, one.diffs * right.diffs)
+    met: list[np.ndarray] | list[np.ndarray | int]
     if isinstance(times, tuple):  # one time for the whole delta: no column of it to build and gather
-        if early or all(bounds(b)[1] <= c for b, c in zip(right.times, times)):
-            # the history met is all at or before the delta's time (most often): one output
-            # time, with no column of times to build and split
+        # each coordinate the history met does not pass stays the delta's (most often all of
+        # them: one output time, no column of times to build and split)
+        met = [c if f or bounds(b)[1] <= c else np.maximum(b, c) for b, c, f in zip(right.times, times, fixed)]
+        if not any(isinstance(c, np.ndarray) for c in met):
             if outgoing is None:
                 vertex.send_by(vertex.outputs[0], [out], times)
             else:
                 outgoing.setdefault(times, []).append(out)
             return
-        met = [np.maximum(b, c) for b, c in zip(right.times, times)]
     else:
         met = [np.maximum(a[left], b) for a, b in zip(times, right.times)]
     if outgoing is None:
@@ -370,7 +371,7 @@ def _meet_rows(
 
 
 def _advanced(
-    keys: np.ndarray, left: np.ndarray, right: Rows, t: tuple[int, ...], early: bool = False
+    keys: np.ndarray, left: np.ndarray, right: Rows, t: tuple[int, ...], fixed: tuple[bool, ...] = ()
 ) -> tuple[np.ndarray, Rows]:
     """The matches (``left``: each one's delta row, of ``keys``) of a delta all at ``t`` with
     the arranged history, the history at times ``<= t`` advanced to ``t`` and consolidated
@@ -378,24 +379,24 @@ def _advanced(
     meets it): every such row meets the delta at ``t`` anyway, so a value added at one
     iteration and retracted at a later one (a label inside a loop) cancels before it makes a
     pair, instead of making two that cancel downstream. Only when some delta row meets
-    several rows at or before ``t``; otherwise the matches as they were. ``early``: every
-    row is known to be at or before ``t``."""
+    several rows at or before ``t``; otherwise the matches as they were. ``fixed``: per
+    coordinate, whether every row's is known to be at most ``t``'s (no column to compare)."""
     if len(left) < CONSOLIDATE_MATCHES or len(left) <= len(keys):  # no delta row meets two rows
         return left, right
-    if early:
-        all_early = True
-        rank = left
-    else:
-        early_rows = le_time(right.times, t)
-        all_early = every(early_rows)
-        rank = left if all_early else left[early_rows]
+    check = [(col, c) for col, c, f in zip(right.times, t, fixed or (False,) * len(t)) if not f]
+    early: np.ndarray | None = None
+    if check:
+        early = le_time([col for col, _ in check], [c for _, c in check])
+        if every(early):
+            early = None
+    rank = left if early is None else left[early]
     if len(rank) < 2 or int(np.bincount(rank).max()) < 2:
         return left, right
-    if all_early:
+    if early is None:
         (left, *vals), diffs = consolidate([left, *right.vals], right.diffs)
         return left, Rows(keys[left], vals, time_columns(t, len(diffs)), diffs)
-    late = ~early_rows
-    (a, *vals), diffs = consolidate([rank, *(v[early_rows] for v in right.vals)], right.diffs[early_rows])
+    late = ~early
+    (a, *vals), diffs = consolidate([rank, *(v[early] for v in right.vals)], right.diffs[early])
     left = np.concatenate([a, left[late]])
     return left, Rows(
         keys[left],
@@ -433,24 +434,37 @@ def select_pairs(op: str, sel: Callable[[Any, Any], Any], first: Block, second: 
     return Block.of_records(out, diffs)
 
 
-def send_by_time(vertex: Vertex, out: Block, times: list[np.ndarray]) -> None:
+def send_by_time(vertex: Vertex, out: Block, times: Sequence[np.ndarray | int]) -> None:
     """Send ``out``, each row at its time: one message per distinct time."""
     for u, part in by_time(out, times):
         vertex.send_by(vertex.outputs[0], [part], u)  # type: ignore[arg-type]
 
 
-def by_time(out: Block, times: list[np.ndarray]) -> list[tuple[tuple[int, ...], Block]]:
-    """``out`` split by its rows' ``times``: each distinct time with its rows, in time order.
-    A few rows (`FEW_TIMED_ROWS`) by a dict of Python values."""
+def by_time(out: Block, times: Sequence[np.ndarray | int]) -> list[tuple[tuple[int, ...], Block]]:
+    """``out`` split by its rows' ``times`` (per coordinate a column, or an int that every row
+    shares: a loop's output varies in its iteration alone, most often, and is grouped by that
+    one column): each distinct time with its rows, in time order. A few rows
+    (`FEW_TIMED_ROWS`) by a dict of Python values."""
+    cols = [c for c in times if isinstance(c, np.ndarray)]
+    if len(cols) < len(times):
+        if not cols:
+            return [(tuple(int(c) for c in times), out)]  # type: ignore[arg-type]
+        return [(_with_fixed(u, times), part) for u, part in by_time(out, cols)]
     if len(out) <= FEW_TIMED_ROWS:
-        return _by_time_few(out, times)
-    first = [int(c[0]) for c in times]
-    if all(bool((c == f).all()) for c, f in zip(times, first)):
+        return _by_time_few(out, cols)
+    first = [int(c[0]) for c in cols]
+    if all(bool((c == f).all()) for c, f in zip(cols, first)):
         return [(tuple(first), out)]
-    idx = order(times)
-    times = [c[idx] for c in times]
+    idx = order(cols)
+    cols = [c[idx] for c in cols]
     out = out.take(idx)
-    return [(u, out.take(slice(s, e))) for u, s, e in time_runs(times)]  # type: ignore[arg-type]
+    return [(u, out.take(slice(s, e))) for u, s, e in time_runs(cols)]  # type: ignore[arg-type]
+
+
+def _with_fixed(varying: tuple[int, ...], times: Sequence[np.ndarray | int]) -> tuple[int, ...]:
+    """A time of the coordinates that vary, with the fixed ones of ``times`` put back."""
+    it = iter(varying)
+    return tuple(next(it) if isinstance(c, np.ndarray) else int(c) for c in times)
 
 
 FEW_TIMED_ROWS = 128
@@ -460,16 +474,18 @@ Python (75 against 109 at 400 rows; measured, a loaded 2-core machine)."""
 
 
 def _by_time_few(out: Block, times: list[np.ndarray]) -> list[tuple[tuple[int, ...], Block]]:
-    rows: dict[tuple[int, ...], list[int]] = {}
-    for i, u in enumerate(zip(*(c.tolist() for c in times))):
+    rows: dict[Any, list[int]] = {}
+    values = times[0].tolist() if len(times) == 1 else zip(*(c.tolist() for c in times))
+    for i, u in enumerate(values):
         at = rows.get(u)
         if at is None:
             rows[u] = [i]
         else:
             at.append(i)
     if len(rows) == 1:
-        return [(next(iter(rows)), out)]
-    return [(u, out.take(np.array(rows[u], dtype=np.int64))) for u in sorted(rows)]
+        u = next(iter(rows))
+        return [(u if type(u) is tuple else (u,), out)]
+    return [(u if type(u) is tuple else (u,), out.take(np.array(rows[u], dtype=np.int64))) for u in sorted(rows)]
 
 
 def _drained(staged: list[tuple[int, Block]]) -> list[tuple[int, Block]]:
