@@ -17,6 +17,10 @@ physical compaction frontier of differential-dataflow's trace handles, here one 
 number per reader). Likewise the arrangement compacts times only to the least epoch that
 every reader has finished (`SharedArrangement.advance`): a reader whose other input is still
 in an earlier epoch (a loop still iterating it) must meet the rows at their own times.
+
+`SharedSide` is the same sharing made by the engine for plain joins inside a loop that take one
+collection by one key function: no arranging vertex, each join (`_join.Join`) a reader whose
+notification at a time brings that time's whole input on the shared side.
 """
 
 from __future__ import annotations
@@ -34,13 +38,13 @@ from ._linear import changes_in
 from ._stateful import Stateful, paused_gc
 from ._trace import Batch, Rows, Spine, concat_rows
 
-__all__ = ["Arrange", "Arranged", "JoinArranged", "SharedArrangement"]
+__all__ = ["Arrange", "Arranged", "JoinArranged", "SharedArrangement", "SharedSide"]
 
 
 class SharedArrangement:
     """One worker's arrangement of a collection, with what each reader has received."""
 
-    def __init__(self, readers: int, layout: Layout, ntimes: int) -> None:
+    def __init__(self, readers: int, layout: Layout, ntimes: int, arranger: bool = True) -> None:
         self.spine: Spine | None = None
         self.layout = layout
         self.ntimes = ntimes
@@ -52,10 +56,14 @@ class SharedArrangement:
         """Per reader, batches received beyond ``received`` (messages of different times may
         overtake each other in a worker's queue)."""
         self.seq = 0
-        self.frontiers = [0] * (readers + 1)
-        """Per reader (and last, the arranging vertex), the epoch it may compact to: the
-        arrangement compacts to the least of them, since a reader's delta of an earlier epoch
-        must still meet the rows at their own times (a trace handle's logical compaction)."""
+        self.frontiers = [0] * (readers + arranger)
+        """Per reader (and last, the arranging vertex, if one arranges it apart from the
+        readers), the epoch it may compact to: the arrangement compacts to the least of them,
+        since a reader's delta of an earlier epoch must still meet the rows at their own times
+        (a trace handle's logical compaction)."""
+        self.published: dict[tuple[int, ...], list[Any]] = {}
+        """Joins sharing an input (`SharedSide`): per time, the batch's sequence number, the
+        delta block the first reader made, and how many readers have yet to take it."""
 
     def advance(self, who: int, epoch: int) -> None:
         """Reader ``who`` (-1: the arranging vertex) will read no time of an epoch before ``epoch``."""
@@ -257,3 +265,26 @@ class JoinArranged(Stateful):
 
     def restore(self, state: Any) -> None:
         (self.trace,) = restored(self, state, [self.layout], self.ntimes)
+
+
+class SharedSide:
+    """An input that several joins of one loop take from one collection by one key function
+    (the same objects): each worker's joins keep one arrangement of it between them, a
+    `SharedArrangement` with no arranging vertex of its own, as a differential dataflow user
+    arranges it once by hand (`Collection.arrange`). Counted while the dataflow is built."""
+
+    def __init__(self, stream: Any, key: Callable[[Any], Any]) -> None:
+        self.stream = stream
+        self.key = key
+        self.readers = 0
+        self.states: dict[int, tuple[SharedArrangement, set[int]]] = {}
+        """Per worker (of this process), the arrangement its joins share, and the readers that
+        have taken it (a reader that took it already is a new run's: it starts a new one)."""
+
+    def state(self, worker: int, reader: int, op: str, ntimes: int) -> SharedArrangement:
+        entry = self.states.get(worker)
+        if entry is None or reader in entry[1]:
+            layout = Layout(op, key=KeyOf(self.key, op).field)
+            entry = self.states[worker] = (SharedArrangement(self.readers, layout, ntimes, arranger=False), set())
+        entry[1].add(reader)
+        return entry[0]

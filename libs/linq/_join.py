@@ -33,11 +33,17 @@ them and leave in a message of its own. Where both inputs change at later iterat
 (kcore's peel) a time brings messages on both, and staging from the first keeps the loop's
 messages few, as on one process, where a notification is a local question.
 
+Inside a loop, joins that take one collection by one key function (the same objects) share
+its arrangement, per worker (`_absorb_shared`, `_arrange.SharedSide`): kcore's two joins of
+``alive`` by ``node`` keep one arrangement of it, not two. Each reader takes a time's whole
+input on that side at its notification; the first to do so makes the batch, the others take
+it, and it joins the shared spine once every reader has met it with its own other input.
+
 The selector makes the output records: ``linq.columns(fn)`` receives the matched left and
 right records as columns (``fn(left_fields..., right_fields...)``), any other function is
 called once per matched pair.
 
-Checkpoint: a `KeyedState` of both arrangements, pieces ``((input, arity), keys, records,
+Checkpoint: a `KeyedState` of both arrangements (a shared one as this join has received it), pieces ``((input, arity), keys, records,
 times, diffs)`` routed by key (`_stateful.rows_pieces`), and ``(2, time, input, block)`` input
 staged at a time not yet complete and ``(3, time, block)`` output held for its time (none
 between epochs unless a later epoch's records came early).
@@ -45,7 +51,7 @@ between epochs unless a later epoch's records came early).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -73,7 +79,7 @@ from ._lattice import Lattice
 from ._layout import Layout, widened
 from ._linear import changes_in
 from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, routed, rows_of_piece, rows_pieces
-from ._trace import Batch, Rows, Spine, le_time, matches, time_columns
+from ._trace import Batch, Rows, Spine, concat_rows, latest, le_time, matches, time_columns
 
 
 class Join(Stateful):
@@ -84,6 +90,7 @@ class Join(Stateful):
         key1: Callable[[Any], Any],
         key2: Callable[[Any], Any],
         selector: Callable[[Any, Any], Any],
+        sides: tuple[tuple[Any, int] | None, tuple[Any, int] | None] = (None, None),
     ) -> None:
         super().__init__(op, lattice)
         self.keyof = (KeyOf(key1, op), KeyOf(key2, op))
@@ -107,6 +114,15 @@ class Join(Stateful):
         """While a notification runs: its output blocks per time, sent once it has met everything."""
         self.held: dict[tuple[int, ...], list[Block]] = {}
         """Output at a time later than the notification that made it, sent at that time's own."""
+        self.sides: tuple[Any, ...] = tuple(
+            side if side is not None and side[0].readers > 1 else None for side in sides
+        )
+        """Per input, inside a loop: the `SharedSide` (and this join's reader number) when
+        other joins take the same collection by the same key, else None (`_absorb_shared`)."""
+        if not self.drains:
+            self.sides = (None, None)
+        self.shared: list[Any] = [None, None]
+        """Per shared input, this worker's `SharedArrangement` of it (found on first use)."""
 
     def on_recv(self, edge: int, records: list[Any], time: Timestamp) -> None:
         self.watch(time)
@@ -122,7 +138,12 @@ class Join(Stateful):
             return
         if time[-1]:
             self.varies[edge] = True
-        if self.processes > 1 and not all(self.varies) and (met := self.met.get(time, 0)) < self.peers:
+        if (
+            self.processes > 1
+            and not all(self.varies)
+            and self.sides == (None, None)  # a shared input is taken a whole time at once
+            and (met := self.met.get(time, 0)) < self.peers
+        ):
             self.met[time] = met + 1  # met at once: no round of progress to wait for
             self._absorb(edge, block, tuple(time))
             return
@@ -135,8 +156,11 @@ class Join(Stateful):
         if staged or held:
             t = tuple(time)
             outgoing = self.outgoing = {t: held} if held else {}
-            for edge, block in _drained(staged or []):
-                self._absorb(edge, block, t)
+            for edge, block in _drained(staged or [], self.sides):
+                if self.sides[edge] is None:
+                    self._absorb(edge, block, t)
+                else:
+                    self._absorb_shared(edge, block, t)
             self.outgoing = None
             for u, blocks in outgoing.items():
                 if u == t:
@@ -162,6 +186,9 @@ class Join(Stateful):
             for trace in self.traces:
                 if trace is not None:
                     trace.advance_to(epoch)
+            for side, shared in zip(self.sides, self.shared):
+                if shared is not None:
+                    shared.advance(side[1], epoch)
 
     def _absorb(self, edge: int, block: Block, t: tuple[int, ...]) -> None:
         """One input's delta at ``t`` meets the other input's arrangement, then joins its own."""
@@ -173,26 +200,74 @@ class Join(Stateful):
         if delta is None:
             return
         block, batch = delta
-        other = self.traces[1 - edge]
-        if other is not None:
-            self._meet(edge, block, batch.keys, t, other)
+        self._meet(edge, block, batch.keys, t)
         trace = self.traces[edge]
         if trace is None:
             trace = self.traces[edge] = Spine(layout.width, self.ntimes)
         trace.insert(batch)
 
-    def _meet(self, edge: int, block: Block, keys: np.ndarray, t: tuple[int, ...], other: Spine) -> None:
-        """``block`` (at ``t``) against every batch of the other input's arrangement."""
-        meet(self, self.selector, block, keys, t, other.batches(), self.layouts[1 - edge], edge == 0, self.outgoing)
+    def _absorb_shared(self, edge: int, block: Block, t: tuple[int, ...]) -> None:
+        """`_absorb` for an input other joins of this worker take too: the first of them to
+        reach time ``t`` makes its delta and batch (a time's whole input, the same for every
+        reader), the others take them; each meets it with its own other input, and the batch
+        joins the shared arrangement once every reader has (`SharedArrangement.receive`)."""
+        side, reader = self.sides[edge]
+        shared = self._shared(edge)
+        entry = shared.published.get(t)
+        if entry is None:
+            layout = shared.layout
+            if not layout.accept(block):
+                shared.widen()
+                layout.accept(block)
+            delta = delta_batch(block, self.keyof[edge].codes(block), layout.encode(block), t, layout)
+            if delta is None:
+                entry = [0, None, None, side.readers]
+            else:
+                entry = [shared.add(delta[1]), delta[0], delta[1].keys, side.readers]
+            shared.published[t] = entry
+        entry[3] -= 1
+        if not entry[3]:
+            del shared.published[t]
+        seq, block, keys = entry[0], entry[1], entry[2]
+        if block is None:
+            return
+        self._meet(edge, block, keys, t)
+        shared.receive(reader, seq)
+
+    def _shared(self, edge: int) -> Any:
+        shared = self.shared[edge]
+        if shared is None:
+            side, reader = self.sides[edge]
+            shared = self.shared[edge] = side.state(self.worker_index, reader, self.op, self.ntimes)
+            self.layouts = (shared.layout, self.layouts[1]) if edge == 0 else (self.layouts[0], shared.layout)
+        return shared
+
+    def _meet(self, edge: int, block: Block, keys: np.ndarray, t: tuple[int, ...]) -> None:
+        """``block`` (at ``t``) against every batch of the other input's arrangement (as this
+        join has received it, when shared)."""
+        if self.sides[1 - edge] is not None:
+            batches = self._shared(1 - edge).batches(self.sides[1 - edge][1])
+        else:
+            other = self.traces[1 - edge]
+            if other is None:
+                return
+            batches = other.batches()
+        meet(self, self.selector, block, keys, t, batches, self.layouts[1 - edge], edge == 0, self.outgoing)
 
     # Checkpoints -------------------------------------------------------------------------------
     def checkpoint(self) -> KeyedState | None:
-        if self.traces[0] is None and self.traces[1] is None and not self.staged and not self.held:
+        idle = self.traces[0] is None and self.traces[1] is None and not self.staged and not self.held
+        if idle and self.sides == (None, None):
             return None
         with paused_gc():
             pieces: list[tuple[int, Any]] = []
             for edge, trace in enumerate(self.traces):
-                if trace is not None:
+                if self.sides[edge] is not None:  # the shared arrangement as this join has received it
+                    shared = self._shared(edge)
+                    rows = concat_rows(shared.batches(self.sides[edge][1]), shared.layout.width, self.ntimes)
+                    if len(rows):
+                        pieces.extend(arrangement_pieces(edge, rows, shared.layout))
+                elif trace is not None:
                     trace.compact()
                     pieces.extend(arrangement_pieces(edge, trace.rows(), self.layouts[edge]))
             for time, staged in self.staged.items():
@@ -214,9 +289,18 @@ class Join(Stateful):
             else:  # (3, time, block): output held for its time
                 _, u, block = piece
                 self.held.setdefault(tuple(u), []).append(block)
+        for edge in (0, 1):
+            if self.sides[edge] is not None:
+                self._shared(edge)  # its layout, which the restored rows take
         for edge, trace in enumerate(restored(self, arranged, list(self.layouts), self.ntimes)):
-            if trace is not None:
+            if trace is None:
+                continue
+            if self.sides[edge] is None:
                 self.traces[edge] = trace
+                continue
+            shared = self.shared[edge]
+            if shared.spine is None and not shared.pending:  # the first reader restored brings it
+                shared.spine = trace
 
 
 def delta_batch(
@@ -330,28 +414,37 @@ def _meet_rows(
     outgoing: dict[tuple[int, ...], list[Block]] | None,
 ) -> None:
     """`meet` for one chunk of the delta."""
+    fixed: tuple[bool, ...] = ()
+    if isinstance(times, tuple):
+        # the join of the history's times (kept with the spine's batches): in each coordinate
+        # where it is <= the delta's time, so is every row's, and the output's is the delta's
+        hist = latest(batches)
+        if hist is None:
+            return
+        fixed = tuple(h <= c for h, c in zip(hist, times))
     found = matches(keys, batches, layout.width, len(times))
     if found is None:
         return
     left, right = found
     if isinstance(times, tuple):
-        left, right = _advanced(keys, left, right, times)
+        left, right = _advanced(keys, left, right, times, fixed)
         if not len(left):
             return
     one = delta.take(left)
     other = layout.decode(right.vals, right.diffs, right.keys)
     first, second = (one, other) if delta_first else (other, one)
     out = select_pairs(vertex.op, selector, first, second, one.diffs * right.diffs)
+    met: list[np.ndarray] | list[np.ndarray | int]
     if isinstance(times, tuple):  # one time for the whole delta: no column of it to build and gather
-        if all(bounds(b)[1] <= c for b, c in zip(right.times, times)):
-            # the history met is all at or before the delta's time (most often): one output
-            # time, with no column of times to build and split
+        # each coordinate the history met does not pass stays the delta's (most often all of
+        # them: one output time, no column of times to build and split)
+        met = [c if f or bounds(b)[1] <= c else np.maximum(b, c) for b, c, f in zip(right.times, times, fixed)]
+        if not any(isinstance(c, np.ndarray) for c in met):
             if outgoing is None:
                 vertex.send_by(vertex.outputs[0], [out], times)
             else:
                 outgoing.setdefault(times, []).append(out)
             return
-        met = [np.maximum(b, c) for b, c in zip(right.times, times)]
     else:
         met = [np.maximum(a[left], b) for a, b in zip(times, right.times)]
     if outgoing is None:
@@ -361,22 +454,29 @@ def _meet_rows(
             outgoing.setdefault(u, []).append(part)
 
 
-def _advanced(keys: np.ndarray, left: np.ndarray, right: Rows, t: tuple[int, ...]) -> tuple[np.ndarray, Rows]:
+def _advanced(
+    keys: np.ndarray, left: np.ndarray, right: Rows, t: tuple[int, ...], fixed: tuple[bool, ...] = ()
+) -> tuple[np.ndarray, Rows]:
     """The matches (``left``: each one's delta row, of ``keys``) of a delta all at ``t`` with
     the arranged history, the history at times ``<= t`` advanced to ``t`` and consolidated
     first (differential-dataflow's join advances the history by the delta's times before it
     meets it): every such row meets the delta at ``t`` anyway, so a value added at one
     iteration and retracted at a later one (a label inside a loop) cancels before it makes a
     pair, instead of making two that cancel downstream. Only when some delta row meets
-    several rows at or before ``t``; otherwise the matches as they were."""
+    several rows at or before ``t``; otherwise the matches as they were. ``fixed``: per
+    coordinate, whether every row's is known to be at most ``t``'s (no column to compare)."""
     if len(left) < CONSOLIDATE_MATCHES or len(left) <= len(keys):  # no delta row meets two rows
         return left, right
-    early = le_time(right.times, t)
-    all_early = every(early)
-    rank = left if all_early else left[early]
+    check = [(col, c) for col, c, f in zip(right.times, t, fixed or (False,) * len(t)) if not f]
+    early: np.ndarray | None = None
+    if check:
+        early = le_time([col for col, _ in check], [c for _, c in check])
+        if every(early):
+            early = None
+    rank = left if early is None else left[early]
     if len(rank) < 2 or int(np.bincount(rank).max()) < 2:
         return left, right
-    if all_early:
+    if early is None:
         (left, *vals), diffs = consolidate([left, *right.vals], right.diffs)
         return left, Rows(keys[left], vals, time_columns(t, len(diffs)), diffs)
     late = ~early
@@ -418,24 +518,37 @@ def select_pairs(op: str, sel: Callable[[Any, Any], Any], first: Block, second: 
     return Block.of_records(out, diffs)
 
 
-def send_by_time(vertex: Vertex, out: Block, times: list[np.ndarray]) -> None:
+def send_by_time(vertex: Vertex, out: Block, times: Sequence[np.ndarray | int]) -> None:
     """Send ``out``, each row at its time: one message per distinct time."""
     for u, part in by_time(out, times):
         vertex.send_by(vertex.outputs[0], [part], u)  # type: ignore[arg-type]
 
 
-def by_time(out: Block, times: list[np.ndarray]) -> list[tuple[tuple[int, ...], Block]]:
-    """``out`` split by its rows' ``times``: each distinct time with its rows, in time order.
-    A few rows (`FEW_TIMED_ROWS`) by a dict of Python values."""
+def by_time(out: Block, times: Sequence[np.ndarray | int]) -> list[tuple[tuple[int, ...], Block]]:
+    """``out`` split by its rows' ``times`` (per coordinate a column, or an int that every row
+    shares: a loop's output varies in its iteration alone, most often, and is grouped by that
+    one column): each distinct time with its rows, in time order. A few rows
+    (`FEW_TIMED_ROWS`) by a dict of Python values."""
+    cols = [c for c in times if isinstance(c, np.ndarray)]
+    if len(cols) < len(times):
+        if not cols:
+            return [(tuple(int(c) for c in times), out)]  # type: ignore[arg-type]
+        return [(_with_fixed(u, times), part) for u, part in by_time(out, cols)]
     if len(out) <= FEW_TIMED_ROWS:
-        return _by_time_few(out, times)
-    first = [int(c[0]) for c in times]
-    if all(bool((c == f).all()) for c, f in zip(times, first)):
+        return _by_time_few(out, cols)
+    first = [int(c[0]) for c in cols]
+    if all(bool((c == f).all()) for c, f in zip(cols, first)):
         return [(tuple(first), out)]
-    idx = order(times)
-    times = [c[idx] for c in times]
+    idx = order(cols)
+    cols = [c[idx] for c in cols]
     out = out.take(idx)
-    return [(u, out.take(slice(s, e))) for u, s, e in time_runs(times)]  # type: ignore[arg-type]
+    return [(u, out.take(slice(s, e))) for u, s, e in time_runs(cols)]  # type: ignore[arg-type]
+
+
+def _with_fixed(varying: tuple[int, ...], times: Sequence[np.ndarray | int]) -> tuple[int, ...]:
+    """A time of the coordinates that vary, with the fixed ones of ``times`` put back."""
+    it = iter(varying)
+    return tuple(next(it) if isinstance(c, np.ndarray) else int(c) for c in times)
 
 
 FEW_TIMED_ROWS = 128
@@ -445,21 +558,24 @@ Python (75 against 109 at 400 rows; measured, a loaded 2-core machine)."""
 
 
 def _by_time_few(out: Block, times: list[np.ndarray]) -> list[tuple[tuple[int, ...], Block]]:
-    rows: dict[tuple[int, ...], list[int]] = {}
-    for i, u in enumerate(zip(*(c.tolist() for c in times))):
+    rows: dict[Any, list[int]] = {}
+    values = times[0].tolist() if len(times) == 1 else zip(*(c.tolist() for c in times))
+    for i, u in enumerate(values):
         at = rows.get(u)
         if at is None:
             rows[u] = [i]
         else:
             at.append(i)
     if len(rows) == 1:
-        return [(next(iter(rows)), out)]
-    return [(u, out.take(np.array(rows[u], dtype=np.int64))) for u in sorted(rows)]
+        u = next(iter(rows))
+        return [(u if type(u) is tuple else (u,), out)]
+    return [(u if type(u) is tuple else (u,), out.take(np.array(rows[u], dtype=np.int64))) for u in sorted(rows)]
 
 
-def _drained(staged: list[tuple[int, Block]]) -> list[tuple[int, Block]]:
+def _drained(staged: list[tuple[int, Block]], sides: tuple[Any, ...] = (None, None)) -> list[tuple[int, Block]]:
     """A time's staged blocks as one delta per input (input 0's first), each at most
-    `DRAIN_ROWS` rows: a join's product is bilinear, so input 0's delta meets input 1's
+    `DRAIN_ROWS` rows (a shared input's in one: each reader must make the same delta of a
+    time): a join's product is bilinear, so input 0's delta meets input 1's
     arrangement as it was, and input 1's delta then meets input 0's with that delta in it;
     every pair meets once, whatever the order the blocks came in."""
     out: list[tuple[int, Block]] = []
@@ -469,7 +585,7 @@ def _drained(staged: list[tuple[int, Block]]) -> list[tuple[int, Block]]:
         for e, block in staged:
             if e != edge:
                 continue
-            if run and rows + len(block) > DRAIN_ROWS:
+            if run and rows + len(block) > DRAIN_ROWS and sides[edge] is None:
                 out.append((edge, concat_blocks(run)))
                 run, rows = [], 0
             run.append(block)

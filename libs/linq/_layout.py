@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ._columns import SCALAR, Block, block_of_codes, codes_of, values_of
-from ._columns._codes import codes_of_values
+from ._columns import SCALAR, Block, block_of_codes, bounds, codes_of, values_of
+from ._columns._codes import PAIRS, codes_of_values
 from ._keys import unhashable
 from ._trace import Batch, Rows, Spine
 
@@ -89,7 +89,10 @@ class Layout:
     ) -> Block:
         """The records of stored code columns (and their rows' ``keys``), as a block."""
         if self.arity == SCALAR or self.arity is None:
-            return Block.of_records(values_of(cols[0]), diffs)
+            col = cols[0]
+            if len(col) and bounds(col)[1] < PAIRS:  # plain ints are their own codes: no Python list
+                return Block((col,), SCALAR, diffs)
+            return Block.of_records(values_of(col), diffs)
         return block_of_codes(self.full(cols, keys), self.arity, diffs)
 
     def records(self, cols: list[np.ndarray] | tuple[np.ndarray, ...], keys: np.ndarray | None = None) -> list[Any]:

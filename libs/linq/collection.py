@@ -24,7 +24,7 @@ from typing import Any
 
 from timely import LoopContext, Scope, ScopeError, Stream
 
-from ._arrange import Arrange, Arranged, JoinArranged
+from ._arrange import Arrange, Arranged, JoinArranged, SharedSide
 from ._column_io import FromColumns, ToColumns
 from ._columns._functions import identity, left, nothing
 from ._errors import OperatorError
@@ -87,6 +87,25 @@ def operator_name(scope: Scope, op: str, name: str | None) -> str:
         if (where, full) not in used:
             used.add((where, full))
             return full
+
+
+_sides: weakref.WeakKeyDictionary[Scope, dict[tuple[int, int], SharedSide]] = weakref.WeakKeyDictionary()
+
+
+def _shared_side(collection: Collection, key: Callable[[Any], Any]) -> tuple[SharedSide, int]:
+    """The input of a join inside a loop that takes ``collection`` by ``key``, and this join's
+    reader number: joins of one collection by one key function (the same objects) keep one
+    arrangement of it per worker (`_arrange.SharedSide`), which a join uses once a second
+    join reads it too."""
+    sides = _sides.get(collection.scope)
+    if sides is None:
+        sides = _sides[collection.scope] = {}
+    at = (id(collection._blocks), id(key))
+    side = sides.get(at)
+    if side is None:  # it holds the stream and the key, so their ids stay theirs
+        side = sides[at] = SharedSide(collection._blocks, key)
+    side.readers += 1
+    return side, side.readers - 1
 
 
 def keyed_inputs(
@@ -248,8 +267,13 @@ class Collection:
         self._same_scope("join", other)
         full = self._name("join", name)
         lattice = self.lattice
+        sides: tuple[tuple[SharedSide, int] | None, tuple[SharedSide, int] | None] = (None, None)
+        if lattice.depth > 0 and not (other._blocks is self._blocks and key1 is key2):
+            sides = (_shared_side(self, key1), _shared_side(other, key2))
         streams, exchange = keyed_inputs(self.scope, full, [self._blocks, other._blocks], [key1, key2])
-        stream = self.scope.stage(full, lambda: Join(full, lattice, key1, key2, selector), streams, exchange=exchange)
+        stream = self.scope.stage(
+            full, lambda: Join(full, lattice, key1, key2, selector, sides), streams, exchange=exchange
+        )
         return Collection._of(stream, lattice)
 
     def semijoin(

@@ -37,3 +37,25 @@ def test_both_paths_split_like_a_brute_force_grouping(ntimes: int, monkeypatch: 
             parts = _join.by_time(out, times)
             assert all(type(x) is int for u, _ in parts for x in u)
             assert _seen(parts) == want, f"{len(want)} times, {'python' if few else 'numpy'} path"
+
+
+@pytest.mark.parametrize("fixed", [(0,), (1,), (0, 2), (0, 1, 2)])
+def test_fixed_coordinates_are_put_back_in_place(fixed: tuple[int, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A coordinate every row shares may be given as an int (a loop's output varies in its
+    iteration alone): the split is the one of the full columns, the int back in its place."""
+    rng = np.random.default_rng(len(fixed))
+    for _ in range(30):
+        n = int(rng.integers(1, 300))
+        out = Block([rng.integers(0, 50, n)], 2, rng.choice([-1, 1, 2], n))
+        out = Block([out.cols[0], rng.integers(0, 9, n)], 2, out.diffs)
+        full = [rng.integers(0, int(rng.integers(1, 4)), n) + 7 * j for j in range(3)]
+        given: list[np.ndarray | int] = list(full)
+        for j in fixed:
+            full[j] = np.full(n, 5 + j, dtype=np.int64)
+            given[j] = 5 + j
+        want = _brute(out, full)
+        for few in (0, 10_000):
+            monkeypatch.setattr(_join, "FEW_TIMED_ROWS", few)
+            parts = _join.by_time(out, given)
+            assert all(type(x) is int for u, _ in parts for x in u)
+            assert _seen(parts) == want, f"fixed {fixed}, {'python' if few else 'numpy'} path"

@@ -358,6 +358,46 @@ def test_join(workers: int, resume_workers: int, at: int) -> None:
     )
 
 
+def _peel(edges: linq.Collection) -> linq.Collection:
+    """kcore's peel: ``alive`` joined twice by one key function inside the loop, so the two
+    joins share its arrangement (each checkpoints it as it has received it; restored, the
+    first brings it back for both)."""
+    node = linq.columns(lambda n: n)
+    edge = linq.columns(lambda s, d, n: (s, d))
+
+    def peel(active: linq.Collection) -> linq.Collection:
+        alive = active.count(first).where(linq.columns(lambda n, k: k >= 2)).select(first)
+        return active.join(alive, first, node, edge, name="from_alive").join(alive, second, node, edge, name="both")
+
+    return edges.concat(edges.select(itemgetter(1, 0))).fixed_point(peel).count(first)
+
+
+def _peel_reference(edges: ref.Multiset) -> ref.Multiset:
+    active: Counter[Any] = Counter()
+    for (s, d), c in edges.items():
+        active[(s, d)] += c
+        active[(d, s)] += c
+    while True:
+        degree: Counter[Any] = Counter()
+        for (s, _), c in active.items():
+            degree[s] += c
+        peeled = Counter({e: c for e, c in active.items() if degree[e[0]] >= 2 and degree[e[1]] >= 2 and c})
+        if peeled == active:
+            break
+        active = peeled
+    out: Counter[Any] = Counter()
+    for (s, _), c in active.items():
+        out[s] += c
+    return {(n, k): 1 for n, k in out.items() if k}
+
+
+@pytest.mark.parametrize(
+    ("workers", "resume_workers", "at"), [(1, 1, 3), (2, 3, 2), (3, 1, 5)], ids=["w1", "w2-to-w3", "w3-to-w1"]
+)
+def test_joins_sharing_an_input(workers: int, resume_workers: int, at: int) -> None:
+    check_resume(_peel, _peel_reference, edge_epochs(4), workers, resume_workers, at, expect_state=["both"])
+
+
 # Reduce and friends -------------------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ import random
 from operator import itemgetter
 from typing import Any
 
+import numpy as np
 import pytest
 
 import timely
@@ -94,3 +95,23 @@ def test_keyed_arrangements_match_a_brute_force_join(
         for spine in spines:
             # pairs keyed by one of their fields store one value column; widened: one whole-record code
             assert spine.nvals == 1, f"{spine.nvals} stored columns ({'widened' if widened else 'pairs'})"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[3, -7, 0, 2**40], ["a", "b", "a"], [1.5, 2.0], [(1, 2), 5, "x"], [2**62, 1]],
+    ids=["ints", "strings", "floats", "mixed", "big-int"],
+)
+def test_scalar_decode_gives_back_the_values(values: list[Any]) -> None:
+    """A scalar layout's records come back as exactly the values that were coded (plain ints
+    as their own code column, with no Python list made; everything else through values)."""
+    from timely_libs.linq._columns import SCALAR, Block
+    from timely_libs.linq._layout import Layout
+
+    layout = Layout("t", SCALAR)
+    block = Block.of_records(values)
+    (codes,) = layout.encode(block)
+    diffs = np.arange(1, len(values) + 1, dtype=np.int64)
+    out = layout.decode([codes], diffs)
+    assert [(r, type(r)) for r in out.records()] == [(v, type(v)) for v in values]
+    assert out.diffs is diffs
