@@ -155,7 +155,7 @@ class Arrange(Stateful):
         if not shared.layout.accept(block):
             shared.widen()
             shared.layout.accept(block)
-        batch = Batch(Rows.at(keys, shared.layout.encode(block), tuple(time), block.diffs))
+        batch = Batch.at(keys, shared.layout.encode(block), tuple(time), block.diffs)
         seq = shared.add(batch)
         self.send_by(self.outputs[0], [(seq, batch, shared)], time)
 

@@ -322,7 +322,7 @@ def delta_batch(
         if not len(sums):
             return None
         records = layout.full(cols[1:], cols[0])  # a keyed layout's key field is the key column
-        return Block(records, block.arity, sums), Batch(Rows.at(cols[0], cols[1:], t, sums), tidy=True)
+        return Block(records, block.arity, sums), Batch.at(cols[0], cols[1:], t, sums, tidy=True)
     idx, sums = consolidation([keys, *vals], block.diffs)
     if not len(sums):
         return None
@@ -330,7 +330,7 @@ def delta_batch(
         block = block.take(idx).with_diffs(sums)
         keys = keys[idx]
         vals = [v[idx] for v in vals]
-    return block, Batch(Rows.at(keys, vals, t, sums), tidy=True)
+    return block, Batch.at(keys, vals, t, sums, tidy=True)
 
 
 def arrangement_pieces(tag: int, rows: Rows, layout: Layout) -> list[tuple[int, Any]]:

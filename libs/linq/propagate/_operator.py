@@ -254,7 +254,7 @@ class Propagate(Stateful):
             diffs = np.concatenate([p.diffs for p in staged])
             staged.clear()
             cols, diffs = consolidate(cols, diffs)
-            batch = Batch(Rows.at(cols[0], cols[1:], t, diffs), tidy=True)
+            batch = Batch.at(cols[0], cols[1:], t, diffs, tidy=True)
             del cols, diffs
         if len(batch) and not self._wave_edges(batch, t):
             self._join(batch, self.labels, edges_first=True)
