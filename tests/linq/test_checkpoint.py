@@ -372,30 +372,11 @@ def _peel(edges: linq.Collection) -> linq.Collection:
     return edges.concat(edges.select(itemgetter(1, 0))).fixed_point(peel).count(first)
 
 
-def _peel_reference(edges: ref.Multiset) -> ref.Multiset:
-    active: Counter[Any] = Counter()
-    for (s, d), c in edges.items():
-        active[(s, d)] += c
-        active[(d, s)] += c
-    while True:
-        degree: Counter[Any] = Counter()
-        for (s, _), c in active.items():
-            degree[s] += c
-        peeled = Counter({e: c for e, c in active.items() if degree[e[0]] >= 2 and degree[e[1]] >= 2 and c})
-        if peeled == active:
-            break
-        active = peeled
-    out: Counter[Any] = Counter()
-    for (s, _), c in active.items():
-        out[s] += c
-    return {(n, k): 1 for n, k in out.items() if k}
-
-
 @pytest.mark.parametrize(
     ("workers", "resume_workers", "at"), [(1, 1, 3), (2, 3, 2), (3, 1, 5)], ids=["w1", "w2-to-w3", "w3-to-w1"]
 )
 def test_joins_sharing_an_input(workers: int, resume_workers: int, at: int) -> None:
-    check_resume(_peel, _peel_reference, edge_epochs(4), workers, resume_workers, at, expect_state=["both"])
+    check_resume(_peel, ref.two_core_degrees, edge_epochs(4), workers, resume_workers, at, expect_state=["both"])
 
 
 # Reduce and friends -------------------------------------------------------------------------------

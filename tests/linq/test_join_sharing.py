@@ -19,6 +19,8 @@ import pytest
 
 import timely
 from tests.support import TIMEOUT
+from tests.support import linq_reference as ref
+from tests.support.linq_reference import Multiset
 from timely_libs import linq
 from timely_libs.linq._join import Join
 
@@ -26,8 +28,6 @@ first = itemgetter(0)
 second = itemgetter(1)
 node = linq.columns(lambda n: n)
 edge = linq.columns(lambda s, d, n: (s, d))
-
-Multiset = dict[Any, int]
 
 
 def _peel(edges: linq.Collection) -> linq.Collection:
@@ -41,27 +41,6 @@ def _peel(edges: linq.Collection) -> linq.Collection:
         return from_alive.join(alive, second, node, edge, name="both_alive")
 
     return symmetric.fixed_point(peel).count(first)
-
-
-def _peel_reference(edges: Multiset) -> Multiset:
-    active: Counter[Any] = Counter()
-    for (s, d), c in edges.items():
-        active[(s, d)] += c
-        active[(d, s)] += c
-    active = +active
-    while True:
-        degree: Counter[Any] = Counter()
-        for (s, _), c in active.items():
-            degree[s] += c
-        alive = {n for n, k in degree.items() if k >= 2}
-        peeled = Counter({e: c for e, c in active.items() if e[0] in alive and e[1] in alive})
-        if peeled == active:
-            break
-        active = peeled
-    out: Counter[Any] = Counter()
-    for (s, _), c in active.items():
-        out[s] += c
-    return {(n, k): 1 for n, k in out.items() if k}
 
 
 def _paths(edges: linq.Collection) -> linq.Collection:
@@ -158,7 +137,7 @@ def _run(program: Any, reference: Any, seed: int, workers: int, in_flight: bool,
 @pytest.mark.parametrize("in_flight", [False, True], ids=["epoch-by-epoch", "in-flight"])
 @pytest.mark.parametrize("seed", range(4))
 def test_two_joins_of_alive_share_it(seed: int, workers: int, in_flight: bool) -> None:
-    _run(_peel, _peel_reference, seed, workers, in_flight, ["source_alive", "both_alive"])
+    _run(_peel, ref.two_core_degrees, seed, workers, in_flight, ["source_alive", "both_alive"])
 
 
 @pytest.mark.parametrize("workers", [1, 2])

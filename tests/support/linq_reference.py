@@ -46,6 +46,7 @@ __all__ = [
     "iterate",
     "join",
     "least_reaching_label",
+    "two_core_degrees",
     "max_",
     "min_",
     "negate",
@@ -251,6 +252,29 @@ def least_reaching_label(edges: Iterable[tuple[Any, Any]]) -> Multiset:
                     todo.append(p)
         out[(v, min(seen))] = 1
     return out
+
+
+def two_core_degrees(edges: Multiset) -> Multiset:
+    """``(node, degree)`` in the 2-core of the edges taken both ways (kcore's peel): edges are
+    dropped while an end has fewer than two, then each node's count of the edges left."""
+    active: Counter[Any] = Counter()
+    for (s, d), c in edges.items():
+        active[(s, d)] += c
+        active[(d, s)] += c
+    active = +active
+    while True:
+        degree: Counter[Any] = Counter()
+        for (s, _), c in active.items():
+            degree[s] += c
+        alive = {n for n, k in degree.items() if k >= 2}
+        peeled = Counter({e: c for e, c in active.items() if e[0] in alive and e[1] in alive})
+        if peeled == active:
+            break
+        active = peeled
+    out: Counter[Any] = Counter()
+    for (s, _), c in active.items():
+        out[s] += c
+    return {(n, k): 1 for n, k in out.items() if k}
 
 
 # Strategies ---------------------------------------------------------------------------------------
