@@ -30,7 +30,7 @@ from typing import Any
 
 from timely import KeyedState, Timestamp
 
-from ._join import arrangement_pieces, delta_batch, meet, restored
+from ._join import Published, arrangement_pieces, delta_batch, meet, restored
 from ._keys import KeyOf
 from ._lattice import Lattice
 from ._layout import Layout, widened
@@ -61,7 +61,7 @@ class SharedArrangement:
         readers), the epoch it may compact to: the arrangement compacts to the least of them,
         since a reader's delta of an earlier epoch must still meet the rows at their own times
         (a trace handle's logical compaction)."""
-        self.published: dict[tuple[int, ...], list[Any]] = {}
+        self.published: dict[tuple[int, ...], Published] = {}
         """Joins sharing an input (`SharedSide`): per time, the batch's sequence number, the
         delta block the first reader made, and how many readers have yet to take it."""
 

@@ -43,8 +43,8 @@ The selector makes the output records: ``linq.columns(fn)`` receives the matched
 right records as columns (``fn(left_fields..., right_fields...)``), any other function is
 called once per matched pair.
 
-Checkpoint: a `KeyedState` of both arrangements (a shared one as this join has received it), pieces ``((input, arity), keys, records,
-times, diffs)`` routed by key (`_stateful.rows_pieces`), and ``(2, time, input, block)`` input
+Checkpoint: a `KeyedState` of both arrangements (a shared one as this join has received it),
+pieces ``((input, arity), keys, records, times, diffs)`` routed by key (`_stateful.rows_pieces`), and ``(2, time, input, block)`` input
 staged at a time not yet complete and ``(3, time, block)`` output held for its time (none
 between epochs unless a later epoch's records came early).
 """
@@ -52,6 +52,7 @@ between epochs unless a later epoch's records came early).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -80,6 +81,21 @@ from ._layout import Layout, widened
 from ._linear import changes_in
 from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, routed, rows_of_piece, rows_pieces
 from ._trace import Batch, Rows, Spine, concat_rows, latest, le_time, matches, time_columns
+
+
+@dataclass(slots=True)
+class Published:
+    """One time's input on a side that joins share (`SharedSide`), made by the first reader
+    to reach the time and taken by the others."""
+
+    seq: int
+    """The batch's sequence number in the shared arrangement (0: nothing to add)."""
+    block: Block | None
+    """The delta's records, consolidated (None: the time's input summed to nothing)."""
+    keys: np.ndarray | None
+    """The delta's key codes, sorted as the block."""
+    readers_left: int
+    """Readers yet to take it: the entry goes when the last one has."""
 
 
 class Join(Stateful):
@@ -221,18 +237,17 @@ class Join(Stateful):
                 layout.accept(block)
             delta = delta_batch(block, self.keyof[edge].codes(block), layout.encode(block), t, layout)
             if delta is None:
-                entry = [0, None, None, side.readers]
+                entry = Published(0, None, None, side.readers)
             else:
-                entry = [shared.add(delta[1]), delta[0], delta[1].keys, side.readers]
+                entry = Published(shared.add(delta[1]), delta[0], delta[1].keys, side.readers)
             shared.published[t] = entry
-        entry[3] -= 1
-        if not entry[3]:
+        entry.readers_left -= 1
+        if not entry.readers_left:
             del shared.published[t]
-        seq, block, keys = entry[0], entry[1], entry[2]
-        if block is None:
+        if entry.block is None or entry.keys is None:
             return
-        self._meet(edge, block, keys, t)
-        shared.receive(reader, seq)
+        self._meet(edge, entry.block, entry.keys, t)
+        shared.receive(reader, entry.seq)
 
     def _shared(self, edge: int) -> Any:
         shared = self.shared[edge]
