@@ -114,15 +114,8 @@ class MutableAntichain:
             return []
         old_frontier = self.frontier
         if self._total:
-            heap, in_heap = self._heap, self._in_heap
-            for t in rose:
-                if t not in in_heap:
-                    in_heap.add(t)
-                    heapq.heappush(heap, t)
-            while heap and counts.get(heap[0], 0) <= 0:
-                in_heap.discard(heapq.heappop(heap))
-            new_frontier = [heap[0]] if heap else []
-        elif fell and any(counts.get(f, 0) <= 0 for f in old_frontier):
+            return self._move_least(rose)
+        if fell and any(counts.get(f, 0) <= 0 for f in old_frontier):
             new_frontier = _minimal(t for t, c in counts.items() if c > 0)
         else:
             new_frontier = [f for f in old_frontier if counts.get(f, 0) > 0]
@@ -136,6 +129,34 @@ class MutableAntichain:
         changed = [(t, -1) for t in old_frontier if t not in new_frontier]
         changed.extend((t, 1) for t in new_frontier if t not in old_frontier)
         return changed
+
+    def _move_least(self, rose: list[tuple[int, ...]]) -> list[tuple[tuple[int, ...], int]]:
+        """`update`'s frontier step where the order is total: the frontier is the heap's least
+        positive time, and its change is at most one time leaving and one joining. Every epoch
+        that retires moves every location's frontier by one, so this is the tracker's most
+        frequent step when many epochs are in flight; it builds no lists it can avoid."""
+        counts, heap, in_heap = self.counts, self._heap, self._in_heap
+        for t in rose:
+            if t not in in_heap:
+                in_heap.add(t)
+                heapq.heappush(heap, t)
+        while heap and counts.get(heap[0], 0) <= 0:
+            in_heap.discard(heapq.heappop(heap))
+        old_frontier = self.frontier
+        if heap:
+            least = heap[0]
+            if old_frontier:
+                old = old_frontier[0]
+                if old == least:
+                    return []
+                self.frontier = [least]
+                return [(old, -1), (least, 1)]
+            self.frontier = [least]
+            return [(least, 1)]
+        if old_frontier:
+            self.frontier = []
+            return [(old_frontier[0], -1)]
+        return []
 
     def __repr__(self) -> str:
         return f"MutableAntichain(frontier={sorted(self.frontier)!r})"
