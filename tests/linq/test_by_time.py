@@ -59,3 +59,26 @@ def test_fixed_coordinates_are_put_back_in_place(fixed: tuple[int, ...], monkeyp
             parts = _join.by_time(out, given)
             assert all(type(x) is int for u, _ in parts for x in u)
             assert _seen(parts) == want, f"fixed {fixed}, {'python' if few else 'numpy'} path"
+
+
+@pytest.mark.parametrize("spread", [1, 3, 40])
+def test_one_varying_coordinate_splits_like_a_brute_force_grouping(
+    spread: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One coordinate varies, the others are ints (a loop's join output, by its iteration):
+    one time, a few (taken by a mask each), more than `FEW_SPLIT_TIMES` (by a dict), and
+    the sorted path for many rows, each against the brute-force grouping of full columns."""
+    rng = np.random.default_rng(spread)
+    for _ in range(30):
+        n = int(rng.integers(1, 300))
+        out = Block([rng.integers(0, 50, n), rng.integers(0, 9, n)], 2, rng.choice([-1, 1, 2], n))
+        at = int(rng.integers(0, 3))
+        given: list[np.ndarray | int] = [4, 5, 6]
+        given[at] = rng.integers(0, spread, n) + 3
+        full = [c if isinstance(c, np.ndarray) else np.full(n, c, dtype=np.int64) for c in given]
+        want = _brute(out, full)
+        for few in (0, 10_000):
+            monkeypatch.setattr(_join, "FEW_TIMED_ROWS", few)
+            parts = _join.by_time(out, given)
+            assert all(type(x) is int for u, _ in parts for x in u)
+            assert _seen(parts) == want, f"spread {spread}, varying {at}, {'python' if few else 'numpy'} path"

@@ -475,10 +475,15 @@ def _with_tail_batch(reads: SpineReads, batch: Batch, at: int) -> SpineReads:
     """``reads`` with ``batch`` added to the tail at position ``at`` (`Spine.batches` lists the
     tail first), and its address table, if one was made, extended by the batch's row: a loop
     step inserts a small batch into each spine it reads, and the compiled read right after
-    would otherwise rebuild the whole table."""
+    would otherwise rebuild the whole table. Their `latest`, if asked, is joined with the
+    batch's, so a join's next read does not fold it again over every batch."""
     held = reads.batches
     out = SpineReads((*held[:at], batch, *held[at:]))
     table = reads.table
     if table is not None and held:  # (an empty spine's table has no row to say its width)
         out.table = np.concatenate((table[:at], batch.address()[None], table[at:]))
+    if reads.latest_known:
+        was = reads.latest
+        out.latest = batch.latest if was is None else tuple(map(max, was, batch.latest))
+        out.latest_known = True
     return out
