@@ -41,8 +41,10 @@ __all__ = [
     "label_support",
     "least_added_removed",
     "slot_rows",
+    "stamp_keys",
     "supported",
     "unchanged_spine",
+    "uncovered_keys",
 ]
 
 
@@ -423,6 +425,34 @@ def unchanged_spine(
         out[i] = (2 if check else 1) if ok else 0
         checks += ok and check
     return out, most, at, checks
+
+
+@njit(void(IN, OUT, i8, i8), cache=True, nogil=True)
+def stamp_keys(keys: np.ndarray, stamps: np.ndarray, line: int, x: int) -> None:
+    """`_covered.Covered.evaluated`'s loop: each of ``keys`` within ``stamps`` stamped ``line +
+    x``, unless its stamp is on that line (``line`` to ``line + 2**32``) at an earlier position."""
+    size = len(stamps)
+    end = line + (1 << 32)
+    for k in keys:
+        if 0 <= k < size:
+            s = stamps[k]
+            if not (line <= s < end and s <= line + x):
+                stamps[k] = line + x
+
+
+@njit(OUT(IN, IN, i8, i8), cache=True, nogil=True)
+def uncovered_keys(keys: np.ndarray, stamps: np.ndarray, line: int, x: int) -> np.ndarray:
+    """`_covered.Covered.uncovered`'s loop: ``keys`` less those stamped on ``line`` at a
+    position at or before ``x``."""
+    out = np.empty(len(keys), dtype=np.int64)
+    size = len(stamps)
+    n = 0
+    for k in keys:
+        if 0 <= k < size and line <= stamps[k] <= line + x:
+            continue
+        out[n] = k
+        n += 1
+    return out[:n]
 
 
 _numba_cache.finish(_BEGUN, globals(), __name__, "timely_libs.linq.propagate", "loops")

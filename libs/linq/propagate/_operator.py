@@ -59,6 +59,7 @@ from .._trace import Batch, Rows, Spine, concat_rows, indexed, latest, matches, 
 from .._trace._batch import SMALL_ROWS
 from .._trace._reader import address_table
 from ..collection import Collection, _lattices, lattice_of, operator_name
+from ._covered import Covered
 from ._exchange import line_messages
 from ._least import (
     WAVE_ROWS,
@@ -165,6 +166,8 @@ class Propagate(Stateful):
         self.unwaved: tuple[int, ...] | None = None
         """A time whose step `_wave_edges` found its proposals would move a label: the step
         skips `line_wave`, whose check of the same proposals would say so again."""
+        self.covered = Covered()
+        """Each key's latest evaluation: a key staged where it covers is not evaluated again."""
         self.arrived = -1
         """With `_alone`, the latest epoch of a notification so far: every input at it or
         before has arrived."""
@@ -413,6 +416,9 @@ class Propagate(Stateful):
         if staged is not None:
             rows = concat_rows([r for r in staged if not isinstance(r, np.ndarray)], 1, self.ntimes)
             keys = [r for r in staged if isinstance(r, np.ndarray)]
+            if keys:  # staged by evaluations elsewhere: those evaluated since on this line are done
+                uncovered = self.covered.uncovered(np.concatenate(keys) if len(keys) > 1 else keys[0], t)
+                keys = [] if not len(uncovered) else [distinct(uncovered) if len(keys) > 1 else uncovered]
             labels = None
             if len(rows):
                 batch = Batch(rows)
@@ -455,6 +461,7 @@ class Propagate(Stateful):
         values, by `few_line_changes`)."""
         if not len(keys):
             return
+        self.covered.evaluated(keys, t)
         matrix = None  # the changes as the compiled step made them, for the compiled join
         found: Rows
         stepped = _stepped(self.proposals, self.labels, keys, t, self.op)
