@@ -18,7 +18,7 @@ iteration's proposals reach a node at a few positions of its line, and the joins
 rows of the previous iteration stage it at the same line again.
 
 One int64 stamp per key, ``line << 32 | position`` (-1: none), in an array indexed by the key
-(node ids are small ints); keys outside it are never skipped. A few numpy calls a step, no
+(node ids are small ints); keys outside it are never skipped. Two compiled calls a step, no
 Python value per key.
 """
 
