@@ -62,6 +62,7 @@ __all__ = [
     "put_table",
     "radix_sorted",
     "spine_accumulate",
+    "spine_count",
     "spine_rows",
     "spine_sums",
 ]
@@ -972,6 +973,66 @@ def spine_accumulate(keys: np.ndarray, table: np.ndarray, nvals: int, t: np.ndar
                     out[1 + c, o] = cols[c, a]
                 out[nvals + 1, o] = total_diff
                 o += 1
+    return out, o, rank, later, k
+
+
+@njit(
+    Tuple((MATRIX, i8, OUT, MATRIX, i8))(IN, ADDRESS_TABLE, ADDRESS_TABLE, IN),
+    cache=True,
+)
+def spine_count(keys: np.ndarray, inputs: np.ndarray, outputs: np.ndarray, t: np.ndarray) -> tuple:  # type: ignore[type-arg]
+    """A count's change at ``t`` for ``keys`` (sorted, distinct) in one call: each key's input
+    total (`spine_sums` over ``inputs``, an arrangement of keys alone), its output accumulated
+    at ``t`` (`spine_accumulate` over ``outputs``, whose one value is the count), and their
+    difference: the new ``(key, total)`` row where the total is positive, less the output's
+    rows, as a matrix of key, count and diff (one row of the matrix each; sorted by key and
+    count, consolidated), the first ``m``; ``m`` is -1 when a total is negative (the caller
+    names the key). Then the rows of either arrangement at times not ``<= t``: the index in
+    ``keys`` of each one's key, its time columns and diff, the first ``k``."""
+    n = len(keys)
+    ntimes = len(t)
+    totals, _, rank_in, later_in, k_in = spine_sums(keys, inputs, 0, 0, t)
+    acc, m, rank_out, later_out, k_out = spine_accumulate(keys, outputs, 1, t)
+    k = k_in + k_out
+    rank = np.empty(k, dtype=np.int64)
+    later = np.empty((ntimes + 1, k), dtype=np.int64)
+    rank[:k_in] = rank_in[:k_in]
+    rank[k_in:] = rank_out[:k_out]
+    for c in range(ntimes + 1):
+        later[c, :k_in] = later_in[c, :k_in]
+        later[c, k_in:] = later_out[c, :k_out]
+    out = np.empty((3, n + m), dtype=np.int64)
+    o = 0
+    p = 0
+    for i in range(n):
+        key = keys[i]
+        total = totals[i]
+        if total < 0:
+            return out, -1, rank, later, k
+        placed = total == 0  # no new row: the key's count is gone
+        while p < m and acc[0, p] == key:
+            v = acc[1, p]
+            d = -acc[2, p]
+            if not placed and total <= v:
+                placed = True
+                if total < v:
+                    out[0, o] = key
+                    out[1, o] = total
+                    out[2, o] = 1
+                    o += 1
+                else:
+                    d += 1
+            if d != 0:
+                out[0, o] = key
+                out[1, o] = v
+                out[2, o] = d
+                o += 1
+            p += 1
+        if not placed:
+            out[0, o] = key
+            out[1, o] = total
+            out[2, o] = 1
+            o += 1
     return out, o, rank, later, k
 
 
