@@ -61,7 +61,7 @@ from ._keys import KeyOf
 from ._lattice import Lattice
 from ._layout import Layout, widened
 from ._stateful import Stateful, paused_gc, pieces_of, restored_batch, routed, rows_of_piece, rows_pieces
-from ._trace import Batch, Rows, Spine, concat_rows, lub_time
+from ._trace import Batch, Rows, Spine, concat_rows, count_changes, lub_time
 
 Counts = dict[Any, int]
 Evaluate = Callable[[Any, Counts], Counts]
@@ -285,6 +285,9 @@ class Reduce(Stateful):
         self.ntimes = lattice.depth + 1
         self.keys_only = reducer.summed and not self.two
         """The input arrangement holds keys and their diffs, no records (`Reducer.summed`)."""
+        self.counts = self.keys_only and type(reducer) is Count
+        """A count: once its output arrangement exists, a notification's change is read and
+        made in one compiled call (`count_changes`), with no group or answer built."""
         self.input_trace: Spine | None = None
         self.output_trace: Spine | None = None
         self.staged: dict[Any, list[tuple[int, Block]]] = {}
@@ -376,6 +379,11 @@ class Reduce(Stateful):
             return
         if type(self.reducer) is Distinct and self._distinct(keys, time):
             return
+        if self.counts and self.output_trace is not None:
+            fused = count_changes(keys, t, self.input_trace.batches(), self.output_trace.batches(), self.ntimes)
+            if fused is not None:
+                self._changed(*fused, t, time)
+                return
         answer: Output | None = None
         if self.reducer.summed:
             totals, _, later = self.input_trace.totals(keys, t, values=False)
@@ -401,11 +409,18 @@ class Reduce(Stateful):
             before = Rows.empty(width, 0)
         if len(out_keys) or len(before):
             delta = _difference(Rows(out_keys, out_cols, (), out_counts), before, width)
-            if len(delta):
-                if self.output_trace is None:
-                    self.output_trace = Spine(width, self.ntimes)
-                self.output_trace.insert(Batch.at(delta.keys, delta.vals, t, delta.diffs, tidy=True))
-                self.send_by(self.outputs[0], [self.out_layout.decode(delta.vals, delta.diffs, delta.keys)], time)
+        else:
+            delta = before
+        self._changed(delta, later, t, time)
+
+    def _changed(self, delta: Rows, later: Rows, t: tuple[int, ...], time: Timestamp) -> None:
+        """The output's change at ``t`` (consolidated rows without times), into the output
+        arrangement and sent; notifications at the later times."""
+        if len(delta):
+            if self.output_trace is None:
+                self.output_trace = Spine(self.out_layout.width, self.ntimes)
+            self.output_trace.insert(Batch.at(delta.keys, delta.vals, t, delta.diffs, tidy=True))
+            self.send_by(self.outputs[0], [self.out_layout.decode(delta.vals, delta.diffs, delta.keys)], time)
         if len(later):
             self.schedule(later, t)
 

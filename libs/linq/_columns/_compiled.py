@@ -62,6 +62,7 @@ __all__ = [
     "put_table",
     "radix_sorted",
     "spine_accumulate",
+    "spine_count",
     "spine_rows",
     "spine_sums",
 ]
@@ -728,6 +729,44 @@ def _spine_matches(keys: np.ndarray, table: np.ndarray) -> tuple:  # type: ignor
     return found, m, rows
 
 
+@njit(Tuple((OUT, OUT, OUT))(Array(int64, 2, "C"), i8, i8, ADDRESS_TABLE), cache=True)
+def _placed(found: np.ndarray, m: int, total: int, table: np.ndarray) -> tuple:  # type: ignore[type-arg]
+    """Each row of the ``m`` matches of `_spine_matches` (batch by batch) given its place: the
+    index in the keys of its key, its row in its batch, and where each batch's rows end."""
+    rank = np.empty(total, dtype=np.int64)
+    where = np.empty(total, dtype=np.int64)
+    ends = np.zeros(table.shape[0], dtype=np.int64)
+    r = 0
+    for p in range(m):
+        b = found[p, 0]
+        i = found[p, 1]
+        j = found[p, 2]
+        starts, ss = table[b, ADDR_STARTS], table[b, ADDR_STARTS + 1]
+        lo = _load(starts, j * ss)
+        hi = _load(starts, (j + 1) * ss)
+        for row in range(lo, hi):
+            rank[r] = i
+            where[r] = row
+            r += 1
+        ends[b] = r
+    return rank, where, ends
+
+
+@njit(void(ADDRESS_TABLE, i8, IN, IN, OUT), cache=True)
+def _gather(table: np.ndarray, column: int, where: np.ndarray, ends: np.ndarray, out: np.ndarray) -> None:
+    """Column ``column`` (0 the key, then values, times, diff) of the rows `_placed` placed,
+    into ``out``: batch by batch, a loop of one load per row."""
+    r = 0
+    for b in range(table.shape[0]):
+        if ends[b] <= r:
+            continue
+        address = table[b, ADDR_COLUMNS + 2 * column]
+        stride = table[b, ADDR_COLUMNS + 2 * column + 1]
+        for q in range(r, ends[b]):
+            out[q] = _load(address, where[q] * stride)
+        r = ends[b]
+
+
 @njit(Tuple((OUT, Array(int64, 2, "C")))(IN, ADDRESS_TABLE, i8), cache=True)
 def spine_rows(keys: np.ndarray, table: np.ndarray, ncols: int) -> tuple:  # type: ignore[type-arg]
     """The rows of a spine's batches (``table``, `Batch.address`) whose key is among ``keys``
@@ -737,8 +776,6 @@ def spine_rows(keys: np.ndarray, table: np.ndarray, ncols: int) -> tuple:  # typ
     column, for every batch, in one call. The key column is the probe's key, not read: a large
     batch is cold when an update reads it, and each column read is a cache miss per key."""
     found, m, total = _spine_matches(keys, table)
-    rank = np.empty(total, dtype=np.int64)
-    out = np.empty((ncols, total), dtype=np.int64)
     # each row's place first, then one column at a time, batch by batch, in a loop of one load
     # per row: every load is independent of the others, so the processor has many cache misses
     # in flight (a large batch's rows are cold), where reading each match's columns in turn
@@ -746,33 +783,12 @@ def spine_rows(keys: np.ndarray, table: np.ndarray, ncols: int) -> tuple:  # typ
     # of a row or two mispredicted its branch (a read of 8,192 keys over 26 batches: 9.9 ms
     # that way, 5.7 ms this way); beyond its output, a read allocates only the places and a
     # row end per batch (no copy of the table), so a read of a few keys costs what it did
-    where = np.empty(total, dtype=np.int64)
-    ends = np.zeros(table.shape[0], dtype=np.int64)  # where each batch's rows end in ``out``
-    r = 0
-    for p in range(m):
-        b = found[p, 0]
-        i = found[p, 1]
-        j = found[p, 2]
-        starts, ss = table[b, ADDR_STARTS], table[b, ADDR_STARTS + 1]
-        lo = _load(starts, j * ss)
-        hi = _load(starts, (j + 1) * ss)
-        key = keys[i]
-        for row in range(lo, hi):
-            out[0, r] = key
-            rank[r] = i
-            where[r] = row
-            r += 1
-        ends[b] = r
+    rank, where, ends = _placed(found, m, total, table)
+    out = np.empty((ncols, total), dtype=np.int64)
+    for r in range(total):
+        out[0, r] = keys[rank[r]]
     for c in range(1, ncols):
-        r = 0
-        for b in range(table.shape[0]):
-            if ends[b] <= r:
-                continue
-            address = table[b, ADDR_COLUMNS + 2 * c]
-            stride = table[b, ADDR_COLUMNS + 2 * c + 1]
-            for q in range(r, ends[b]):
-                out[c, q] = _load(address, where[q] * stride)
-            r = ends[b]
+        _gather(table, c, where, ends, out[c])
     return rank, out
 
 
@@ -787,38 +803,37 @@ def spine_sums(keys: np.ndarray, table: np.ndarray, nvals: int, gather: int, t: 
     n = len(keys)
     ntimes = len(t)
     found, m, total = _spine_matches(keys, table)
+    # the rows' times and diffs gathered first, a column at a time (`spine_rows`: many cache
+    # misses in flight), then summed from the gathered columns
+    rank, where, ends = _placed(found, m, total, table)
+    cols = np.empty((ntimes + 1, total), dtype=np.int64)
+    for c in range(ntimes + 1):
+        _gather(table, 1 + nvals + c, where, ends, cols[c])
     totals = np.zeros(n, dtype=np.int64)
     vals = np.zeros((gather, n), dtype=np.int64)
-    rank = np.empty(total, dtype=np.int64)
+    if gather and total:
+        got = np.empty(total, dtype=np.int64)
+        for c in range(gather):
+            _gather(table, 1 + c, where, ends, got)
+            for r in range(total):
+                vals[c, rank[r]] = got[r]
+    later_rank = np.empty(total, dtype=np.int64)
     later = np.empty((ntimes + 1, total), dtype=np.int64)
     k = 0
-    for p in range(m):
-        b = found[p, 0]
-        i = found[p, 1]
-        j = found[p, 2]
-        starts, ss = table[b, ADDR_STARTS], table[b, ADDR_STARTS + 1]
-        lo = _load(starts, j * ss)
-        hi = _load(starts, (j + 1) * ss)
-        for c in range(gather):
-            vals[c, i] = _load(table[b, ADDR_COLUMNS + 2 + 2 * c], lo * table[b, ADDR_COLUMNS + 3 + 2 * c])
-        first_time = ADDR_COLUMNS + 2 * (1 + nvals)
-        diff_at = first_time + 2 * ntimes
-        for row in range(lo, hi):
-            now = True
-            for c in range(ntimes):
-                if _load(table[b, first_time + 2 * c], row * table[b, first_time + 2 * c + 1]) > t[c]:
-                    now = False
-                    break
-            d = _load(table[b, diff_at], row * table[b, diff_at + 1])
-            if now:
-                totals[i] += d
-            else:
-                rank[k] = i
-                for c in range(ntimes):
-                    later[c, k] = _load(table[b, first_time + 2 * c], row * table[b, first_time + 2 * c + 1])
-                later[ntimes, k] = d
-                k += 1
-    return totals, vals, rank, later, k
+    for r in range(total):
+        now = True
+        for c in range(ntimes):
+            if cols[c, r] > t[c]:
+                now = False
+                break
+        if now:
+            totals[rank[r]] += cols[ntimes, r]
+        else:
+            later_rank[k] = rank[r]
+            for c in range(ntimes + 1):
+                later[c, k] = cols[c, r]
+            k += 1
+    return totals, vals, later_rank, later, k
 
 
 MATRIX = Array(int64, 2, "C")
@@ -895,9 +910,12 @@ def spine_accumulate(keys: np.ndarray, table: np.ndarray, nvals: int, t: np.ndar
     n = len(keys)
     ntimes = len(t)
     found, m, total = _spine_matches(keys, table)
-    first_time = ADDR_COLUMNS + 2 * (1 + nvals)
-    diff_at = first_time + 2 * ntimes
-    # the rows at times <= t, gathered by key (a count per key, then a place per row)
+    # every column of the rows gathered first (`spine_rows`: many cache misses in flight), then
+    # the rows at times <= t placed by key (a count per key, then a place per row)
+    rank_all, where, ends = _placed(found, m, total, table)
+    got = np.empty((nvals + ntimes + 1, total), dtype=np.int64)
+    for c in range(nvals + ntimes + 1):
+        _gather(table, 1 + c, where, ends, got[c])
     cols = np.empty((nvals + 1, total), dtype=np.int64)
     now = np.empty(total, dtype=np.bool_)
     place = np.empty(total, dtype=np.int64)
@@ -905,48 +923,31 @@ def spine_accumulate(keys: np.ndarray, table: np.ndarray, nvals: int, t: np.ndar
     rank = np.empty(total, dtype=np.int64)
     later = np.empty((ntimes + 1, total), dtype=np.int64)
     k = 0
-    r = 0
-    for p in range(m):
-        b = found[p, 0]
-        i = found[p, 1]
-        j = found[p, 2]
-        lo = _load(table[b, ADDR_STARTS], j * table[b, ADDR_STARTS + 1])
-        hi = _load(table[b, ADDR_STARTS], (j + 1) * table[b, ADDR_STARTS + 1])
-        for row in range(lo, hi):
-            here = True
-            for c in range(ntimes):
-                if _load(table[b, first_time + 2 * c], row * table[b, first_time + 2 * c + 1]) > t[c]:
-                    here = False
-                    break
-            d = _load(table[b, diff_at], row * table[b, diff_at + 1])
-            now[r] = here
-            if here:
-                starts[i + 1] += 1
-            else:
-                rank[k] = i
-                for c in range(ntimes):
-                    later[c, k] = _load(table[b, first_time + 2 * c], row * table[b, first_time + 2 * c + 1])
-                later[ntimes, k] = d
-                k += 1
-            r += 1
+    for r in range(total):
+        here = True
+        for c in range(ntimes):
+            if got[nvals + c, r] > t[c]:
+                here = False
+                break
+        now[r] = here
+        if here:
+            starts[rank_all[r] + 1] += 1
+        else:
+            rank[k] = rank_all[r]
+            for c in range(ntimes + 1):
+                later[c, k] = got[nvals + c, r]
+            k += 1
     for i in range(n):
         starts[i + 1] += starts[i]
     fill = starts[:n].copy()
-    r = 0
-    for p in range(m):
-        b = found[p, 0]
-        i = found[p, 1]
-        j = found[p, 2]
-        lo = _load(table[b, ADDR_STARTS], j * table[b, ADDR_STARTS + 1])
-        hi = _load(table[b, ADDR_STARTS], (j + 1) * table[b, ADDR_STARTS + 1])
-        for row in range(lo, hi):
-            if now[r]:
-                at = fill[i]
-                fill[i] += 1
-                for c in range(nvals):
-                    cols[c, at] = _load(table[b, ADDR_COLUMNS + 2 + 2 * c], row * table[b, ADDR_COLUMNS + 3 + 2 * c])
-                cols[nvals, at] = _load(table[b, diff_at], row * table[b, diff_at + 1])
-            r += 1
+    for r in range(total):
+        if now[r]:
+            i = rank_all[r]
+            at = fill[i]
+            fill[i] += 1
+            for c in range(nvals):
+                cols[c, at] = got[c, r]
+            cols[nvals, at] = got[nvals + ntimes, r]
     # each key's rows ordered by values, equal values summed
     for q in range(starts[n]):
         place[q] = q
@@ -972,6 +973,66 @@ def spine_accumulate(keys: np.ndarray, table: np.ndarray, nvals: int, t: np.ndar
                     out[1 + c, o] = cols[c, a]
                 out[nvals + 1, o] = total_diff
                 o += 1
+    return out, o, rank, later, k
+
+
+@njit(
+    Tuple((MATRIX, i8, OUT, MATRIX, i8))(IN, ADDRESS_TABLE, ADDRESS_TABLE, IN),
+    cache=True,
+)
+def spine_count(keys: np.ndarray, inputs: np.ndarray, outputs: np.ndarray, t: np.ndarray) -> tuple:  # type: ignore[type-arg]
+    """A count's change at ``t`` for ``keys`` (sorted, distinct) in one call: each key's input
+    total (`spine_sums` over ``inputs``, an arrangement of keys alone), its output accumulated
+    at ``t`` (`spine_accumulate` over ``outputs``, whose one value is the count), and their
+    difference: the new ``(key, total)`` row where the total is positive, less the output's
+    rows, as a matrix of key, count and diff (one row of the matrix each; sorted by key and
+    count, consolidated), the first ``m``; ``m`` is -1 when a total is negative (the caller
+    names the key). Then the rows of either arrangement at times not ``<= t``: the index in
+    ``keys`` of each one's key, its time columns and diff, the first ``k``."""
+    n = len(keys)
+    ntimes = len(t)
+    totals, _, rank_in, later_in, k_in = spine_sums(keys, inputs, 0, 0, t)
+    acc, m, rank_out, later_out, k_out = spine_accumulate(keys, outputs, 1, t)
+    k = k_in + k_out
+    rank = np.empty(k, dtype=np.int64)
+    later = np.empty((ntimes + 1, k), dtype=np.int64)
+    rank[:k_in] = rank_in[:k_in]
+    rank[k_in:] = rank_out[:k_out]
+    for c in range(ntimes + 1):
+        later[c, :k_in] = later_in[c, :k_in]
+        later[c, k_in:] = later_out[c, :k_out]
+    out = np.empty((3, n + m), dtype=np.int64)
+    o = 0
+    p = 0
+    for i in range(n):
+        key = keys[i]
+        total = totals[i]
+        if total < 0:
+            return out, -1, rank, later, k
+        placed = total == 0  # no new row: the key's count is gone
+        while p < m and acc[0, p] == key:
+            v = acc[1, p]
+            d = -acc[2, p]
+            if not placed and total <= v:
+                placed = True
+                if total < v:
+                    out[0, o] = key
+                    out[1, o] = total
+                    out[2, o] = 1
+                    o += 1
+                else:
+                    d += 1
+            if d != 0:
+                out[0, o] = key
+                out[1, o] = v
+                out[2, o] = d
+                o += 1
+            p += 1
+        if not placed:
+            out[0, o] = key
+            out[1, o] = total
+            out[2, o] = 1
+            o += 1
     return out, o, rank, later, k
 
 

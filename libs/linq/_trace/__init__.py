@@ -3,7 +3,7 @@ and read through one interface (`_reader`: descriptions, and vectorised reads of
 
 from ._batch import FEW_KEYS, Batch, Keys, Rows, concat_rows, le_time, lub_time, time_columns
 from ._frontier import Antichain, Description, antichain, beyond
-from ._reader import KeyIndex, indexed, key_spans, latest, matches, matches_each
+from ._reader import KeyIndex, count_changes, indexed, key_spans, latest, matches, matches_each
 from ._spine import Spine
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "antichain",
     "beyond",
     "concat_rows",
+    "count_changes",
     "indexed",
     "key_spans",
     "latest",
