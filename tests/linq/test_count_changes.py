@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import timely
-from tests.linq.test_count_keys import _counted, _epochs, _in_a_loop
+from tests.linq.test_count_keys import _epochs, count_after_every_epoch
 from tests.support import TIMEOUT
 from timely_libs import linq
 from timely_libs.linq import _reduce
@@ -143,28 +143,7 @@ def test_the_operator_with_the_loops_loaded_equals_a_brute_force_count(
         return out
 
     monkeypatch.setattr(_reduce, "count_changes", counted)
-    epochs = _epochs(31 + workers + 2 * in_flight, epochs=10)
-
-    def build(scope: timely.Scope) -> Any:
-        edges = linq.new_input(scope, "edges")
-        c = edges.collection
-        counted_ = c.count(lambda e: e[0], name="degree") if where == "top" else _in_a_loop(c)
-        return edges, linq.CollectionOutput(counted_)
-
-    present: Counter[tuple[int, int]] = Counter()
-    wanted = []
-    with timely.execute(build, workers=workers, timeout=TIMEOUT) as (comp, (edges, out)):
-        for epoch, changes in enumerate(epochs):
-            for edge, diff in changes:
-                present[edge] += diff
-            wanted.append(_counted(+present))
-            edges.update(changes)
-            edges.advance_to(epoch + 1)
-            if not in_flight or epoch == len(epochs) - 1:
-                comp.wait_passed(out.probe, epoch, timeout=TIMEOUT)
-                if not in_flight:
-                    assert out.contents() == wanted[epoch], f"epoch {epoch}"
-        assert out.contents() == wanted[-1]
+    count_after_every_epoch(_epochs(31 + workers + 2 * in_flight, epochs=10), workers, in_flight, where)
     assert fused[True] > 0, "the one-call path ran"
 
 

@@ -55,11 +55,12 @@ def _in_a_loop(edges: Any) -> Any:
     return edges.fixed_point(lambda x: edges.enter(x.scope).count(itemgetter(0), name="degree"), name="loop")
 
 
-@pytest.mark.parametrize("workers", [1, 2], ids=["w1", "w2"])
-@pytest.mark.parametrize("in_flight", [False, True], ids=["waited", "in_flight"])
-@pytest.mark.parametrize("where", ["top", "loop"])
-def test_a_count_by_key_equals_a_brute_force_count_after_every_epoch(workers: int, in_flight: bool, where: str) -> None:
-    epochs = _epochs(7 + workers + 2 * in_flight)
+def count_after_every_epoch(
+    epochs: list[list[tuple[Edge, int]]], workers: int, in_flight: bool, where: str
+) -> tuple[Any, list[dict[tuple[int, int], int]]]:
+    """Counts edges by their first field (``where``: at the top or inside a loop), asserting the
+    brute-force count after every epoch (or, with every epoch in flight, after the last); the
+    computation, left open for a look inside, and the wanted answers."""
 
     def build(scope: timely.Scope) -> Any:
         edges = linq.new_input(scope, "edges")
@@ -81,29 +82,37 @@ def test_a_count_by_key_equals_a_brute_force_count_after_every_epoch(workers: in
                 if not in_flight:
                     assert out.contents() == wanted[epoch], f"epoch {epoch}"
         assert out.contents() == wanted[-1]
-        stage = "degree" if where == "top" else "loop.degree"
-        reduces = [v for v in comp.vertices(stage) if isinstance(v, Reduce)]
-        assert reduces
-        kept = 0
-        answers: Counter[tuple[int, int]] = Counter()
-        for reduce in reduces:
-            assert reduce.keys_only
-            spine = reduce.input_trace
-            if spine is None:
-                continue
-            assert spine.nvals == 0, "a count's input arrangement keeps no record"
-            spine.compact()
-            rows = spine.rows()
-            kept += len(rows.keys)
-            out = reduce.output_trace
-            assert out is not None and out.nvals == 1, "a count's output arrangement keeps the count alone"
-            o = out.rows()
-            for key, n, d in zip(o.keys.tolist(), o.vals[0].tolist(), o.diffs.tolist()):
-                answers[(key, n)] += d  # int fields are their own codes
-        # every epoch is complete and compacted: one row per key with edges, whatever its edges
-        assert kept == len(wanted[-1]), (kept, wanted[-1])
-        # the output arrangement, summed over its times, is the answer (key and count)
-        assert {r: d for r, d in answers.items() if d} == wanted[-1]
+        return comp, wanted
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["w1", "w2"])
+@pytest.mark.parametrize("in_flight", [False, True], ids=["waited", "in_flight"])
+@pytest.mark.parametrize("where", ["top", "loop"])
+def test_a_count_by_key_equals_a_brute_force_count_after_every_epoch(workers: int, in_flight: bool, where: str) -> None:
+    comp, wanted = count_after_every_epoch(_epochs(7 + workers + 2 * in_flight), workers, in_flight, where)
+    stage = "degree" if where == "top" else "loop.degree"
+    reduces = [v for v in comp.vertices(stage) if isinstance(v, Reduce)]
+    assert reduces
+    kept = 0
+    answers: Counter[tuple[int, int]] = Counter()
+    for reduce in reduces:
+        assert reduce.keys_only
+        spine = reduce.input_trace
+        if spine is None:
+            continue
+        assert spine.nvals == 0, "a count's input arrangement keeps no record"
+        spine.compact()
+        rows = spine.rows()
+        kept += len(rows.keys)
+        out = reduce.output_trace
+        assert out is not None and out.nvals == 1, "a count's output arrangement keeps the count alone"
+        o = out.rows()
+        for key, n, d in zip(o.keys.tolist(), o.vals[0].tolist(), o.diffs.tolist()):
+            answers[(key, n)] += d  # int fields are their own codes
+    # every epoch is complete and compacted: one row per key with edges, whatever its edges
+    assert kept == len(wanted[-1]), (kept, wanted[-1])
+    # the output arrangement, summed over its times, is the answer (key and count)
+    assert {r: d for r, d in answers.items() if d} == wanted[-1]
 
 
 def test_a_negative_count_names_the_key() -> None:
