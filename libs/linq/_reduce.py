@@ -105,6 +105,11 @@ class Reducer:
     the output arrangement then stores only the value (`Layout` with ``key=0``), as a join's
     arrangement by a field does, so a read of a key's output rows gathers one column less."""
 
+    counted = False
+    """Its answer is ``(key, total)`` for each key whose total is positive, and nothing else:
+    once its output arrangement exists, the reduce reads both spines and makes its change in
+    one compiled call (`count_changes`), with no group or answer built."""
+
     def evaluate(self, group: Group, op: str) -> Output:
         raise NotImplementedError
 
@@ -209,6 +214,7 @@ class Count(Reducer):
 
     summed = True
     keyed = True
+    counted = True
 
     def evaluate(self, group: Group, op: str) -> Output:
         s = group.starts
@@ -285,9 +291,8 @@ class Reduce(Stateful):
         self.ntimes = lattice.depth + 1
         self.keys_only = reducer.summed and not self.two
         """The input arrangement holds keys and their diffs, no records (`Reducer.summed`)."""
-        self.counts = self.keys_only and type(reducer) is Count
-        """A count: once its output arrangement exists, a notification's change is read and
-        made in one compiled call (`count_changes`), with no group or answer built."""
+        self.counts = self.keys_only and reducer.counted
+        """A count (`Reducer.counted`) of keys alone."""
         self.input_trace: Spine | None = None
         self.output_trace: Spine | None = None
         self.staged: dict[Any, list[tuple[int, Block]]] = {}
